@@ -1,0 +1,1 @@
+"""The torch trainer that produces transitsim traces (needs the `train` extra: torch, tokenizers)."""
