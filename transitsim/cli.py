@@ -1,0 +1,48 @@
+"""The face of transitsim: parses options, calls the library, prints. No logic of its own.
+
+Each command group lives in `transitsim/commands/`; this module wires them together and turns
+every user error into one line on stderr and exit code 2 (never a traceback).
+"""
+
+import sys
+
+import click
+import typer
+
+from transitsim.commands import collective_cmd, ladder_cmd, run_cmd, traces_cmd, train_cmd
+from transitsim.errors import TransitsimError
+
+app = typer.Typer(
+    name="transitsim",
+    help="Replay training traces through network models to estimate time-to-loss.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+for module in (traces_cmd, ladder_cmd, train_cmd, collective_cmd, run_cmd):
+    module.register(app)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console-script entry point: exit 0 on success, 1 when the work failed, 2 on bad input."""
+    try:
+        result = app(args=argv, standalone_mode=False)
+    except TransitsimError as exc:
+        print(f"transitsim: error: {exc}", file=sys.stderr)
+        sys.exit(2)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except click.exceptions.Abort:
+        print("transitsim: aborted", file=sys.stderr)
+        sys.exit(130)
+    except click.ClickException as exc:
+        print(f"transitsim: error: {exc.format_message()}", file=sys.stderr)
+        sys.exit(2)
+    except KeyboardInterrupt:
+        print("transitsim: interrupted", file=sys.stderr)
+        sys.exit(130)
+    sys.exit(result if isinstance(result, int) else 0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,77 @@
+"""Plain descriptions of a network, in SI units: the contract between scenarios, the simulator
+and replay. Scenario YAML is parsed into these once (units handled there); the simulator only
+ever sees numbers in bits/s, seconds and metres.
+"""
+
+from dataclasses import dataclass, field
+
+FIBRE_S_PER_M = 4.9e-9  # propagation delay in fibre, about 4.9 us per km
+
+COLLECTIVE_ALGOS = ("ring_allreduce", "ring_allgather", "hierarchical", "switch_sum", "tree")
+TOPOLOGIES = ("switch", "leaf_spine", "datacentres")
+
+
+@dataclass(frozen=True)
+class LinkSpec:
+    """One direction of a cable (full duplex = two of these)."""
+
+    rate_bps: float
+    latency_s: float = 0.0  # fixed latency on top of propagation
+    length_m: float = 0.0  # propagation = length_m * FIBRE_S_PER_M
+    overhead_s: float = 0.0  # per-message overhead (headers, protocol turn-around)
+
+    @property
+    def propagation_s(self) -> float:
+        return self.latency_s + self.length_m * FIBRE_S_PER_M
+
+
+@dataclass(frozen=True)
+class TransformSpec:
+    """An optical transform: one pass per bit plane over power-of-2 chunks of `size` inputs."""
+
+    size: int = 256
+    planes: int = 8
+    passes_per_s: float = 1e9  # chunk-vector passes per second (one pass = one plane of one chunk)
+    latency_s: float = 0.0
+    keep: float = 1 / 16  # fraction of each chunk's outputs read out and sent
+
+
+@dataclass(frozen=True)
+class PluggableSpec:
+    """The module at a host port: host-side electrical lanes, the optical line, maybe a transform."""
+
+    host_lane_bps: float
+    line_bps: float
+    transform: TransformSpec | None = None
+
+
+@dataclass(frozen=True)
+class SwitchSpec:
+    """Forwarding, and optionally in-network aggregation (sum of reducible messages)."""
+
+    forwarding_latency_s: float = 0.0
+    store_and_forward: bool = False
+    aggregator: bool = False
+    agg_slots: int = 0  # 0 = unbounded; else number of in-flight aggregation slots
+    agg_slot_bytes: int = 0  # bytes one slot holds (pipelining granularity); 0 = whole message
+    agg_rate_bps: float = float("inf")  # summing rate of the aggregator
+    transform: TransformSpec | None = None  # transform computed at the switch port (E' variant)
+
+
+@dataclass(frozen=True)
+class NetworkSpec:
+    """A whole network: `workers` hosts in one of TOPOLOGIES."""
+
+    name: str
+    topology: str
+    workers: int
+    host_link: LinkSpec
+    pluggable: PluggableSpec | None = None
+    switch: SwitchSpec = field(default_factory=SwitchSpec)
+    hosts_per_rack: int = 0  # leaf_spine: hosts under each leaf switch
+    spine_link: LinkSpec | None = None  # leaf_spine: leaf <-> spine
+    datacentres: int = 1  # datacentres: hosts split evenly across them
+    wan_link: LinkSpec | None = None  # datacentres: one direction of each WAN link
+    wan_links: int = 1  # parallel WAN links between each pair of datacentres
+    collective: str | None = None  # force one of COLLECTIVE_ALGOS for every variant
+    link_overrides: dict[str, LinkSpec] = field(default_factory=dict)  # edge name -> LinkSpec

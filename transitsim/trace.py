@@ -1,0 +1,336 @@
+"""The trace: one training run as one Parquet file, the contract the trainer and simulator share.
+
+One row per optimiser step (or, for imported logs, per evaluated step), metadata as JSON under one
+schema key, and the diagnostics (energy shares) as a long table in a second metadata key. Plain
+pyarrow, pandas, duckdb or polars read the step table without this module; the metadata is JSON.
+"""
+
+import json
+import math
+import os
+import re
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from transitsim.errors import TraceError
+
+FORMAT_NAME = "transitsim.trace"
+FORMAT_VERSION = 1
+META_KEY = b"transitsim.trace"
+DIAG_KEY = b"transitsim.diagnostics"
+
+VARIANTS = ("A", "B", "C", "D", "E", "E'", "F")
+COLLECTIVES = ("all_reduce", "all_gather", "reduce_at_switch")
+ROW_KINDS = ("every_step", "evaluated_steps")
+ORIGINS = ("trainer", "import")
+STATUSES = ("complete", "incomplete")
+
+# Required step columns and their Arrow types.
+STEP_COLUMNS: dict[str, pa.DataType] = {
+    "step": pa.int64(),
+    "train_loss": pa.float64(),
+    "val_loss": pa.float64(),
+    "lr": pa.float64(),
+    "payload_bytes": pa.int64(),
+    "collective": pa.dictionary(pa.int32(), pa.string()),
+    "reducible": pa.bool_(),
+    "compute_s": pa.float64(),
+    "compress_s": pa.float64(),
+}
+OPTIONAL_COLUMNS: dict[str, pa.DataType] = {
+    "payload_int64_bytes": pa.int64(),
+    "wire_bytes": pa.float64(),
+    "update_s": pa.float64(),
+    "wall_s": pa.float64(),
+    "clip_rate": pa.float64(),
+    "clip_rate_interval": pa.float64(),
+}
+DIAG_COLUMNS: dict[str, str] = {
+    "step": "int64",
+    "source": "str",
+    "group": "str",
+    "selector": "str",
+    "share": "float64",
+}
+REQUIRED_META: dict[str, type | tuple[type, ...]] = {
+    "name": str,
+    "variant": str,
+    "seed": int,
+    "workers": int,
+    "n_params": int,
+    "dense_bytes_per_step": int,
+    "rows": str,
+    "origin": str,
+    "status": str,
+}
+
+_SEED_SUFFIX = re.compile(r"-s\d+$")
+
+
+def config_name(run_name: str) -> str:
+    """A run's configuration: its name without the trailing `-s<seed>` (runs differing only in seed)."""
+    return _SEED_SUFFIX.sub("", run_name)
+
+
+@dataclass
+class Trace:
+    """One validated training run: metadata, the step table and the diagnostics table."""
+
+    meta: dict[str, Any]
+    steps: pd.DataFrame
+    diagnostics: pd.DataFrame = field(default_factory=lambda: _empty_diagnostics())
+    path: Path | None = None
+
+    @property
+    def name(self) -> str:
+        return self.meta["name"]
+
+    @property
+    def variant(self) -> str:
+        return self.meta["variant"]
+
+    @property
+    def seed(self) -> int:
+        return self.meta["seed"]
+
+    @property
+    def workers(self) -> int:
+        return self.meta["workers"]
+
+    @property
+    def config_name(self) -> str:
+        return config_name(self.meta["name"])
+
+    @property
+    def final_val_loss(self) -> float:
+        """The last evaluated validation loss (NaN when the run never evaluated)."""
+        evaluated = self.steps["val_loss"].dropna()
+        return float(evaluated.iloc[-1]) if len(evaluated) else math.nan
+
+    @property
+    def payload_bytes_per_step(self) -> int:
+        if "payload_bytes_per_step" in self.meta:
+            return int(self.meta["payload_bytes_per_step"])
+        return int(self.steps["payload_bytes"].iloc[-1])
+
+
+def _empty_diagnostics() -> pd.DataFrame:
+    return pd.DataFrame({name: pd.Series(dtype=dtype) for name, dtype in DIAG_COLUMNS.items()})
+
+
+def _where(path: Path | str | None) -> str:
+    return str(path) if path is not None else "<trace>"
+
+
+def validate_meta(meta: dict[str, Any], path: Path | str | None = None) -> None:
+    """Raise TraceError naming the file when the metadata lacks a required key or has a bad value."""
+    where = _where(path)
+    for key, kind in REQUIRED_META.items():
+        if key not in meta:
+            raise TraceError(f"{where}: metadata lacks required key {key!r}")
+        value = meta[key]
+        if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+            raise TraceError(
+                f"{where}: metadata key {key!r} must be {kind.__name__}, got {value!r}"
+            )
+    if meta["variant"] not in VARIANTS:
+        raise TraceError(
+            f"{where}: unknown variant {meta['variant']!r} (expected one of {VARIANTS})"
+        )
+    if meta["rows"] not in ROW_KINDS:
+        raise TraceError(
+            f"{where}: metadata 'rows' must be one of {ROW_KINDS}, got {meta['rows']!r}"
+        )
+    if meta["origin"] not in ORIGINS:
+        raise TraceError(f"{where}: metadata 'origin' must be one of {ORIGINS}")
+    if meta["status"] not in STATUSES:
+        raise TraceError(f"{where}: metadata 'status' must be one of {STATUSES}")
+    if meta["workers"] < 1:
+        raise TraceError(f"{where}: metadata 'workers' must be at least 1, got {meta['workers']}")
+    if meta["n_params"] < 1 or meta["dense_bytes_per_step"] < 1:
+        raise TraceError(f"{where}: n_params and dense_bytes_per_step must be positive")
+
+
+def validate_steps(steps: pd.DataFrame, path: Path | str | None = None) -> None:
+    """Raise TraceError when a required column is missing, null where it may not be, or off-range."""
+    where = _where(path)
+    missing = [name for name in STEP_COLUMNS if name not in steps.columns]
+    if missing:
+        raise TraceError(f"{where}: step table lacks column(s) {', '.join(missing)}")
+    if len(steps) == 0:
+        raise TraceError(f"{where}: step table has no rows")
+    for name in STEP_COLUMNS:
+        if name != "val_loss" and steps[name].isna().any():
+            raise TraceError(f"{where}: column {name!r} has missing values")
+    step = steps["step"].to_numpy()
+    if not np.issubdtype(step.dtype, np.integer):
+        raise TraceError(f"{where}: column 'step' must hold integers")
+    if step[0] < 1 or (np.diff(step) <= 0).any():
+        raise TraceError(f"{where}: column 'step' must start at 1 or later and strictly increase")
+    if (steps["payload_bytes"] < 0).any():
+        raise TraceError(f"{where}: column 'payload_bytes' has negative values")
+    if ((steps["compute_s"] < 0) | (steps["compress_s"] < 0)).any():
+        raise TraceError(f"{where}: columns 'compute_s'/'compress_s' have negative values")
+    unknown = set(steps["collective"].astype(str)) - set(COLLECTIVES)
+    if unknown:
+        raise TraceError(
+            f"{where}: column 'collective' has unknown value(s) {sorted(unknown)} "
+            f"(expected {COLLECTIVES})"
+        )
+
+
+def validate_diagnostics(diagnostics: pd.DataFrame, path: Path | str | None = None) -> None:
+    missing = [name for name in DIAG_COLUMNS if name not in diagnostics.columns]
+    if missing:
+        raise TraceError(f"{_where(path)}: diagnostics table lacks column(s) {', '.join(missing)}")
+
+
+def _steps_table(steps: pd.DataFrame) -> pa.Table:
+    """The step table with the contract's Arrow types; extra numeric columns are kept as they are."""
+    arrays: dict[str, pa.Array] = {}
+    for name, kind in STEP_COLUMNS.items():
+        values = steps[name]
+        if name == "collective":
+            arrays[name] = pa.array(values.astype(str).tolist()).dictionary_encode()
+        elif name == "val_loss":
+            arrays[name] = pa.array(values.astype("float64"), type=kind, from_pandas=True)
+        else:
+            arrays[name] = pa.array(values.to_numpy().astype(kind.to_pandas_dtype()), type=kind)
+    for name in steps.columns:
+        if name in arrays:
+            continue
+        kind = OPTIONAL_COLUMNS.get(name)
+        values = steps[name]
+        if kind is not None:
+            arrays[name] = pa.array(values.to_numpy().astype(kind.to_pandas_dtype()), type=kind)
+        else:
+            arrays[name] = pa.array(values, from_pandas=True)
+    return pa.table(arrays)
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, np.integer):
+        return int(value)
+    if isinstance(value, np.floating):
+        return float(value)
+    if isinstance(value, Path):
+        return str(value)
+    raise TypeError(f"not JSON serialisable: {value!r}")
+
+
+def write_trace(
+    path: Path | str,
+    steps: pd.DataFrame,
+    meta: dict[str, Any],
+    diagnostics: pd.DataFrame | None = None,
+) -> Path:
+    """Validate and write one run atomically (temp file + rename): a crash leaves old or new."""
+    path = Path(path)
+    meta = {"format": FORMAT_NAME, "format_version": FORMAT_VERSION, **meta}
+    meta["format"], meta["format_version"] = FORMAT_NAME, FORMAT_VERSION
+    validate_meta(meta, path)
+    validate_steps(steps, path)
+    diagnostics = _empty_diagnostics() if diagnostics is None else diagnostics
+    validate_diagnostics(diagnostics, path)
+    table = _steps_table(steps.reset_index(drop=True))
+    diag_json = {
+        name: diagnostics[name].astype(dtype).tolist() for name, dtype in DIAG_COLUMNS.items()
+    }
+    table = table.replace_schema_metadata(
+        {
+            META_KEY: json.dumps(meta, default=_json_default, sort_keys=True),
+            DIAG_KEY: json.dumps(diag_json),
+        }
+    )
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        pq.write_table(table, tmp, compression="zstd")
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def _schema(path: Path) -> pa.Schema:
+    if not path.exists():
+        raise TraceError(f"{path}: no such file")
+    if path.is_dir():
+        raise TraceError(f"{path}: is a folder, not a trace file")
+    try:
+        return pq.read_schema(path)
+    except (pa.ArrowException, OSError) as exc:
+        raise TraceError(f"{path}: not a Parquet file ({str(exc).splitlines()[0]})") from None
+
+
+def _meta_from_schema(schema: pa.Schema, path: Path) -> dict[str, Any]:
+    raw = (schema.metadata or {}).get(META_KEY)
+    if raw is None:
+        raise TraceError(f"{path}: Parquet file without transitsim trace metadata: not a trace")
+    try:
+        meta = json.loads(raw)
+    except json.JSONDecodeError:
+        raise TraceError(f"{path}: trace metadata is not valid JSON") from None
+    if not isinstance(meta, dict) or meta.get("format") != FORMAT_NAME:
+        raise TraceError(f"{path}: metadata does not describe a transitsim trace")
+    version = meta.get("format_version")
+    if version != FORMAT_VERSION:
+        raise TraceError(
+            f"{path}: trace format version {version!r} is not supported "
+            f"(this transitsim reads version {FORMAT_VERSION})"
+        )
+    validate_meta(meta, path)
+    return meta
+
+
+def read_meta(path: Path | str) -> dict[str, Any]:
+    """The validated metadata of a trace, without reading its rows."""
+    path = Path(path)
+    return _meta_from_schema(_schema(path), path)
+
+
+def read_trace(path: Path | str) -> Trace:
+    """Read and validate one trace; anything else raises TraceError naming the file."""
+    path = Path(path)
+    schema = _schema(path)
+    meta = _meta_from_schema(schema, path)
+    try:
+        table = pq.read_table(path)
+    except (pa.ArrowException, OSError) as exc:
+        raise TraceError(f"{path}: unreadable Parquet data ({str(exc).splitlines()[0]})") from None
+    steps = table.to_pandas()
+    if "collective" in steps.columns:
+        steps["collective"] = steps["collective"].astype(str)
+    validate_steps(steps, path)
+    diagnostics = _empty_diagnostics()
+    raw_diag = (schema.metadata or {}).get(DIAG_KEY)
+    if raw_diag:
+        try:
+            diagnostics = pd.DataFrame(json.loads(raw_diag)).astype(DIAG_COLUMNS)
+        except (json.JSONDecodeError, KeyError, ValueError, TypeError):
+            raise TraceError(f"{path}: diagnostics table is corrupt") from None
+        validate_diagnostics(diagnostics, path)
+    return Trace(meta=meta, steps=steps, diagnostics=diagnostics, path=path)
+
+
+def find_traces(paths: list[Path | str]) -> list[Path]:
+    """Expand folders (their *.parquet files, sorted) and keep files; a missing path is an error."""
+    found: list[Path] = []
+    for item in paths:
+        item = Path(item)
+        if item.is_dir():
+            found.extend(sorted(item.glob("*.parquet")))
+        elif item.exists():
+            found.append(item)
+        else:
+            raise TraceError(f"{item}: no such file or folder")
+    return found
