@@ -75,7 +75,7 @@ _SEED_SUFFIX = re.compile(r"-s\d+$")
 
 
 def config_name(run_name: str) -> str:
-    """A run's configuration: its name without the trailing `-s<seed>` (runs differing only in seed)."""
+    """A run's configuration: its name without the trailing `-s<seed>` seed part."""
     return _SEED_SUFFIX.sub("", run_name)
 
 
@@ -130,7 +130,7 @@ def _where(path: Path | str | None) -> str:
 
 
 def validate_meta(meta: dict[str, Any], path: Path | str | None = None) -> None:
-    """Raise TraceError naming the file when the metadata lacks a required key or has a bad value."""
+    """Raise TraceError naming the file when metadata lacks a required key or has a bad value."""
     where = _where(path)
     for key, kind in REQUIRED_META.items():
         if key not in meta:
@@ -159,7 +159,7 @@ def validate_meta(meta: dict[str, Any], path: Path | str | None = None) -> None:
 
 
 def validate_steps(steps: pd.DataFrame, path: Path | str | None = None) -> None:
-    """Raise TraceError when a required column is missing, null where it may not be, or off-range."""
+    """Raise TraceError when a required column is missing, null where it may not be, or bad."""
     where = _where(path)
     missing = [name for name in STEP_COLUMNS if name not in steps.columns]
     if missing:
@@ -193,7 +193,7 @@ def validate_diagnostics(diagnostics: pd.DataFrame, path: Path | str | None = No
 
 
 def _steps_table(steps: pd.DataFrame) -> pa.Table:
-    """The step table with the contract's Arrow types; extra numeric columns are kept as they are."""
+    """The step table with the contract's Arrow types; extra columns are kept as they are."""
     arrays: dict[str, pa.Array] = {}
     for name, kind in STEP_COLUMNS.items():
         values = steps[name]

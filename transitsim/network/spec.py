@@ -38,7 +38,7 @@ class TransformSpec:
 
 @dataclass(frozen=True)
 class PluggableSpec:
-    """The module at a host port: host-side electrical lanes, the optical line, maybe a transform."""
+    """The module at a host port: host-side lanes, the optical line, maybe a transform."""
 
     host_lane_bps: float
     line_bps: float
