@@ -6,7 +6,6 @@ every user error into one line on stderr and exit code 2 (never a traceback).
 
 import sys
 
-import click
 import typer
 
 from transitsim.commands import collective_cmd, ladder_cmd, run_cmd, traces_cmd, train_cmd
@@ -30,12 +29,15 @@ def main(argv: list[str] | None = None) -> None:
     except TransitsimError as exc:
         print(f"transitsim: error: {exc}", file=sys.stderr)
         sys.exit(2)
-    except click.exceptions.Exit as exc:
+    except typer.Exit as exc:
         sys.exit(exc.exit_code)
-    except click.exceptions.Abort:
+    except typer.Abort:
         print("transitsim: aborted", file=sys.stderr)
         sys.exit(130)
-    except click.ClickException as exc:
+    except typer.TyperException as exc:  # click's usage errors, as bundled by typer
+        if type(exc).__name__ == "NoArgsIsHelpError":
+            print(exc.format_message())
+            sys.exit(0)
         print(f"transitsim: error: {exc.format_message()}", file=sys.stderr)
         sys.exit(2)
     except KeyboardInterrupt:

@@ -1,7 +1,185 @@
-"""CLI commands (filled in by the issue that owns them)."""
+"""`transitsim traces import|list|show`: bring published logs in as traces and look at traces."""
 
+import sys
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
 import typer
+
+from transitsim.importers import import_logs
+from transitsim.metrics import run_sort_key, wire_bytes_per_step
+from transitsim.tables import emit_json, emit_table, format_cell, output_format, variant_label
+from transitsim.trace import Trace, find_traces, read_trace
+
+DEFAULT_TRACES = Path("traces")
+CSV = typer.Option(False, "--csv", help="Print CSV (raw numbers).")
+MARKDOWN = typer.Option(False, "--markdown", help="Print a markdown table.")
+JSON = typer.Option(False, "--json", help="Print JSON (raw numbers).")
+LIST_HEADERS = {
+    "name": "Run",
+    "variant": "Var",
+    "params": "Parameters",
+    "seed": "Seed",
+    "steps": "Steps",
+    "final_val_loss": "Final val loss",
+    "payload_bytes_per_step": "Payload/step (B)",
+    "wire_bytes_per_step": "Ring wire/step (B)",
+    "status": "Status",
+}
+
+
+def run_status(trace: Trace) -> str:
+    """complete / incomplete, with "diverged" added when the importer or trainer noted it."""
+    diverged = any(str(note).startswith("diverged") for note in trace.meta.get("notes", []))
+    return trace.meta["status"] + (", diverged" if diverged else "")
+
+
+def traces_table(traces: list[Trace]) -> pd.DataFrame:
+    """One row per run, in the experiment's table order."""
+    rows = [
+        {
+            "name": trace.name,
+            "variant": trace.variant,
+            "params": variant_label(trace.meta),
+            "seed": trace.seed,
+            "steps": int(trace.steps["step"].iloc[-1]),
+            "final_val_loss": trace.final_val_loss,
+            "payload_bytes_per_step": trace.payload_bytes_per_step,
+            "wire_bytes_per_step": wire_bytes_per_step(trace),
+            "status": run_status(trace),
+        }
+        for trace in sorted(traces, key=lambda t: run_sort_key(t.meta))
+    ]
+    return pd.DataFrame(rows, columns=list(LIST_HEADERS))
+
+
+def trace_summary(trace: Trace) -> dict[str, Any]:
+    """The facts about one run that people ask first, as (field -> raw value)."""
+    meta, steps = trace.meta, trace.steps
+    evaluated = steps.dropna(subset=["val_loss"])
+    best = evaluated.loc[evaluated["val_loss"].idxmin()] if len(evaluated) else None
+    model = meta.get("model") or {}
+    summary: dict[str, Any] = {
+        "name": trace.name,
+        "config": trace.config_name,
+        "variant": trace.variant,
+        "params": variant_label(meta),
+        "seed": trace.seed,
+        "status": run_status(trace),
+        "notes": "; ".join(meta.get("notes", [])) or None,
+        "origin": meta["origin"],
+        "source_log": meta.get("source_log"),
+        "rows": f"{len(steps)} ({meta['rows']})",
+        "first_step": int(steps["step"].iloc[0]),
+        "last_step": int(steps["step"].iloc[-1]),
+        "steps_planned": meta.get("steps_planned"),
+        "final_val_loss": trace.final_val_loss,
+        "best_val_loss": None if best is None else float(best["val_loss"]),
+        "best_val_loss_step": None if best is None else int(best["step"]),
+        "final_train_loss": float(steps["train_loss"].iloc[-1]),
+        "workers": trace.workers,
+        "batch": meta.get("batch"),
+        "context": meta.get("context"),
+        "corpus": meta.get("corpus"),
+        "tokenizer": meta.get("tokenizer"),
+        "model": ", ".join(f"{k} {v}" for k, v in model.items() if v is not None) or None,
+        "n_params": meta["n_params"],
+        "device": (meta.get("hardware") or {}).get("device"),
+        "versions": ", ".join(f"{k} {v}" for k, v in (meta.get("versions") or {}).items()) or None,
+        "dense_bytes_per_step": meta["dense_bytes_per_step"],
+        "payload_bytes_per_step": trace.payload_bytes_per_step,
+        "payload_int64_bytes_per_step": meta.get("payload_bytes_int64_per_step"),
+        "wire_bytes_per_step": wire_bytes_per_step(trace),
+        "dense_over_payload": meta["dense_bytes_per_step"] / trace.payload_bytes_per_step
+        if trace.payload_bytes_per_step
+        else None,
+        "collective": str(steps["collective"].iloc[-1]),
+        "reducible": bool(steps["reducible"].iloc[-1]),
+        "mean_wall_s": float(steps["wall_s"].mean()) if "wall_s" in steps else None,
+        "mean_compute_s": float(steps["compute_s"].mean()),
+        "timing": meta.get("timing"),
+        "diagnostics_rows": len(trace.diagnostics),
+    }
+    for column in ("clip_rate", "clip_rate_interval"):
+        if column in steps and steps[column].notna().any():
+            summary[f"final_{column}"] = float(steps[column].dropna().iloc[-1])
+    return summary
+
+
+def import_command(
+    logs: list[Path] = typer.Argument(..., help="Published-format .jsonl logs or folders of them."),
+    out: Path = typer.Option(DEFAULT_TRACES, "-o", "--out", help="Folder for the traces."),
+    csv: bool = CSV,
+    markdown: bool = MARKDOWN,
+    json_: bool = JSON,
+) -> int:
+    """Convert the experiment's JSONL logs into traces (<run name>.parquet in the out folder)."""
+    fmt = output_format(csv, markdown, json_)
+    results = import_logs(logs, out)
+    for result in results:
+        for warning in result.warnings:
+            print(f"transitsim: warning: {warning}", file=sys.stderr)
+    table = pd.DataFrame(
+        [
+            {
+                "log": str(result.source),
+                "trace": str(result.trace.path),
+                "variant": result.trace.variant,
+                "params": variant_label(result.trace.meta),
+                "rows": len(result.trace.steps),
+                "status": run_status(result.trace),
+            }
+            for result in results
+        ]
+    )
+    emit_table(table, fmt, title=f"Imported {len(results)} log(s) into {out}")
+    return 0
+
+
+def list_command(
+    paths: list[Path] = typer.Argument(None, help="Trace files or folders (default: traces/)."),
+    csv: bool = CSV,
+    markdown: bool = MARKDOWN,
+    json_: bool = JSON,
+) -> int:
+    """One row per run: variant, parameters, seed, steps, final loss, bytes per step, status."""
+    fmt = output_format(csv, markdown, json_)
+    traces = [read_trace(path) for path in find_traces(paths or [DEFAULT_TRACES])]
+    emit_table(traces_table(traces), fmt, title=f"{len(traces)} trace(s)", headers=LIST_HEADERS)
+    return 0
+
+
+def show_command(
+    trace_path: Path = typer.Argument(..., metavar="TRACE", help="One trace file."),
+    steps: bool = typer.Option(False, "--steps", help="Also print the step table."),
+    csv: bool = CSV,
+    markdown: bool = MARKDOWN,
+    json_: bool = JSON,
+) -> int:
+    """A trace's metadata and summary (and with --steps, its rows)."""
+    fmt = output_format(csv, markdown, json_)
+    trace = read_trace(trace_path)
+    summary = trace_summary(trace)
+    if fmt == "json":
+        document: dict[str, Any] = {"meta": trace.meta, "summary": summary}
+        if steps:
+            document["steps"] = trace.steps.to_dict(orient="records")
+        emit_json(document)
+        return 0
+    fields = pd.DataFrame({"field": list(summary), "value": list(summary.values())})
+    if fmt != "csv":  # each value formatted by what its field holds
+        fields["value"] = [format_cell(name, value) for name, value in summary.items()]
+    emit_table(fields, fmt, title=str(trace_path), headers={"field": "Field", "value": "Value"})
+    if steps:
+        emit_table(trace.steps, fmt, title="Rows")
+    return 0
 
 
 def register(app: typer.Typer) -> None:
-    """Add this module's commands to the main app."""
+    """Add `transitsim traces ...` to the main app."""
+    traces_app = typer.Typer(help="Import, list and inspect training traces.", no_args_is_help=True)
+    traces_app.command("import")(import_command)
+    traces_app.command("list")(list_command)
+    traces_app.command("show")(show_command)
+    app.add_typer(traces_app, name="traces")

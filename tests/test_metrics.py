@@ -1,0 +1,229 @@
+"""Steps-, bytes- and time-to-loss on runs with known numbers."""
+
+import math
+from pathlib import Path
+
+import logfactory as lf
+import numpy as np
+import pandas as pd
+import pytest
+
+from transitsim.errors import TransitsimError
+from transitsim.importers import import_log
+from transitsim.metrics import (
+    crossovers,
+    first_reaching,
+    ladder,
+    parse_targets,
+    time_to_target,
+)
+from transitsim.trace import Trace
+
+
+def study_traces(folder: Path) -> list[Trace]:
+    return [import_log(log).trace for log in lf.write_study(folder)]
+
+
+@pytest.fixture(scope="module")
+def traces(tmp_path_factory) -> list[Trace]:
+    return study_traces(tmp_path_factory.mktemp("study"))
+
+
+def cell(table: pd.DataFrame, variant: str, target: float) -> pd.Series:
+    rows = table[(table["variant"] == variant) & (table["target"] == target)]
+    assert len(rows) == 1
+    return rows.iloc[0]
+
+
+def test_first_reaching_takes_the_first_row_at_or_below_the_target() -> None:
+    df = pd.DataFrame({"step": [600, 200, 400, 800], "val_loss": [2.0, 3.0, math.nan, 2.5]})
+    assert first_reaching(df, 2.0)["step"] == 600  # exactly equal counts
+    assert first_reaching(df, 3.0)["step"] == 200  # rows are taken in step order
+    assert first_reaching(df, 2.6)["step"] == 600  # NaN rows were not evaluated
+    assert first_reaching(df, 1.9) is None
+
+
+def test_ladder_reproduces_a_known_table(traces: list[Trace]) -> None:
+    table = ladder(traces, [3.158, 3.124, 3.087, 1.785])
+    assert list(table.columns) == [
+        "config",
+        "variant",
+        "target",
+        "seeds",
+        "reached",
+        "steps",
+        "payload_bytes",
+        "wire_bytes",
+    ]
+    assert list(dict.fromkeys(table["variant"])) == ["A", "B", "C", "D", "F"]
+    a = cell(table, "A", 3.158)
+    assert (a["steps"], a["payload_bytes"], a["reached"]) == (400, 400 * lf.DENSE_BYTES, "3/3")
+    assert a["payload_bytes"] == 12_666_777_600  # the slides' 12.67 GB
+    assert a["wire_bytes"] == pytest.approx(400 * 1.75 * lf.DENSE_BYTES)
+    assert cell(table, "A", 1.785)["steps"] == 2000
+    assert cell(table, "B", 3.158)["payload_bytes"] == 400 * lf.TOPK_BYTES
+    c = cell(table, "C", 3.158)
+    assert c["steps"] == pytest.approx(8000 / 3)  # 2,667 on the slide
+    assert c["payload_bytes"] == pytest.approx(8000 / 3 * lf.BAND_BYTES)
+    assert c["wire_bytes"] == pytest.approx(8000 / 3 * 7 * lf.BAND_BYTES)
+    assert cell(table, "D", 3.158)["steps"] == pytest.approx(7600 / 3)
+    assert cell(table, "D", 3.124)["steps"] == pytest.approx(8000 / 3)
+    assert cell(table, "F", 3.087)["steps"] == 1400
+    # a seed that misses: NaN and r/n
+    missed = cell(table, "C", 3.124)
+    assert missed["reached"] == "2/3"
+    assert math.isnan(missed["steps"]) and math.isnan(missed["payload_bytes"])
+    assert cell(table, "B", 1.785)["reached"] == "0/3"
+    assert cell(table, "F", 1.785)["seeds"] == 1
+
+
+def test_target_equal_to_a_loss_counts_as_reached(traces: list[Trace]) -> None:
+    table = ladder(traces, [3.15])
+    assert cell(table, "C", 3.15)["reached"] == "3/3"
+    assert cell(table, "C", 3.15)["steps"] == pytest.approx(8000 / 3)
+
+
+def test_bytes_follow_the_rows_when_the_payload_changes() -> None:
+    """Trainer traces have a row per step; D sends a different payload before calibration."""
+    steps = pd.DataFrame(
+        {
+            "step": np.arange(1, 7),
+            "val_loss": [math.nan, 4.0, math.nan, 3.0, math.nan, 2.0],
+            "payload_bytes": [10, 10, 10, 20, 20, 20],
+            "collective": ["all_gather"] * 6,
+        }
+    )
+    meta = {"name": "x-s0", "variant": "D", "seed": 0, "workers": 4}
+    trace = Trace(meta=meta, steps=steps)
+    table = ladder([trace], [3.0, 2.0])
+    assert table["steps"].tolist() == [4, 6]
+    assert table["payload_bytes"].tolist() == [50, 90]
+    assert table["wire_bytes"].tolist() == [150, 270]  # (W-1) x payload, derived
+
+
+def test_the_same_run_twice_is_an_error(traces: list[Trace]) -> None:
+    with pytest.raises(TransitsimError, match="appears twice"):
+        ladder([traces[0], traces[0]], [3.0])
+
+
+def test_parse_targets_numbers_and_final_losses(traces: list[Trace]) -> None:
+    assert parse_targets("3.158, 3.124,1.785", traces) == [3.158, 3.124, 1.785]
+    a_final = np.mean([t.final_val_loss for t in traces if t.variant == "A"])
+    assert parse_targets("final:A", traces) == [pytest.approx(a_final)]
+    assert parse_targets("final:tinystories-adamw-lr0.003", traces) == [pytest.approx(a_final)]
+    c_final = np.mean([3.12, 3.15, 3.12])
+    assert parse_targets("final:band-low-k16-1d256,3.0", traces) == [
+        pytest.approx(c_final),
+        3.0,
+    ]
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ("", "no loss targets"),
+        ("3.1,abc", "bad loss target 'abc'"),
+        ("nan", "bad loss target"),
+        ("final:Z", "unknown configuration 'Z'"),
+        ("final:band", "ambiguous"),
+    ],
+)
+def test_parse_targets_errors(traces: list[Trace], spec: str, message: str) -> None:
+    with pytest.raises(TransitsimError, match=message):
+        parse_targets(spec, traces)
+
+
+def timeline() -> pd.DataFrame:
+    """Two configs x two seeds on two bandwidths: B is faster per step on the slow network."""
+    rows = []
+    for bandwidth, network in ((10, "wan-10"), (100, "wan-100")):
+        for config, variant, step_s, reach in (
+            ("base", "A", 1.0 + 100 / bandwidth, 4),
+            ("topk", "B", 2.0, 6),
+        ):
+            for seed in (0, 1):
+                reach_at = reach + (seed if config == "topk" else 0)
+                for step in range(1, 11):
+                    rows.append(
+                        {
+                            "run": f"{config}-s{seed}",
+                            "config": config,
+                            "variant": variant,
+                            "network": network,
+                            "step": step,
+                            "val_loss": 2.0 if step >= reach_at else 3.0,
+                            "time_s": step * step_s,
+                            "wire_bytes": step * 1000.0,
+                            "bandwidth_gbps": bandwidth,
+                            "jitter_s": 0.001 * step,  # varies within a run: not a parameter
+                        }
+                    )
+    return pd.DataFrame(rows)
+
+
+def test_time_to_target_summarises_per_config_network_and_target() -> None:
+    summary = time_to_target(timeline(), [2.0, 1.0], baseline_variant="A")
+    assert list(summary.columns) == [
+        "config",
+        "variant",
+        "network",
+        "bandwidth_gbps",
+        "target",
+        "seeds",
+        "reached",
+        "steps_to_target",
+        "time_to_target_s",
+        "bytes_to_target",
+        "speedup_vs_baseline",
+    ]
+    assert len(summary) == 2 * 2 * 2
+
+    def row(config, network, target):
+        hit = summary[
+            (summary.config == config) & (summary.network == network) & (summary.target == target)
+        ]
+        return hit.iloc[0]
+
+    base = row("base", "wan-10", 2.0)
+    assert (base["seeds"], base["reached"], base["steps_to_target"]) == (2, "2/2", 4)
+    assert base["time_to_target_s"] == pytest.approx(4 * 11.0)
+    assert base["bytes_to_target"] == 4000
+    assert base["speedup_vs_baseline"] == pytest.approx(1.0)
+    topk = row("topk", "wan-10", 2.0)
+    assert topk["steps_to_target"] == 6.5  # mean of the seeds' 6 and 7
+    assert topk["time_to_target_s"] == pytest.approx(13.0)
+    assert topk["speedup_vs_baseline"] == pytest.approx(44.0 / 13.0)
+    assert row("topk", "wan-100", 2.0)["speedup_vs_baseline"] == pytest.approx(8.0 / 13.0)
+    never = row("topk", "wan-10", 1.0)
+    assert never["reached"] == "0/2" and math.isnan(never["time_to_target_s"])
+    assert math.isnan(never["speedup_vs_baseline"])
+
+
+def test_time_to_target_needs_every_seed() -> None:
+    data = timeline()
+    data = data[~((data.run == "topk-s1") & (data.step >= 7))]  # seed 1 stops before reaching
+    summary = time_to_target(data, [2.0])
+    partial = summary[(summary.config == "topk") & (summary.network == "wan-10")].iloc[0]
+    assert partial["reached"] == "1/2"
+    assert math.isnan(partial["steps_to_target"]) and math.isnan(partial["bytes_to_target"])
+    assert summary["speedup_vs_baseline"].isna().all()  # no baseline asked for
+
+
+def test_time_to_target_input_errors() -> None:
+    with pytest.raises(TransitsimError, match="lacks column"):
+        time_to_target(timeline().drop(columns="time_s"), [2.0])
+    with pytest.raises(TransitsimError, match="unknown configuration 'E'"):
+        time_to_target(timeline(), [2.0], baseline_variant="E")
+
+
+def test_crossovers_find_where_the_winner_changes() -> None:
+    summary = time_to_target(timeline(), [2.0, 1.0])
+    table = crossovers(summary, "bandwidth_gbps")
+    reached = table[table.target == 2.0]
+    assert reached["bandwidth_gbps"].tolist() == [10, 100]
+    assert reached["best_config"].tolist() == ["topk", "base"]
+    assert reached["changed"].tolist() == [False, True]
+    assert reached["runner_up_ratio"].tolist() == pytest.approx([44.0 / 13.0, 13.0 / 8.0])
+    assert table[table.target == 1.0]["best_config"].isna().all()
+    with pytest.raises(TransitsimError, match="no grid parameter 'latency_s'"):
+        crossovers(summary, "latency_s")
