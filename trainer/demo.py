@@ -1,0 +1,601 @@
+"""The DeMo step for variants B, C, D, E, E' and F over W simulated workers (spec §6, §8, §9).
+
+All workers share one set of weights; each has its own momentum-with-residual `delta`. Tensors
+are grouped by chunk shape and k: a group keeps every worker's delta of all its tensors in one
+chunk-major buffer (W, rows, h, w) or (W, rows, m), so each step is a few large matmuls per
+group instead of a loop over tensors or chunks. Every operation is row-wise (per chunk), so the
+result is the per-tensor algorithm of the spec; only the noise draws of the optics depend on
+tensor order, and they are drawn per tensor in parameter order.
+
+Paths: a fixed band shared by all chunks of a group is computed as x @ T_band.T (k MACs per
+value) when that is cheaper than the full separable DCT; otherwise the full DCT is taken and the
+band gathered from it (top-k, calibrated bands, 64x64 tiles at k = 256).
+"""
+
+import math
+import time
+from dataclasses import dataclass
+
+import torch
+
+from trainer.accounting import chunk_rule
+from trainer.chunking import Chunker, k_per_chunk, make_chunker
+from trainer.config import FEEDBACK_MODES, RunConfig
+from trainer.dct import dct_chunks, dct_matrix, idct_chunks, transform_rows
+from trainer.diagnostics import EnergyTally, row_energies
+from trainer.optics import OpticsEmulator, chunk_full_scale, input_scale, readout_sigma
+from trainer.selection import FIXED_SHAPES, band_positions, calibrated_positions, topk_select
+
+DEMO_VARIANTS = ("topk", "band", "calib", "optics", "optics_switch")
+OPTICS_VARIANTS = ("optics", "optics_switch")
+FEEDBACK_BY_VARIANT = {"topk": ("exact",), "band": ("exact",), "calib": ("exact",)}
+FEEDBACK_BY_VARIANT.update(FEEDBACK_MODES)
+STATE_FORMAT = "transitsim-demo-state-1"
+
+
+@dataclass
+class _Member:
+    """One parameter tensor inside its group, plus its calibration state."""
+
+    name: str
+    param: torch.nn.Parameter
+    chunker: Chunker
+    start: int  # first chunk row in the group buffer
+    energy: torch.Tensor | None = None  # D: float64 (m,) energy map over the window
+    sumsq: float = 0.0  # E/E': sum of delta^2 (window, then since the last full-scale re-set)
+    count: int = 0
+    scale_in: float = 1.0
+    positions: torch.Tensor | None = None  # D: calibrated band, (k,)
+
+    @property
+    def stop(self) -> int:
+        return self.start + self.chunker.chunks
+
+
+@dataclass
+class _Group:
+    """All tensors with the same chunk shape and k, stacked chunk-major."""
+
+    chunk_shape: tuple[int, ...]
+    k: int
+    members: list[_Member]
+    mats: tuple[torch.Tensor, ...]  # (D_m,) or (D_h, D_w)
+    delta: torch.Tensor  # (W, rows, *chunk_shape)
+    shadow: torch.Tensor  # (rows, *chunk_shape)
+    band: torch.Tensor | None = None  # (k,) positions shared by every row, None for top-k / D
+    pos_rows: torch.Tensor | None = None  # (rows, k) positions per row (band variants)
+    t_band: torch.Tensor | None = None  # (k, m) transform rows at `band`
+    emulator: OpticsEmulator | None = None
+    scale_rows: torch.Tensor | None = None  # (rows, 1) input full scale per row
+    diag_bands: dict[str, torch.Tensor] | None = None
+
+    @property
+    def rows(self) -> int:
+        return self.delta.shape[1]
+
+    @property
+    def m(self) -> int:
+        return math.prod(self.chunk_shape)
+
+    @property
+    def band_matrix_cheaper(self) -> bool:
+        """x @ T_band.T costs k MACs per value; the separable DCT h + w (2-D) or m (1-D)."""
+        if len(self.chunk_shape) == 1:
+            return True
+        return self.k < sum(self.chunk_shape)
+
+
+def _validate(cfg: RunConfig, workers: int) -> None:
+    """Clear errors for configurations the DeMo step cannot run."""
+    if cfg.variant not in DEMO_VARIANTS:
+        raise ValueError(
+            f"DeMo runs variants {DEMO_VARIANTS}; got {cfg.variant!r} (adamw has no DeMo step)"
+        )
+    if workers < 1:
+        raise ValueError(f"workers must be >= 1, got {workers}")
+    if not 0 < cfg.keep <= 1:
+        raise ValueError(f"keep must lie in (0, 1], got {cfg.keep}")
+    if cfg.chunk < 1:
+        raise ValueError(f"chunk must be >= 1, got {cfg.chunk}")
+    if not 0 <= cfg.decay < 1:
+        raise ValueError(f"decay must lie in [0, 1), got {cfg.decay}")
+    allowed = FEEDBACK_BY_VARIANT[cfg.variant]
+    if cfg.feedback not in allowed:
+        raise ValueError(
+            f"feedback {cfg.feedback!r} is not valid for variant {cfg.variant!r}; "
+            f"choose one of {allowed}"
+        )
+    if cfg.variant in ("band", "optics", "optics_switch") and cfg.band not in FIXED_SHAPES:
+        raise ValueError(
+            f"variant {cfg.variant!r} needs a fixed band shape {FIXED_SHAPES}, got {cfg.band!r}"
+        )
+    if cfg.variant in ("calib", *OPTICS_VARIANTS):
+        if cfg.calib_start < 0 or cfg.calib_steps < 1:
+            raise ValueError(
+                f"calibration needs calib_start >= 0 and calib_steps >= 1, "
+                f"got {cfg.calib_start}, {cfg.calib_steps}"
+            )
+    if cfg.variant in OPTICS_VARIANTS:
+        if cfg.planes is not None and cfg.planes < 2:
+            raise ValueError(f"planes must be >= 2 or None, got {cfg.planes}")
+        if cfg.enob is not None and cfg.enob <= 0:
+            raise ValueError(f"enob must be > 0 or None, got {cfg.enob}")
+        if cfg.kappa <= 0:
+            raise ValueError(f"kappa must be > 0, got {cfg.kappa}")
+        if cfg.fs_every < 0:
+            raise ValueError(f"fs_every must be >= 0, got {cfg.fs_every}")
+
+
+class DeMo:
+    """DeMo step for all variants B, C, D, E, E', F over W simulated workers sharing one set of
+    weights (spec §6.2). Call `step(grads, lr, step)` once per optimiser step."""
+
+    def __init__(
+        self,
+        named_params: list[tuple[str, torch.nn.Parameter]],
+        cfg: RunConfig,
+        workers: int,
+        *,
+        chunk_rule_override: str | None = None,
+        k_overrides: dict[str, int] | None = None,
+    ) -> None:
+        """chunk_rule_override ("R" | "P2") and k_overrides (name -> k) exist for tests that
+        compare variants or reproduce DeMo's reference; runs leave them unset."""
+        _validate(cfg, workers)
+        if not named_params:
+            raise ValueError("DeMo needs at least one parameter")
+        self.cfg = cfg
+        self.workers = workers
+        self.variant = cfg.variant
+        self.device = named_params[0][1].device
+        self._calibrates = cfg.variant in ("calib", *OPTICS_VARIANTS)
+        self._calib_end = cfg.calib_start + cfg.calib_steps
+        self.calibrated = False
+        self.optics_active = False
+        self.last_timing: dict[str, float] = {"compress_s": 0.0, "update_s": 0.0, "diag_s": 0.0}
+        self._diag_rows: list[dict] | None = None
+        self._last_diag_s = 0.0
+        self._clipped = 0
+        self._clip_total = 0
+        self._noise_gen = torch.Generator(device=self.device)
+        self._noise_gen.manual_seed(cfg.seed + 777)
+        self._pre_calib_shape = cfg.band if cfg.band in FIXED_SHAPES else "low"
+
+        rule = chunk_rule_override or chunk_rule(cfg.variant)
+        k_overrides = dict(k_overrides or {})
+        members_by_key: dict[tuple, list[_Member]] = {}
+        self._members: list[_Member] = []
+        for name, param in named_params:
+            if param.dtype != torch.float32:
+                raise ValueError(f"DeMo works in float32; {name} is {param.dtype}")
+            chunker = make_chunker(tuple(param.shape), cfg.chunk_mode, cfg.chunk, rule)
+            k = k_overrides.pop(name, k_per_chunk(chunker.m, cfg.keep))
+            if not 1 <= k <= chunker.m:
+                raise ValueError(f"k for {name} must lie in [1, {chunker.m}], got {k}")
+            key = (chunker.chunk_shape, k)
+            group_members = members_by_key.setdefault(key, [])
+            start = sum(mm.chunker.chunks for mm in group_members)
+            member = _Member(name, param, chunker, start)
+            group_members.append(member)
+            self._members.append(member)
+        if k_overrides:
+            raise ValueError(f"k_overrides names unknown tensors: {sorted(k_overrides)}")
+        if cfg.variant in OPTICS_VARIANTS:
+            for member in self._members:
+                for side in member.chunker.chunk_shape:
+                    if side & (side - 1) or side > cfg.native:
+                        raise ValueError(
+                            f"the optics accepts power-of-2 chunk sides <= native "
+                            f"({cfg.native}); {member.name} has chunk {member.chunker.chunk_shape}"
+                        )
+
+        self._groups: list[_Group] = []
+        self._group_index: dict[str, int] = {}
+        for (chunk_shape, k), members in members_by_key.items():
+            rows = sum(mm.chunker.chunks for mm in members)
+            mats = tuple(dct_matrix(side, device=self.device) for side in chunk_shape)
+            if len(mats) == 2 and chunk_shape[0] == chunk_shape[1]:
+                mats = (mats[0], mats[0])
+            group = _Group(
+                chunk_shape=chunk_shape,
+                k=k,
+                members=members,
+                mats=mats,
+                delta=torch.zeros(workers, rows, *chunk_shape, device=self.device),
+                shadow=torch.zeros(rows, *chunk_shape, device=self.device),
+            )
+            group.diag_bands = {
+                shape: band_positions(chunk_shape, k, shape, cfg.seed).to(self.device)
+                for shape in FIXED_SHAPES
+            }
+            self._groups.append(group)
+            for member in members:
+                self._group_index[member.name] = len(self._groups) - 1
+            if cfg.variant != "topk":
+                shape = self._pre_calib_shape if cfg.variant == "calib" else cfg.band
+                self._set_shared_band(group, band_positions(chunk_shape, k, shape, cfg.seed))
+            if cfg.variant == "calib":
+                for member in members:
+                    member.energy = torch.zeros(group.m, dtype=torch.float64, device=self.device)
+
+    # ----------------------------------------------------------------------------- set-up pieces
+
+    def _set_shared_band(self, group: _Group, positions: torch.Tensor) -> None:
+        group.band = positions.to(self.device)
+        group.pos_rows = group.band.expand(group.rows, group.k)
+        group.t_band = transform_rows(group.chunk_shape, positions).to(self.device)
+
+    def _set_member_bands(self, group: _Group) -> None:
+        """D after calibration: each tensor its own frozen positions, so no shared band."""
+        group.band = None
+        group.t_band = None
+        group.pos_rows = torch.cat(
+            [mm.positions.expand(mm.chunker.chunks, group.k) for mm in group.members]
+        )
+
+    def _build_emulators(self) -> None:
+        cfg = self.cfg
+        for group in self._groups:
+            sigma = readout_sigma(chunk_full_scale(group.chunk_shape), cfg.enob)
+            group.emulator = OpticsEmulator(group.t_band, sigma, cfg.planes)
+            self._refresh_scale_rows(group)
+
+    def _refresh_scale_rows(self, group: _Group) -> None:
+        scales = [
+            torch.full((mm.chunker.chunks, 1), mm.scale_in, dtype=torch.float32)
+            for mm in group.members
+        ]
+        group.scale_rows = torch.cat(scales).to(self.device)
+
+    def _emulating(self, group: _Group) -> bool:
+        return self.optics_active and group.emulator is not None and not group.emulator.exact
+
+    # ------------------------------------------------------------------------------- the step
+
+    def _sync(self) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+
+    def step(self, grads: dict[str, torch.Tensor], lr: float, step: int) -> None:
+        """One DeMo step on stacked gradients grads[name] (W, *shape); updates params in place."""
+        cfg = self.cfg
+        with torch.no_grad():
+            self._sync()
+            t_start = time.perf_counter()
+            diag = cfg.diag_every > 0 and (step + 1) % cfg.diag_every == 0
+            in_window = self._calibrates and cfg.calib_start <= step < self._calib_end
+            track_fs = self.variant in OPTICS_VARIANTS and (
+                in_window or (self.calibrated and cfg.fs_every > 0)
+            )
+            tally = EnergyTally() if diag else None
+            diag_s = 0.0
+
+            self._accumulate(grads, lr)
+            noise = self._draw_noise()
+            aggregates = []
+            for gi, group in enumerate(self._groups):
+                aggregates.append(
+                    self._compress_group(group, noise.get(gi), in_window, track_fs, tally, grads)
+                )
+                diag_s += self._last_diag_s
+            self._sync()
+            t_compressed = time.perf_counter()
+
+            for group, aggregate in zip(self._groups, aggregates, strict=True):
+                self._apply_update(group, aggregate, lr)
+            self._end_of_step(step)
+            self._sync()
+            t_end = time.perf_counter()
+
+        self._diag_rows = tally.rows() if diag else None
+        self.last_timing = {
+            "compress_s": t_compressed - t_start - diag_s,
+            "update_s": t_end - t_compressed,
+            "diag_s": diag_s,
+        }
+
+    def _accumulate(self, grads: dict[str, torch.Tensor], lr: float) -> None:
+        """delta <- decay * delta + lr * g (all workers); shadow likewise with worker 0's g."""
+        for member in self._members:
+            expected = (self.workers, *member.chunker.shape)
+            if member.name not in grads:
+                raise ValueError(f"grads lacks {member.name!r}")
+            if tuple(grads[member.name].shape) != expected:
+                raise ValueError(
+                    f"grads[{member.name!r}] has shape {tuple(grads[member.name].shape)}, "
+                    f"expected {expected}"
+                )
+        decay = self.cfg.decay
+        for group in self._groups:
+            group.delta.mul_(decay)
+            group.shadow.mul_(decay)
+        for member in self._members:
+            grad = grads[member.name]
+            group = self._group_of(member)
+            self._member_view(group.delta, member).add_(self._grad_view(grad, member), alpha=lr)
+            self._member_view(group.shadow, member).add_(self._grad_view(grad[0], member), alpha=lr)
+
+    def _group_of(self, member: _Member) -> _Group:
+        return self._groups[self._group_index[member.name]]
+
+    @staticmethod
+    def _member_view(buf: torch.Tensor, member: _Member) -> torch.Tensor:
+        """The member's rows of a group buffer (*lead, rows, *chunk), shaped like `_grad_view`."""
+        ch = member.chunker
+        lead = buf.dim() - (3 if ch.two_d else 2)
+        rows = buf.narrow(lead, member.start, ch.chunks)
+        if not ch.two_d:
+            return rows
+        r, c = ch.shape
+        return rows.unflatten(lead, (r // ch.h, c // ch.w))
+
+    @staticmethod
+    def _grad_view(grad: torch.Tensor, member: _Member) -> torch.Tensor:
+        ch = member.chunker
+        if ch.two_d:
+            return ch.tiled_view(grad)
+        lead = grad.shape[: grad.dim() - len(ch.shape)]
+        return grad.reshape(*lead, ch.chunks, ch.m)
+
+    def _draw_noise(self) -> dict[int, torch.Tensor]:
+        """Readout noise for every emulated tensor, drawn per tensor in parameter order with
+        shape (P, W * chunks, k) (or (W * chunks, k)), then stacked per group as (P, W, rows, k)."""
+        per_group: dict[int, list[torch.Tensor]] = {}
+        for member in self._members:
+            group = self._group_of(member)
+            if not self._emulating(group) or group.emulator.sigma == 0.0:
+                continue
+            rows = self.workers * member.chunker.chunks
+            draw = torch.randn(
+                group.emulator.noise_shape(rows), generator=self._noise_gen, device=self.device
+            )
+            draw = draw.unflatten(-2, (self.workers, member.chunker.chunks))
+            per_group.setdefault(self._group_index[member.name], []).append(draw)
+        return {gi: torch.cat(draws, dim=-2) for gi, draws in per_group.items()}
+
+    def _compress_group(
+        self,
+        group: _Group,
+        noise: torch.Tensor | None,
+        in_window: bool,
+        track_fs: bool,
+        tally: EnergyTally | None,
+        grads: dict[str, torch.Tensor],
+    ) -> tuple:
+        """Transform, select, emulate, feed back. Returns what aggregation needs."""
+        cfg, W, k, m = self.cfg, self.workers, group.k, group.m
+        self._last_diag_s = 0.0
+        delta_flat = group.delta.view(W, group.rows, m)
+        use_band_matrix = group.band is not None and group.band_matrix_cheaper
+        calib_energy = self.variant == "calib" and in_window
+        need_coef = not use_band_matrix or calib_energy
+        coef = dct_chunks(group.delta, group.mats).view(W, -1, m) if need_coef else None
+
+        if tally is not None:
+            t0 = time.perf_counter()
+            self._capture(group, coef, tally, grads)
+            self._sync()
+            self._last_diag_s = time.perf_counter() - t0
+
+        if calib_energy:
+            energy = coef.square().sum(0)
+            for mm in group.members:
+                mm.energy += energy[mm.start : mm.stop].sum(0, dtype=torch.float64)
+        if track_fs:
+            row_sq = delta_flat.square().sum(-1)
+            for mm in group.members:
+                mm.sumsq += float(row_sq[:, mm.start : mm.stop].sum(dtype=torch.float64))
+                mm.count += W * mm.chunker.numel
+
+        # Selection (spec §6.2 step 6).
+        if self.variant == "topk":
+            idx, val = topk_select(coef, k)
+        else:
+            idx = group.pos_rows.expand(W, group.rows, k)
+            val = delta_flat @ group.t_band.T if use_band_matrix else coef.gather(-1, idx)
+
+        # What goes on the wire (step 7).
+        tx = val
+        if self._emulating(group):
+            tx, clipped = group.emulator.readout(delta_flat, group.scale_rows, noise)
+            self._clipped += clipped
+            if group.emulator.planes is not None:
+                self._clip_total += W * sum(mm.chunker.numel for mm in group.members)
+
+        # Error feedback (step 8).
+        band_mean = None if self.variant == "topk" else tx.sum(0) / W
+        if self.variant in OPTICS_VARIANTS and cfg.feedback in ("sent", "loopback"):
+            fb = tx
+        elif self.variant == "optics_switch" and cfg.feedback == "mean":
+            fb = band_mean.expand(W, group.rows, k)
+        else:
+            fb = val
+        if use_band_matrix:
+            delta_flat.view(W * group.rows, m).addmm_(
+                fb.reshape(W * group.rows, k), group.t_band, alpha=-1.0
+            )
+        else:
+            sent = torch.zeros_like(delta_flat).scatter_(-1, idx, fb)
+            group.delta.sub_(idct_chunks(sent.view_as(group.delta), group.mats))
+
+        if self.variant == "topk":
+            return ("topk", idx, tx)
+        return ("band", use_band_matrix, band_mean)
+
+    def _apply_update(self, group: _Group, aggregate: tuple, lr: float) -> None:
+        """Aggregate (step 9), inverse transform and p <- p - lr * sign(u) (step 10)."""
+        W, rows, k, m = self.workers, group.rows, group.k, group.m
+        if aggregate[0] == "topk":
+            _, idx, tx = aggregate
+            # All workers' (idx, tx) concatenated along the chunk's last axis, worker 0 first,
+            # then scatter-mean over the contributors of each position (include_self=False).
+            idx_all = idx.permute(1, 0, 2).reshape(rows, W * k)
+            tx_all = tx.permute(1, 0, 2).reshape(rows, W * k)
+            dense = torch.zeros(rows, m, device=self.device).scatter_reduce_(
+                -1, idx_all, tx_all, reduce="mean", include_self=False
+            )
+            update = idct_chunks(dense.view(rows, *group.chunk_shape), group.mats)
+        else:
+            _, use_band_matrix, band_mean = aggregate
+            if use_band_matrix:
+                update = (band_mean @ group.t_band).view(rows, *group.chunk_shape)
+            else:
+                dense = torch.zeros(rows, m, device=self.device).scatter_(
+                    -1, group.pos_rows, band_mean
+                )
+                update = idct_chunks(dense.view(rows, *group.chunk_shape), group.mats)
+        signs = torch.sign(update)
+        for mm in group.members:
+            param_view = (
+                mm.chunker.tiled_view(mm.param.data)
+                if mm.chunker.two_d
+                else mm.param.data.view(mm.chunker.chunks, mm.chunker.m)
+            )
+            param_view.add_(self._member_view(signs, mm), alpha=-lr)
+
+    def _end_of_step(self, step: int) -> None:
+        """Close calibration (§8.3, §9.2) or re-set the optics' full scale when due (§9.6)."""
+        cfg = self.cfg
+        if self._calibrates and step == self._calib_end - 1:
+            if self.variant == "calib":
+                for group in self._groups:
+                    for mm in group.members:
+                        mm.positions = calibrated_positions(mm.energy, group.k)
+                    self._set_member_bands(group)
+            else:
+                self._reset_full_scale()
+                self._build_emulators()
+                self.optics_active = True
+            self.calibrated = True
+        elif (
+            self.variant in OPTICS_VARIANTS
+            and self.calibrated
+            and cfg.fs_every > 0
+            and step + 1 > self._calib_end
+            and (step + 1 - self._calib_end) % cfg.fs_every == 0
+        ):
+            self._reset_full_scale()
+            for group in self._groups:
+                self._refresh_scale_rows(group)
+
+    def _reset_full_scale(self) -> None:
+        for mm in self._members:
+            mm.scale_in = input_scale(mm.sumsq, mm.count, self.cfg.kappa)
+            mm.sumsq, mm.count = 0.0, 0
+
+    # ------------------------------------------------------------------------- diagnostics
+
+    def _capture(
+        self,
+        group: _Group,
+        coef: torch.Tensor | None,
+        tally: EnergyTally,
+        grads: dict[str, torch.Tensor],
+    ) -> None:
+        """Worker 0's delta, shadow momentum and gradient energies per selector (spec §11)."""
+        included = [mm for mm in group.members if self.cfg.chunk_mode == "1d" or mm.chunker.two_d]
+        if not included:
+            return
+        rows, m = group.rows, group.m
+        grad0 = torch.zeros_like(group.shadow)
+        for mm in group.members:
+            self._member_view(grad0, mm).copy_(self._grad_view(grads[mm.name][0], mm))
+        delta0 = coef[0] if coef is not None else dct_chunks(group.delta[0], group.mats)
+        sources = {
+            "delta": delta0.reshape(rows, m),
+            "momentum": dct_chunks(group.shadow, group.mats).reshape(rows, m),
+            "grad": dct_chunks(grad0, group.mats).reshape(rows, m),
+        }
+        bands = dict(group.diag_bands)
+        if self.variant == "calib" and self.calibrated:
+            bands["calib"] = group.pos_rows
+        for source, c in sources.items():
+            energies = row_energies(c, group.k, bands)
+            names = list(energies)
+            stacked = torch.stack([energies[n] for n in names]).double()
+            for mm in included:
+                sums = stacked[:, mm.start : mm.stop].sum(-1).tolist()
+                values = dict(zip(names, sums, strict=True))
+                total = values.pop("total")
+                tally.add(mm.name, source, total, values)
+
+    def sent_positions(self, name: str) -> torch.Tensor | None:
+        """The band positions tensor `name` sends now (k,), on CPU; None for top-k."""
+        member = self._members[[mm.name for mm in self._members].index(name)]
+        group = self._group_of(member)
+        if group.band is not None:
+            return group.band.cpu()
+        return member.positions.cpu() if member.positions is not None else None
+
+    def take_diagnostics(self) -> list[dict] | None:
+        """Rows {source, group, selector, share} of the last step if it was a diagnostics step,
+        else None. Taking them clears them."""
+        rows, self._diag_rows = self._diag_rows, None
+        return rows
+
+    def clip_counts(self) -> tuple[int, int]:
+        """Cumulative (clipped, quantised) input values since the optics started (E, E')."""
+        return self._clipped, self._clip_total
+
+    # ------------------------------------------------------------------------ checkpointing
+
+    def state_dict(self) -> dict:
+        """Everything a bit-exact resume needs, keyed by parameter name (parameter layout)."""
+        delta, shadow = {}, {}
+        for group in self._groups:
+            for mm in group.members:
+                ch = mm.chunker
+                delta[mm.name] = ch.from_chunks(group.delta[:, mm.start : mm.stop]).clone()
+                shadow[mm.name] = ch.from_chunks(group.shadow[mm.start : mm.stop]).clone()
+        return {
+            "format": STATE_FORMAT,
+            "variant": self.variant,
+            "workers": self.workers,
+            "delta": delta,
+            "shadow": shadow,
+            "energy": {mm.name: mm.energy.clone() for mm in self._members if mm.energy is not None},
+            "positions": {
+                mm.name: mm.positions.clone() for mm in self._members if mm.positions is not None
+            },
+            "sumsq": {mm.name: mm.sumsq for mm in self._members},
+            "count": {mm.name: mm.count for mm in self._members},
+            "scale_in": {mm.name: mm.scale_in for mm in self._members},
+            "calibrated": self.calibrated,
+            "optics_active": self.optics_active,
+            "noise_rng": self._noise_gen.get_state(),
+            "clip": [self._clipped, self._clip_total],
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        """Restore a `state_dict` taken from a DeMo built with the same parameters and config."""
+        if state.get("format") != STATE_FORMAT:
+            raise ValueError(f"not a DeMo state (format {state.get('format')!r})")
+        if state["variant"] != self.variant or state["workers"] != self.workers:
+            raise ValueError(
+                f"DeMo state is for variant {state['variant']!r} with {state['workers']} "
+                f"workers, not {self.variant!r} with {self.workers}"
+            )
+        names = [mm.name for mm in self._members]
+        if sorted(state["delta"]) != sorted(names):
+            raise ValueError("DeMo state holds different tensors than this model")
+        for group in self._groups:
+            for mm in group.members:
+                ch = mm.chunker
+                group.delta[:, mm.start : mm.stop].copy_(ch.to_chunks(state["delta"][mm.name]))
+                group.shadow[mm.start : mm.stop].copy_(ch.to_chunks(state["shadow"][mm.name]))
+                if mm.name in state["energy"]:
+                    mm.energy = state["energy"][mm.name].to(self.device, torch.float64).clone()
+                if mm.name in state["positions"]:
+                    mm.positions = state["positions"][mm.name].to(self.device).clone()
+                mm.sumsq = float(state["sumsq"][mm.name])
+                mm.count = int(state["count"][mm.name])
+                mm.scale_in = float(state["scale_in"][mm.name])
+        self.calibrated = bool(state["calibrated"])
+        self.optics_active = bool(state["optics_active"])
+        self._noise_gen.set_state(state["noise_rng"])
+        self._clipped, self._clip_total = (int(v) for v in state["clip"])
+        if self.calibrated and self.variant == "calib":
+            for group in self._groups:
+                self._set_member_bands(group)
+        if self.optics_active:
+            self._build_emulators()
