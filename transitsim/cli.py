@@ -8,7 +8,14 @@ import sys
 
 import typer
 
-from transitsim.commands import collective_cmd, ladder_cmd, run_cmd, traces_cmd, train_cmd
+from transitsim.commands import (
+    collective_cmd,
+    ladder_cmd,
+    run_cmd,
+    traces_cmd,
+    train_cmd,
+    validate_cmd,
+)
 from transitsim.errors import TransitsimError
 
 app = typer.Typer(
@@ -18,7 +25,7 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-for module in (traces_cmd, ladder_cmd, train_cmd, collective_cmd, run_cmd):
+for module in (traces_cmd, ladder_cmd, train_cmd, collective_cmd, run_cmd, validate_cmd):
     module.register(app)
 
 

@@ -1,0 +1,376 @@
+"""The HTML report (figures, escaping, atomic and deterministic writes, a real browser render) and
+the Perfetto trace-event writer."""
+
+import html
+import json
+import math
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from transitsim.errors import TransitsimError
+from transitsim.report import build_panels, write_report
+from transitsim.trace_events import trace_events, write_trace_events
+
+# A label that would run script, or rewrite the page, if it ever reached the DOM unescaped.
+EVIL = (
+    "<b>bold</b><a href='javascript:alert(1)'>link</a>"
+    "<img src=x onerror=\"document.title='PWNED'\">"
+    "<script>document.body.setAttribute('data-pwned','1')</script>"
+)
+NETWORKS = ["lan", "wan"]
+RUNS = [
+    ("A-adamw-s0", "A-adamw", "A"),
+    ("A-adamw-s1", "A-adamw", "A"),
+    (f"C-{EVIL}-s0", f"C-{EVIL}", "C"),
+]
+CONFIGS = [("A-adamw", "A"), (f"C-{EVIL}", "C")]
+TARGETS = [4.0, 3.2]
+LINKS = {"lan": ["h0->s0", "s0->h1"], "wan": ["h0->s0", "dc0->dc1", f"wan {EVIL}"]}
+COMPONENTS = ["compute_s", "transform_s", "wire_s", "wait_s"]
+
+
+def make_timeline(steps: int = 40) -> pd.DataFrame:
+    rows = []
+    for network in NETWORKS:
+        slow = 3.0 if network == "wan" else 1.0
+        for run, config, variant in RUNS:
+            time_s = wire_bytes = 0.0
+            seed_shift = 0.01 * int(run[-1])
+            for step in range(1, steps + 1):
+                wire_s = (0.05 if variant == "A" else 0.01) * slow
+                parts = {
+                    "compute_s": 0.1,
+                    "transform_s": 0.002 * (variant == "C"),
+                    "wire_s": wire_s,
+                }
+                parts["wait_s"] = 0.004 * (network == "wan")
+                step_s = sum(parts.values())
+                time_s += step_s
+                wire_bytes += 1e6 if variant == "A" else 1e5
+                evaluated = step % 5 == 0
+                rows.append(
+                    {
+                        "run": run,
+                        "config": config,
+                        "variant": variant,
+                        "network": network,
+                        "step": step,
+                        "val_loss": 5 - step * (0.05 if variant == "A" else 0.045) + seed_shift
+                        if evaluated
+                        else math.nan,
+                        "train_loss": 5 - step * 0.05,
+                        **parts,
+                        "step_s": step_s,
+                        "time_s": time_s,
+                        "wire_bytes": wire_bytes,
+                        "extrapolated": step > 30,
+                    }
+                )
+    return pd.DataFrame(rows)
+
+
+def make_ladder() -> pd.DataFrame:
+    rows = [
+        ("A-adamw", "A", 4.0, 20.0, 2e7),
+        ("A-adamw", "A", 3.2, 40.0, 4e7),
+        (f"C-{EVIL}", "C", 4.0, 25.0, 2.5e6),
+        (f"C-{EVIL}", "C", 3.2, math.nan, math.nan),
+    ]
+    return pd.DataFrame(
+        [
+            {
+                "config": c,
+                "variant": v,
+                "target": t,
+                "steps": s,
+                "payload_bytes": p,
+                "wire_bytes": p * 1.75,
+            }
+            for c, v, t, s, p in rows
+        ]
+    )
+
+
+def make_summary() -> pd.DataFrame:
+    return pd.DataFrame(
+        [
+            {
+                "config": config,
+                "variant": variant,
+                "network": network,
+                "target": 4.0,
+                "steps_to_target": 20.0,
+                "time_to_target_s": 3.1,
+                "bytes_to_target": 2e7,
+                "speedup_vs_baseline": 1.0,
+                "bottleneck": "wire",
+            }
+            for config, variant in CONFIGS
+            for network in NETWORKS
+        ]
+    )
+
+
+def make_link_util() -> pd.DataFrame:
+    rows = []
+    for network in NETWORKS:
+        for index, link in enumerate(LINKS[network]):
+            for k in range(20):
+                rows.append(
+                    {
+                        "network": network,
+                        "link": link,
+                        "t_s": k * 0.01,
+                        "utilisation": ((k + index) % 7) / 7,
+                    }
+                )
+    return pd.DataFrame(rows)
+
+
+def make_sweep() -> pd.DataFrame:
+    """A gets faster than C as the WAN gets faster: the winner changes once, at 1e11 b/s."""
+    rows = []
+    for rate in (1e10, 1e11, 1e12):
+        for length in (1e4, 1e6):
+            for config, variant in CONFIGS:
+                base = 100 * 1e10 / rate if variant == "A" else 30 * 1e10 / rate + 20
+                rows.append(
+                    {
+                        "network": f"g[{rate:g},{length:g}]",
+                        "wan_link.rate": rate,
+                        "wan_link.length": length,
+                        "config": config,
+                        "variant": variant,
+                        "target": 4.0,
+                        "time_to_target_s": base + length * 1e-5,
+                    }
+                )
+    return pd.DataFrame(rows)
+
+
+def panels_by_key(**overrides):
+    inputs = {
+        "timeline": make_timeline(),
+        "summary": make_summary(),
+        "ladder": make_ladder(),
+        "link_util": make_link_util(),
+        "sweep": make_sweep(),
+    }
+    inputs.update(overrides)
+    return {panel.key: panel for panel in build_panels(**inputs)}
+
+
+def test_loss_panels_have_a_trace_per_run_and_network_and_a_network_menu() -> None:
+    panels = panels_by_key()
+    for key, x in (("loss-time", "time_s"), ("loss-bytes", "wire_bytes")):
+        fig = panels[key].figure
+        assert len(fig.data) == len(NETWORKS) * len(RUNS)
+        assert [t.visible for t in fig.data] == [True] * 3 + [False] * 3
+        buttons = fig.layout.updatemenus[0].buttons
+        assert [b.label for b in buttons] == NETWORKS
+        assert buttons[1].args[0]["visible"] == [False] * 3 + [True] * 3
+        timeline = make_timeline()
+        wan_c = timeline[(timeline.network == "wan") & (timeline.run == RUNS[2][0])].dropna(
+            subset=["val_loss"]
+        )
+        assert list(fig.data[5].x) == list(wan_c[x]) and list(fig.data[5].y) == list(wan_c.val_loss)
+        # extrapolated steps (> 30) get hollow markers
+        assert list(fig.data[5].marker.symbol).count("circle-open") == 2
+    assert panels["loss-bytes"].figure.layout.xaxis.type == "log"
+
+
+def test_ladder_marks_targets_not_reached() -> None:
+    fig = panels_by_key()["ladder"].figure
+    assert [t.name for t in fig.data] == ["to 4", "to 3.2"]
+    assert list(fig.data[1].y) == [40.0, 0.0]
+    assert list(fig.data[1].text) == ["40", "not reached"]
+
+
+def test_breakdown_is_the_mean_of_each_component_weighted_by_steps_per_row() -> None:
+    timeline = make_timeline()
+    timeline["interval_steps"] = np.where(timeline["step"] % 2 == 0, 3, 1)
+    timeline.loc[timeline["step"] % 2 == 0, "wire_s"] *= 2
+    fig = panels_by_key(timeline=timeline)["breakdown"].figure
+    assert [t.name for t in fig.data] == ["compute", "transform", "wire", "wait"]
+    wire = fig.data[2]
+    rows = timeline[(timeline.network == "wan") & (timeline.config == "A-adamw")]
+    expected = (rows.wire_s * rows.interval_steps).sum() / rows.interval_steps.sum()
+    assert wire.y[2] == "wan · A-adamw"
+    assert wire.x[2] == pytest.approx(expected, rel=1e-12)
+
+
+def test_crossover_marks_where_the_fastest_configuration_changes() -> None:
+    panel = panels_by_key()["crossover"]
+    fig = panel.figure
+    # one view per (parameter, other parameter's value): rate x 2 lengths + length x 3 rates
+    views = fig.layout.updatemenus[0].buttons
+    assert len(views) == 2 + 3
+    # first view: rate sweep at length 1e4: C fastest at 1e10, A from 1e11 on
+    stars = fig.data[2]
+    assert stars.name == "fastest" and list(stars.x) == [1e10, 1e11, 1e12]
+    assert "C-&lt;b&gt;bold" in stars.customdata[0][0] and stars.customdata[1][0] == "A-adamw"
+    (shape,) = fig.layout.shapes
+    assert shape.x0 == 1e11
+    (note,) = fig.layout.annotations
+    assert note.x == pytest.approx(11.0)  # log axis: plotly places annotations by log10
+    assert note.text.startswith("C-&lt;b&gt;") and note.text.endswith("… → A-adamw")
+    assert views[0].args[1]["xaxis.type"] == "log"
+    assert views[0].args[1]["xaxis.title.text"] == "wan_link.rate (b/s)"
+
+
+def test_missing_inputs_keep_their_panel_with_a_note() -> None:
+    panels = panels_by_key(link_util=None, sweep=None)
+    assert panels["links"].figure is None and "no link data" in panels["links"].note
+    assert panels["crossover"].figure is None
+
+
+def test_missing_columns_are_one_clear_error() -> None:
+    with pytest.raises(TransitsimError, match="timeline table lacks column.*time_s"):
+        panels_by_key(timeline=make_timeline().drop(columns="time_s"))
+    with pytest.raises(TransitsimError, match="sweep table lacks"):
+        panels_by_key(sweep=make_sweep().drop(columns="config"))
+
+
+def write(path: Path, title: str = f"report {EVIL}") -> Path:
+    return write_report(
+        path, make_timeline(), make_summary(), make_ladder(), make_link_util(), make_sweep(), title
+    )
+
+
+def test_report_is_self_contained_escaped_atomic_and_deterministic(tmp_path: Path) -> None:
+    first = write(tmp_path / "a" / "report.html").read_bytes()
+    second = write(tmp_path / "b" / "report.html").read_bytes()
+    assert first == second
+    assert sorted(p.name for p in (tmp_path / "a").iterdir()) == ["report.html"]
+    page = first.decode()
+    assert "<script src=" not in page and 'src="http' not in page  # plotly.js is inline
+    assert "Plotly.newPlot" in page and len(page) > 1_000_000
+    assert EVIL not in page and "data-pwned','1')</script>" not in page
+    assert "<title>report &lt;b&gt;bold" in page
+    assert "&lt;script&gt;document.body" in page
+
+
+# ---------------------------------------------------------------------------------------------
+# A real browser: the page renders offline, without console errors, with the expected traces.
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROME_FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--hide-scrollbars",
+]
+
+
+def chromium(profile: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [str(CHROMIUM), *CHROME_FLAGS, f"--user-data-dir={profile}", *args],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+
+
+@pytest.mark.browser
+@pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's /usr/bin/chromium (apt)")
+def test_report_renders_in_headless_chromium(tmp_path: Path) -> None:
+    report = write(tmp_path / "report.html")
+    url = report.as_uri()
+    dump = chromium(
+        tmp_path / "profile-dom",
+        "--enable-logging=stderr",
+        "--v=0",
+        "--virtual-time-budget=20000",
+        "--dump-dom",
+        url,
+    )
+    assert dump.returncode == 0, dump.stderr[-2000:]
+    console = [line for line in dump.stderr.splitlines() if ":CONSOLE" in line]
+    assert console == [], console
+    dom = dump.stdout
+    assert "data-pwned" not in dom.split("<body", 1)[1].split(">", 1)[0]  # the script never ran
+    title = re.search(r"<title>(.*?)</title>", dom, re.S).group(1)
+    assert title.startswith("report &lt;b&gt;bold")  # onerror would have set it to "PWNED"
+    assert '<img src="x"' not in dom
+    # ...and labels are shown as the text they are, not read as plotly's pseudo-HTML
+    legend = re.findall(r'class="legendtext"[^>]*>([^<]*)<', dom)
+    assert html.escape(f"C-{EVIL}"[:47], quote=False) + "…" in legend
+    # Initially visible traces: each loss panel shows the 3 runs of the first network, the link
+    # panel its 2 links, the crossover its 2 configs and the stars; bars: 2 targets, 4 components.
+    scatter = len(re.findall(r'class="trace scatter', dom))
+    bars = len(re.findall(r'class="trace bars', dom))
+    assert (scatter, bars) == (3 + 3 + 2 + 3, 2 + 4)
+    assert dom.count('class="main-svg"') >= 6
+
+    shot = tmp_path / "report.png"
+    result = chromium(
+        tmp_path / "profile-shot",
+        "--window-size=1280,3900",
+        "--virtual-time-budget=20000",
+        f"--screenshot={shot}",
+        url,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 50_000
+    keep = Path("/tmp/transitsim-report-screenshot.png")
+    shutil.copyfile(shot, keep)  # for a person to look at after the run
+
+
+# ---------------------------------------------------------------------------------------------
+# Trace events (Perfetto)
+
+
+def step_timeline() -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "process": ["workers", "workers", "links", "workers"],
+            "track": ["worker 0", "worker 1", "h0->s0", "worker 0"],
+            "name": ["compute", "compute", "chunk 0", "wait"],
+            "start_s": [0.0, 0.0, 0.1, 0.1],
+            "end_s": [0.1, 0.12, 0.1005, 0.13],
+            "bytes": [np.nan, np.nan, 4096, np.nan],
+        }
+    )
+
+
+def test_trace_events_are_complete_events_in_microseconds(tmp_path: Path) -> None:
+    path = write_trace_events(tmp_path / "step.json", step_timeline())
+    document = json.loads(path.read_text())
+    events = document["traceEvents"]
+    complete = [e for e in events if e["ph"] == "X"]
+    assert len(complete) == 4
+    assert complete[1]["ts"] == 0.0 and complete[1]["dur"] == pytest.approx(0.12e6)
+    assert complete[2]["dur"] == pytest.approx(500.0) and complete[2]["args"] == {"bytes": 4096.0}
+    assert complete[0]["args"] == {"bytes": None}
+    names = {
+        (e["pid"], e.get("tid")): e["args"]["name"]
+        for e in events
+        if e["ph"] == "M" and "name" in e["args"]
+    }
+    assert names[(1, None)] == "workers" and names[(2, None)] == "links"
+    assert names[(complete[2]["pid"], complete[2]["tid"])] == "h0->s0"
+    assert complete[0]["tid"] == complete[3]["tid"]  # same track, same thread
+    assert (
+        path.read_text() == json.dumps(trace_events(step_timeline()), separators=(",", ":")) + "\n"
+    )
+
+
+def test_trace_events_refuse_bad_intervals() -> None:
+    bad = step_timeline()
+    bad.loc[2, "end_s"] = 0.0
+    with pytest.raises(TransitsimError, match="row 2"):
+        trace_events(bad)
+    with pytest.raises(TransitsimError, match="lacks column"):
+        trace_events(step_timeline().drop(columns="track"))

@@ -1,0 +1,80 @@
+"""`transitsim validate`: check scenario files before anything runs; `transitsim scenario-schema`:
+the JSON Schema of the format (for editors, and shipped as scenarios/scenario.schema.json)."""
+
+import json
+import sys
+from pathlib import Path
+
+import typer
+
+from transitsim.errors import TransitsimError
+from transitsim.scenario import (
+    load_scenario,
+    network_placement,
+    scenario_json_schema,
+    scenario_to_networks,
+)
+from transitsim.trace_events import write_text_atomic
+
+
+def _describe(path: Path) -> dict:
+    """What a valid scenario resolves to, in a few numbers a person can check at a glance."""
+    scenario = load_scenario(path)
+    networks = [name for name, _, _ in scenario_to_networks(scenario)]
+    return {
+        "file": str(path),
+        "name": scenario.name,
+        "traces": [str(trace.path) for trace in scenario.trace_files],
+        "configs": sorted({trace.config for trace in scenario.trace_files}),
+        "networks": networks,
+        "placements": {name: vars(network_placement(scenario, name)) for name in networks},
+        "targets": list(scenario.targets),
+        "baseline": scenario.baseline,
+        "compute": scenario.compute.model,
+    }
+
+
+def validate_command(
+    scenarios: list[Path] = typer.Argument(..., help="Scenario YAML files to check."),
+    json_: bool = typer.Option(False, "--json", help="Print what each scenario resolves to."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="Print only errors."),
+) -> int:
+    """Check scenarios (keys, units, trace files, targets) without running them: exit 0 when
+    all are valid, 2 when any is not (one line per bad file)."""
+    results, failed = [], False
+    for path in scenarios:
+        try:
+            results.append(_describe(path))
+        except TransitsimError as exc:
+            failed = True
+            print(f"transitsim: error: {exc}", file=sys.stderr)
+    if json_:
+        print(json.dumps(results, indent=2))
+    elif not quiet:
+        for item in results:
+            print(
+                f"ok  {item['file']}: {len(item['traces'])} traces "
+                f"({len(item['configs'])} configs), {len(item['networks'])} networks, "
+                f"{len(item['targets'])} targets"
+            )
+    return 2 if failed else 0
+
+
+def schema_command(
+    output: Path = typer.Option(
+        None, "--output", "-o", help="Write the schema here (default: print it)."
+    ),
+) -> int:
+    """The JSON Schema of scenario files (point your editor's YAML plugin at it)."""
+    text = json.dumps(scenario_json_schema(), indent=2, sort_keys=False) + "\n"
+    if output is None:
+        sys.stdout.write(text)
+        return 0
+    write_text_atomic(output, text)
+    return 0
+
+
+def register(app: typer.Typer) -> None:
+    """Add `transitsim validate` and `transitsim scenario-schema` to the main app."""
+    app.command("validate")(validate_command)
+    app.command("scenario-schema")(schema_command)

@@ -1,0 +1,1085 @@
+"""Scenario YAML -> validated objects: traces, networks (or a grid of them), compute, targets.
+
+Units are parsed here, once (`transitsim.units`); below this layer everything is SI floats in
+`NetworkSpec`s. Every user mistake becomes one `TransitsimError` line naming the file, the line
+and the key path, e.g.
+`quickstart.yaml:12: networks[0].host_link.rate: expected a rate like "200 Gb/s", got "fast"`.
+"""
+
+import copy
+import glob
+import itertools
+import json
+import math
+import re
+import typing
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    WithJsonSchema,
+    model_validator,
+)
+
+from transitsim.compute import JITTER_DISTRIBUTIONS, JITTER_MODES, ComputeModel, Stragglers
+from transitsim.errors import TransitsimError
+from transitsim.metrics import resolve_config
+from transitsim.network import LinkFault
+from transitsim.network.spec import (
+    COLLECTIVE_ALGOS,
+    TOPOLOGIES,
+    LinkSpec,
+    NetworkSpec,
+    PluggableSpec,
+    SwitchSpec,
+    TransformSpec,
+)
+from transitsim.network_presets import preset_dict, preset_names
+from transitsim.trace import config_name, read_meta
+from transitsim.units import (
+    parse_bytes,
+    parse_flop_rate,
+    parse_frequency_hz,
+    parse_length_m,
+    parse_rate_bps,
+    parse_time_s,
+    show_value,
+)
+
+OUTPUT_FILES = ("timeline", "summary", "ladder", "sweep", "link_util", "report", "trace_events")
+MAX_GRID_POINTS = 4096
+_GLOB_CHARS = re.compile(r"[*?\[]")
+_TEXT_TAG = "tag:yaml.org,2002:str"
+
+# ---------------------------------------------------------------------------------------------
+# Quantities with units: validated by transitsim.units, documented as strings in the JSON Schema.
+
+
+def _via(parser: typing.Callable[[object], Any]) -> BeforeValidator:
+    """Run a units parser inside pydantic, so its message lands at the right key."""
+
+    def validate(value: object) -> Any:
+        try:
+            return parser(value)
+        except TransitsimError as exc:
+            raise ValueError(str(exc)) from None
+
+    return BeforeValidator(validate)
+
+
+def _unit_schema(example: str, description: str) -> WithJsonSchema:
+    return WithJsonSchema(
+        {"type": "string", "description": description, "examples": [example]}, mode="validation"
+    )
+
+
+Rate = Annotated[
+    float, _via(parse_rate_bps), _unit_schema("200 Gb/s", "a rate: b/s, B/s, bps, with k M G T P")
+]
+Duration = Annotated[
+    float, _via(parse_time_s), _unit_schema("5 ms", "a duration: s, ms, us, ns, min, h")
+]
+Length = Annotated[float, _via(parse_length_m), _unit_schema("1000 km", "a length: m, km")]
+Frequency = Annotated[
+    float, _via(parse_frequency_hz), _unit_schema("1 GHz", "a frequency: Hz, kHz, MHz, GHz, /s")
+]
+FlopRate = Annotated[
+    float, _via(parse_flop_rate), _unit_schema("989 TFLOP/s", "a compute rate: FLOP/s, FLOPS")
+]
+Size = Annotated[
+    int,
+    _via(parse_bytes),
+    WithJsonSchema(
+        {
+            "anyOf": [{"type": "integer", "minimum": 0}, {"type": "string"}],
+            "description": "a size in bytes: B, kB, MB, GB, KiB, MiB, GiB, or a plain integer",
+            "examples": ["4 KiB"],
+        },
+        mode="validation",
+    ),
+]
+
+
+def _parse_target(value: object) -> float | str:
+    """A target is a validation loss, or 'final:<config>': the final loss some config reached."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        if math.isfinite(value) and value > 0:
+            return float(value)
+    if isinstance(value, str) and value.startswith("final:") and value[6:].strip():
+        return "final:" + value[6:].strip()
+    raise ValueError(f'expected a loss like 3.3 or "final:<config name>", got {show_value(value)}')
+
+
+Target = Annotated[
+    float | str,
+    BeforeValidator(_parse_target),
+    WithJsonSchema(
+        {
+            "anyOf": [
+                {"type": "number", "exclusiveMinimum": 0},
+                {"type": "string", "pattern": "^final:.+$"},
+            ],
+            "description": 'a validation loss, or "final:<config name>"',
+        },
+        mode="validation",
+    ),
+]
+
+
+class _Strict(BaseModel):
+    """No unknown keys, no silent type coercion ('yes' is not a bool), immutable."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# Networks
+
+
+class LinkModel(_Strict):
+    """One direction of a cable."""
+
+    rate: Rate
+    latency: Duration = Field("0 s", validate_default=True)
+    length: Length = Field("0 m", validate_default=True)
+    overhead: Duration = Field("0 s", validate_default=True)
+
+    def to_spec(self) -> LinkSpec:
+        return LinkSpec(
+            rate_bps=self.rate,
+            latency_s=self.latency,
+            length_m=self.length,
+            overhead_s=self.overhead,
+        )
+
+
+class TransformModel(_Strict):
+    """An optical transform: `planes` passes per chunk of `size` inputs, at `rate` passes/s."""
+
+    size: int = Field(256, ge=2, le=1 << 20)
+    planes: int = Field(8, ge=1, le=64)
+    rate: Frequency = Field("1 GHz", validate_default=True)
+    latency: Duration = Field("0 s", validate_default=True)
+    keep: float = Field(1 / 16, gt=0, le=1)
+    input_bytes: int = Field(2, ge=1, le=8, description="bytes per dense input element (BF16: 2)")
+
+    @model_validator(mode="after")
+    def _power_of_two(self) -> "TransformModel":
+        if self.size & (self.size - 1):
+            raise ValueError(f"size must be a power of 2, got {self.size}")
+        return self
+
+    def to_spec(self) -> TransformSpec:
+        return TransformSpec(
+            size=self.size,
+            planes=self.planes,
+            passes_per_s=self.rate,
+            latency_s=self.latency,
+            keep=self.keep,
+            input_bytes=self.input_bytes,
+        )
+
+
+class PluggableModel(_Strict):
+    host_lane_rate: Rate
+    line_rate: Rate
+    transform: TransformModel | None = None
+
+
+class SwitchModel(_Strict):
+    forwarding_latency: Duration = Field("0 s", validate_default=True)
+    store_and_forward: bool = False
+    aggregator: bool = False
+    agg_slots: int = Field(0, ge=0, description="in-flight aggregation slots; 0 = unbounded")
+    agg_slot_size: Size = Field(0, description="bytes one slot holds; 0 = the whole message")
+    agg_rate: Rate | None = Field(None, description="summing rate; absent = unlimited")
+    transform: TransformModel | None = None
+
+
+class PlacementModel(_Strict):
+    """Where the transform is computed and where payloads are summed (absent = as the network)."""
+
+    transform: Literal["none", "pluggable", "switch"] | None = None
+    sum: Literal["receivers", "switch"] | None = None
+
+
+class NetworkModel(_Strict):
+    """A network as YAML writes it; `preset: NAME` starts from a named one and overrides keys."""
+
+    name: str | None = Field(None, min_length=1)
+    preset: str | None = None
+    description: str = ""
+    topology: Literal[TOPOLOGIES]
+    workers: int = Field(ge=1, le=1_000_000)
+    host_link: LinkModel
+    pluggable: PluggableModel | None = None
+    switch: SwitchModel = Field(default_factory=SwitchModel)
+    hosts_per_rack: int = Field(0, ge=0)
+    spine_link: LinkModel | None = None
+    datacentres: int = Field(1, ge=1)
+    wan_link: LinkModel | None = None
+    wan_links: int = Field(1, ge=1)
+    collective: Literal[COLLECTIVE_ALGOS] | None = None
+    link_overrides: dict[str, LinkModel] = {}
+    placement: PlacementModel | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _expand_preset(cls, data: Any) -> Any:
+        if isinstance(data, str):  # shorthand: a preset name
+            data = {"preset": data}
+        if isinstance(data, dict) and "preset" in data:
+            name = data["preset"]
+            if not isinstance(name, str) or name not in preset_names():
+                known = ", ".join(preset_names())
+                raise ValueError(f"preset {show_value(name)} is unknown (known: {known})")
+            return _deep_merge({"name": name, **preset_dict(name)}, data)
+        return data
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "NetworkModel":
+        if self.topology == "leaf_spine":
+            if self.hosts_per_rack < 1 or self.spine_link is None:
+                raise ValueError("topology leaf_spine needs hosts_per_rack and spine_link")
+            if self.workers % self.hosts_per_rack:
+                raise ValueError(
+                    f"workers ({self.workers}) must be a multiple of "
+                    f"hosts_per_rack ({self.hosts_per_rack})"
+                )
+        if self.topology == "datacentres":
+            if self.datacentres < 2 or self.wan_link is None:
+                raise ValueError("topology datacentres needs datacentres >= 2 and wan_link")
+            if self.workers % self.datacentres:
+                raise ValueError(
+                    f"workers ({self.workers}) must be a multiple of "
+                    f"datacentres ({self.datacentres})"
+                )
+        return self
+
+
+def _deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+    """`override` wins; nested mappings merge key by key (so one key of a preset can change)."""
+    merged = copy.deepcopy(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = _deep_merge(merged[key], value)
+        else:
+            merged[key] = copy.deepcopy(value)
+    return merged
+
+
+class GridModel(_Strict):
+    """A base network and lists of values for some of its keys: every combination is a network."""
+
+    network: NetworkModel
+    sweep: dict[str, Annotated[list[Any], Field(min_length=1)]] = Field(min_length=1)
+    _raw_network: Any = PrivateAttr(None)
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _keep_raw_network(cls, data: Any, handler: Any) -> "GridModel":
+        """Grid values are substituted into the network as written (units still text)."""
+        grid = handler(data)
+        grid._raw_network = copy.deepcopy(data.get("network")) if isinstance(data, dict) else None
+        return grid
+
+
+# ---------------------------------------------------------------------------------------------
+# Compute, stragglers, faults, traces, outputs
+
+
+class FromTraceCompute(_Strict):
+    """Compute seconds per step as measured in the trace."""
+
+    model: Literal["from_trace"] = "from_trace"
+
+    def to_compute_model(self) -> ComputeModel:
+        return ComputeModel(kind="trace")
+
+
+class ScaledCompute(_Strict):
+    """Measured compute seconds times `factor` (e.g. 0.25 for a GPU four times faster)."""
+
+    model: Literal["scaled"]
+    factor: float = Field(gt=0, allow_inf_nan=False)
+
+    def to_compute_model(self) -> ComputeModel:
+        return ComputeModel(kind="scaled", factor=self.factor)
+
+
+class FlopsCompute(_Strict):
+    """6 * params * tokens / (gpu_peak * mfu) seconds per step, on a target GPU.
+
+    params and tokens per worker step (batch * context) come from the trace's metadata.
+    """
+
+    model: Literal["flops"]
+    gpu_peak: FlopRate
+    mfu: float = Field(gt=0, le=1)
+
+    def to_compute_model(self) -> ComputeModel:
+        return ComputeModel(kind="flops", peak_flops=self.gpu_peak, mfu=self.mfu)
+
+
+Compute = Annotated[FromTraceCompute | ScaledCompute | FlopsCompute, Field(discriminator="model")]
+
+
+class StragglersModel(_Strict):
+    """Seeded per-step, per-worker compute jitter, plus fixed per-worker slowness.
+
+    mode multiplicative: compute * (1 + X), `scale` a fraction (0.05); additive: compute + X,
+    `scale` a duration ("2 ms"). X is exponential (mean scale) or lognormal (median scale,
+    shape sigma). worker_factors: one multiplier per worker (a persistently slow machine).
+    """
+
+    distribution: Literal[JITTER_DISTRIBUTIONS] = "none"
+    mode: Literal[JITTER_MODES] = "multiplicative"
+    scale: Annotated[
+        float,
+        WithJsonSchema(
+            {
+                "anyOf": [{"type": "number", "minimum": 0}, {"type": "string"}],
+                "description": 'a fraction (mode multiplicative) or a duration like "2 ms"',
+            },
+            mode="validation",
+        ),
+    ] = 0.0
+    sigma: float = Field(0.5, ge=0, le=10)
+    worker_factors: list[Annotated[float, Field(gt=0, allow_inf_nan=False)]] = []
+    seed: int = Field(0, ge=0)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _scale_in_its_unit(cls, data: Any) -> Any:
+        """The unit of `scale` depends on `mode`: parse it before the field is checked."""
+        if not isinstance(data, dict) or "scale" not in data:
+            return data
+        scale = data["scale"]
+        if data.get("mode") == "additive":
+            try:
+                return {**data, "scale": parse_time_s(scale)}
+            except TransitsimError as exc:
+                raise ValueError(f"scale (mode additive): {exc}") from None
+        if isinstance(scale, bool) or not isinstance(scale, int | float):
+            raise ValueError(f"scale: expected a fraction like 0.05, got {show_value(scale)}")
+        if not math.isfinite(scale) or scale < 0:
+            raise ValueError(f"scale: must be a non-negative fraction, got {show_value(scale)}")
+        return {**data, "scale": float(scale)}
+
+    def to_stragglers(self) -> Stragglers:
+        return Stragglers(
+            distribution=self.distribution,
+            scale=self.scale,
+            mode=self.mode,
+            sigma=self.sigma,
+            worker_factors=tuple(self.worker_factors),
+        )
+
+
+class FaultModel(_Strict):
+    """A link outage on the replay clock: `link` carries nothing from down_at until up_at."""
+
+    link: str = Field(
+        min_length=1,
+        description='a link of the simulated network: "u->v", "u->v#k" (one of parallel links) '
+        'or "u<->v" (both directions)',
+    )
+    down_at: Duration
+    up_at: Duration
+
+    @model_validator(mode="after")
+    def _ordered(self) -> "FaultModel":
+        if self.up_at <= self.down_at:
+            raise ValueError("up_at must come after down_at")
+        return self
+
+    def to_link_fault(self) -> LinkFault:
+        return LinkFault(link=self.link, down_from_s=self.down_at, down_until_s=self.up_at)
+
+
+class TraceEntry(_Strict):
+    """A trace file or glob (relative to the scenario file); `label` renames its config."""
+
+    path: str = Field(min_length=1)
+    label: str | None = Field(None, min_length=1)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _shorthand(cls, data: Any) -> Any:
+        return {"path": data} if isinstance(data, str) else data
+
+
+class OutputsModel(_Strict):
+    dir: str | None = Field(
+        None, min_length=1, description="folder for results, relative to the scenario file"
+    )
+    files: list[Literal[OUTPUT_FILES]] = ["timeline", "summary", "ladder", "report"]
+    table_format: Literal["parquet", "csv"] = "parquet"
+
+
+@dataclass(frozen=True)
+class TraceFile:
+    """One resolved trace of a scenario (metadata read, rows not)."""
+
+    path: Path
+    name: str
+    config: str
+    variant: str
+    seed: int
+    workers: int
+    n_params: int
+    label: str | None
+
+
+class Scenario(_Strict):
+    """A whole scenario. `load_scenario` also resolves its trace files and networks."""
+
+    name: str | None = Field(None, min_length=1, description="default: the file name's stem")
+    description: str = ""
+    traces: list[TraceEntry] = Field(min_length=1)
+    networks: list[NetworkModel] = []
+    grid: GridModel | None = None
+    placement: PlacementModel = Field(default_factory=PlacementModel)
+    compute: Compute = Field(default_factory=FromTraceCompute)
+    stragglers: StragglersModel = Field(default_factory=StragglersModel)
+    faults: list[FaultModel] = []
+    targets: list[Target] = Field(min_length=1)
+    baseline: str | None = Field(None, description="a variant id or a config name (or label)")
+    outputs: OutputsModel = Field(default_factory=OutputsModel)
+
+    _source_path: Path | None = PrivateAttr(None)
+    _trace_files: list[TraceFile] = PrivateAttr(default_factory=list)
+    _expanded: list["_Point"] | None = PrivateAttr(None)
+
+    @property
+    def source_path(self) -> Path | None:
+        """The YAML file this scenario came from (None when built in code)."""
+        return self._source_path
+
+    @property
+    def base_dir(self) -> Path:
+        """Relative paths in the scenario are relative to this folder."""
+        return self._source_path.parent if self._source_path else Path.cwd()
+
+    @property
+    def trace_files(self) -> list[TraceFile]:
+        """The traces the entries resolved to, in order, without duplicates."""
+        return list(self._trace_files)
+
+    @property
+    def output_dir(self) -> Path | None:
+        """`outputs.dir` resolved against the scenario's folder (None: the caller decides)."""
+        return self.base_dir / self.outputs.dir if self.outputs.dir else None
+
+    def label_of(self, config: str) -> str:
+        """The display name of a config: its label when an entry gave one."""
+        for trace in self._trace_files:
+            if trace.config == config and trace.label:
+                return trace.label
+        return config
+
+
+# ---------------------------------------------------------------------------------------------
+# Scenario -> NetworkSpecs
+
+
+_Point = tuple[str, NetworkSpec, dict[str, Any], "Placement"]
+
+
+class _Issue(Exception):
+    """A problem found after pydantic validation, with the key path it belongs to."""
+
+    def __init__(self, path: tuple[str | int, ...], message: str, line: int | None = None) -> None:
+        super().__init__(message)
+        self.path = path
+        self.message = message
+        self.line = line  # when the path cannot find it (a key that is not text)
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where replay computes the transform (None: on the GPU) and where payloads are summed."""
+
+    transform_at: str | None
+    sum_at: str
+
+
+def _placement(
+    model: NetworkModel, default: PlacementModel, where: tuple[str | int, ...]
+) -> Placement:
+    """The network's placement, or the scenario's; absent: whatever hardware the network has."""
+    own = model.placement or PlacementModel()
+    transform = own.transform or default.transform
+    total = own.sum or default.sum
+    has_plug_transform = model.pluggable is not None and model.pluggable.transform is not None
+    has_switch_transform = model.switch.transform is not None
+    if transform is None:
+        transform = (
+            "pluggable" if has_plug_transform else "switch" if has_switch_transform else "none"
+        )
+    elif transform == "pluggable" and not has_plug_transform:
+        raise _Issue(
+            (*where, "pluggable"),
+            'placement.transform is "pluggable" but the network has no pluggable.transform',
+        )
+    elif transform == "switch" and not has_switch_transform:
+        raise _Issue(
+            (*where, "switch"),
+            'placement.transform is "switch" but the network has no switch.transform',
+        )
+    if total is None:
+        total = "switch" if model.switch.aggregator else "receivers"
+    elif total == "switch" and not model.switch.aggregator:
+        raise _Issue((*where, "switch"), 'placement.sum is "switch" but switch.aggregator is off')
+    return Placement(transform_at=None if transform == "none" else transform, sum_at=total)
+
+
+def _network_spec(model: NetworkModel, name: str) -> NetworkSpec:
+    """A validated network model as the simulator's NetworkSpec (SI units throughout)."""
+    pluggable = model.pluggable
+    switch = model.switch
+    return NetworkSpec(
+        name=name,
+        topology=model.topology,
+        workers=model.workers,
+        host_link=model.host_link.to_spec(),
+        pluggable=None
+        if pluggable is None
+        else PluggableSpec(
+            host_lane_bps=pluggable.host_lane_rate,
+            line_bps=pluggable.line_rate,
+            transform=pluggable.transform.to_spec() if pluggable.transform else None,
+        ),
+        switch=SwitchSpec(
+            forwarding_latency_s=switch.forwarding_latency,
+            store_and_forward=switch.store_and_forward,
+            aggregator=switch.aggregator,
+            agg_slots=switch.agg_slots,
+            agg_slot_bytes=switch.agg_slot_size,
+            agg_rate_bps=switch.agg_rate if switch.agg_rate is not None else math.inf,
+            transform=switch.transform.to_spec() if switch.transform else None,
+        ),
+        hosts_per_rack=model.hosts_per_rack,
+        spine_link=model.spine_link.to_spec() if model.spine_link else None,
+        datacentres=model.datacentres,
+        wan_link=model.wan_link.to_spec() if model.wan_link else None,
+        wan_links=model.wan_links,
+        collective=model.collective,
+        link_overrides={key: link.to_spec() for key, link in model.link_overrides.items()},
+    )
+
+
+def _sweep_key_error(key: str) -> str | None:
+    """Why `key` is not a dotted path into a network (None when it is)."""
+    parts = key.split(".")
+    if parts[0] in ("name", "preset", "description"):
+        return f"{parts[0]} cannot be swept"
+    models: list[Any] = [NetworkModel]
+    for index, part in enumerate(parts):
+        fields = _fields_of(models)
+        if part not in fields and not any(_is_dict(m) for m in models):
+            prefix = ".".join(parts[:index]) or "a network"
+            allowed = ", ".join(sorted(fields))
+            return f'unknown key "{part}" in {prefix} (allowed: {allowed})'
+        models = _descend(models, part)
+    return None
+
+
+def _set_dotted(raw: dict[str, Any], key: str, value: Any) -> dict[str, Any]:
+    """A copy of `raw` with the dotted `key` set (creating mappings on the way)."""
+    result = copy.deepcopy(raw)
+    node = result
+    parts = key.split(".")
+    for part in parts[:-1]:
+        if not isinstance(node.get(part), dict):
+            node[part] = {}
+        node = node[part]
+    node[parts[-1]] = copy.deepcopy(value)
+    return result
+
+
+def _get_dotted(model: Any, key: str) -> Any:
+    value = model
+    for part in key.split("."):
+        value = value[part] if isinstance(value, dict) else getattr(value, part, None)
+    return value
+
+
+def _point_text(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, default=str)
+
+
+def _first_error(exc: ValidationError, root: type[BaseModel], data: Any) -> tuple[str, str]:
+    """(key path, message) of the first pydantic error, for messages without line numbers."""
+    error = exc.errors()[0]
+    shown = _visible_path(error["loc"], data, root, error["type"])
+    return _format_path(shown), _error_message(error, root)
+
+
+def _expand_grid(scenario: Scenario) -> list[_Point]:
+    grid = scenario.grid
+    assert grid is not None
+    raw = grid._raw_network
+    raw = {"preset": raw} if isinstance(raw, str) else raw
+    base_name = grid.network.name or "grid"
+    for key, values in grid.sweep.items():
+        problem = _sweep_key_error(key)
+        if problem:
+            raise _Issue(("grid", "sweep", key), problem)
+        for index, value in enumerate(values):  # each value alone, so errors point at it
+            candidate = _set_dotted(raw, key, value)
+            try:
+                NetworkModel.model_validate(candidate)
+            except ValidationError as exc:
+                inner, message = _first_error(exc, NetworkModel, candidate)
+                detail = message if inner in ("", key) else f"{inner}: {message}"
+                raise _Issue(("grid", "sweep", key, index), detail) from None
+    keys = list(grid.sweep)
+    count = math.prod(len(values) for values in grid.sweep.values())
+    if count > MAX_GRID_POINTS:
+        raise _Issue(("grid", "sweep"), f"{count} points is too many (at most {MAX_GRID_POINTS})")
+    points = []
+    for combination in itertools.product(*(grid.sweep[key] for key in keys)):
+        candidate = raw
+        for key, value in zip(keys, combination, strict=True):
+            candidate = _set_dotted(candidate, key, value)
+        label = ", ".join(f"{k}={_point_text(v)}" for k, v in zip(keys, combination, strict=True))
+        name = f"{base_name}[{label}]"
+        try:
+            model = NetworkModel.model_validate(candidate)
+        except ValidationError as exc:
+            inner, message = _first_error(exc, NetworkModel, candidate)
+            raise _Issue(("grid", "sweep"), f"point {label}: {inner}: {message}") from None
+        params = {}
+        for key, value in zip(keys, combination, strict=True):
+            parsed = _get_dotted(model, key)
+            params[key] = value if isinstance(parsed, BaseModel) else parsed
+        try:
+            placement = _placement(model, scenario.placement, ())
+        except _Issue as issue:
+            inner = _format_path(issue.path)
+            raise _Issue(("grid", "sweep"), f"point {label}: {inner}: {issue.message}") from None
+        points.append((name, _network_spec(model, name), params, placement))
+    return points
+
+
+def _expand_networks(scenario: Scenario) -> list[_Point]:
+    if not scenario.networks and scenario.grid is None:
+        raise _Issue(
+            ("networks",), "give at least one network (a preset name or a mapping) or a grid"
+        )
+    expanded: list[_Point] = []
+    for index, model in enumerate(scenario.networks):
+        name = model.name or f"network-{index + 1}"
+        placement = _placement(model, scenario.placement, ("networks", index))
+        expanded.append((name, _network_spec(model, name), {}, placement))
+    if scenario.grid is not None:
+        expanded.extend(_expand_grid(scenario))
+    seen: set[str] = set()
+    for index, (name, spec, _, _) in enumerate(expanded):
+        in_list = index < len(scenario.networks)
+        if name in seen:
+            raise _Issue(
+                ("networks", index, "name") if in_list else ("grid",),
+                f'network name "{name}" is used twice: give each network its own name',
+            )
+        seen.add(name)
+        factors = scenario.stragglers.worker_factors
+        if factors and len(factors) != spec.workers:
+            raise _Issue(
+                ("stragglers", "worker_factors"),
+                f"{len(factors)} factors for network {name} of {spec.workers} workers",
+            )
+    return expanded
+
+
+def _expanded(scenario: Scenario) -> list[_Point]:
+    if scenario._expanded is None:
+        try:
+            scenario._expanded = _expand_networks(scenario)
+        except _Issue as issue:
+            raise TransitsimError(f"{_format_path(issue.path)}: {issue.message}") from None
+    return scenario._expanded
+
+
+def scenario_to_networks(scenario: Scenario) -> list[tuple[str, NetworkSpec, dict[str, Any]]]:
+    """(name, NetworkSpec, grid parameters of that point) for every network, grid points last.
+
+    Grid parameters map each swept key to its value in SI units (e.g. {"wan_link.rate": 1e11}).
+    """
+    return [(name, spec, dict(params)) for name, spec, params, _ in _expanded(scenario)]
+
+
+def network_placement(scenario: Scenario, network_name: str) -> Placement:
+    """Where replay should compute the transform and sum payloads on this network."""
+    for name, _, _, placement in _expanded(scenario):
+        if name == network_name:
+            return placement
+    raise TransitsimError(f'scenario has no network named "{network_name}"')
+
+
+def network_from_dict(raw: Any) -> NetworkSpec:
+    """A network written as in a scenario (or a preset name) as a NetworkSpec."""
+    try:
+        model = NetworkModel.model_validate(raw)
+    except ValidationError as exc:
+        inner, message = _first_error(exc, NetworkModel, raw)
+        raise TransitsimError(f"network: {inner}: {message}" if inner else message) from None
+    return _network_spec(model, model.name or "network")
+
+
+def network_preset(name: str) -> NetworkSpec:
+    """A named preset (see `transitsim.network_presets`) as a NetworkSpec, for `--network`."""
+    preset_dict(name)  # unknown names: one clear line listing the known ones
+    return network_from_dict(name)
+
+
+# ---------------------------------------------------------------------------------------------
+# Traces
+
+
+def _resolve_traces(scenario: Scenario, base_dir: Path) -> list[TraceFile]:
+    files: list[TraceFile] = []
+    seen: set[Path] = set()
+    for index, entry in enumerate(scenario.traces):
+        where = ("traces", index, "path")
+        pattern = Path(entry.path).expanduser()
+        pattern = pattern if pattern.is_absolute() else base_dir / pattern
+        if _GLOB_CHARS.search(entry.path):
+            matches = sorted(Path(p) for p in glob.glob(str(pattern), recursive=True))
+            matches = [p for p in matches if p.is_file()]
+            if not matches:
+                raise _Issue(where, f"no trace file matches {pattern}")
+        elif pattern.is_dir():
+            matches = sorted(pattern.glob("*.parquet"))
+            if not matches:
+                raise _Issue(where, f"no *.parquet trace in folder {pattern}")
+        elif not pattern.exists():
+            raise _Issue(where, f"trace file not found: {pattern}")
+        else:
+            matches = [pattern]
+        entry_configs = set()
+        for path in matches:
+            if path.resolve() in seen:
+                continue
+            seen.add(path.resolve())
+            try:
+                meta = read_meta(path)
+            except TransitsimError as exc:
+                raise _Issue(where, str(exc)) from None
+            config = config_name(meta["name"])
+            entry_configs.add(config)
+            files.append(
+                TraceFile(
+                    path=path,
+                    name=meta["name"],
+                    config=config,
+                    variant=meta["variant"],
+                    seed=meta["seed"],
+                    workers=meta["workers"],
+                    n_params=meta["n_params"],
+                    label=entry.label,
+                )
+            )
+        if entry.label and len(entry_configs) > 1:
+            configs = ", ".join(sorted(entry_configs))
+            raise _Issue(
+                ("traces", index, "label"),
+                f'label "{entry.label}" would name several configs ({configs}): '
+                "give each its own entry",
+            )
+    labels: dict[str, str] = {}
+    for trace in files:
+        if trace.label and labels.setdefault(trace.config, trace.label) != trace.label:
+            raise _Issue(
+                ("traces",),
+                f'config "{trace.config}" has two labels: '
+                f'"{labels[trace.config]}" and "{trace.label}"',
+            )
+    return files
+
+
+def _check_names(scenario: Scenario, files: list[TraceFile]) -> None:
+    """Targets 'final:X' and the baseline must name one config: its name, its label, a variant
+    with a single config, or a unique part of a name (as `transitsim.metrics` resolves them)."""
+    variants = {trace.config: trace.variant for trace in files}
+    labels = {trace.label for trace in files if trace.label}
+    queries = [
+        (("targets", i), t[6:]) for i, t in enumerate(scenario.targets) if isinstance(t, str)
+    ]
+    if scenario.baseline is not None:
+        queries.append((("baseline",), scenario.baseline))
+    for where, query in queries:
+        if query in labels:
+            continue
+        try:
+            resolve_config(query, variants)
+        except TransitsimError as exc:
+            raise _Issue(where, str(exc)) from None
+
+
+# ---------------------------------------------------------------------------------------------
+# Loading: YAML with line numbers, errors as one line
+
+
+def _read_yaml(path: Path) -> tuple[yaml.Node | None, Any]:
+    """The YAML's node tree (for line numbers) and its data."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise TransitsimError(f"{path}: no such scenario file") from None
+    except IsADirectoryError:
+        raise TransitsimError(f"{path}: is a folder, not a scenario file") from None
+    except UnicodeDecodeError:
+        raise TransitsimError(f"{path}: not a UTF-8 text file") from None
+    except OSError as exc:
+        raise TransitsimError(f"{path}: cannot read ({exc.strerror})") from None
+    loader = None
+    try:
+        loader = yaml.SafeLoader(text)
+        node = loader.get_single_node()
+        data = loader.construct_document(node) if node is not None else None
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line = f"{mark.line + 1}:" if mark else ""
+        problem = " ".join(str(exc.problem or exc.context or "invalid YAML").split())
+        raise TransitsimError(f"{path}:{line} invalid YAML: {problem}") from None
+    except (yaml.YAMLError, RecursionError, ValueError, TypeError) as exc:
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise TransitsimError(f"{path}: invalid YAML: {first}") from None
+    finally:
+        if loader is not None:
+            loader.dispose()
+    return node, data
+
+
+def _check_keys(node: yaml.Node | None, path: tuple[str | int, ...] = ()) -> None:
+    """Keys must be text and appear once (YAML would silently keep the last of two)."""
+    if isinstance(node, yaml.MappingNode):
+        seen: set[str] = set()
+        for key_node, value_node in node.value:
+            if key_node.tag != _TEXT_TAG:
+                line = key_node.start_mark.line + 1
+                raise _Issue(
+                    path, f"key {show_value(key_node.value)} must be text (quote it)", line
+                )
+            if key_node.value in seen:
+                line = key_node.start_mark.line + 1
+                raise _Issue((*path, key_node.value), "duplicate key", line)
+            seen.add(key_node.value)
+            _check_keys(value_node, (*path, key_node.value))
+    elif isinstance(node, yaml.SequenceNode):
+        for index, item in enumerate(node.value):
+            _check_keys(item, (*path, index))
+
+
+def _line_of(node: yaml.Node | None, path: tuple[str | int, ...]) -> int:
+    """The line of the deepest part of `path` present in the YAML (1 when nothing matches)."""
+    line = node.start_mark.line + 1 if node is not None else 1
+    for part in path:
+        if isinstance(node, yaml.MappingNode):
+            for key_node, value_node in node.value:
+                if key_node.value == part:
+                    line, node = key_node.start_mark.line + 1, value_node
+                    break
+            else:
+                return line
+        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int):
+            if not 0 <= part < len(node.value):
+                return line
+            node = node.value[part]
+            line = node.start_mark.line + 1
+        else:
+            return line
+    return line
+
+
+def _visible_path(
+    loc: tuple[Any, ...], data: Any, root: type[BaseModel], error_type: str
+) -> tuple[str | int, ...]:
+    """Pydantic's error location without its union tags: only keys the user wrote or could."""
+    shown: list[str | int] = []
+    current, kinds = data, [root]
+    for index, part in enumerate(loc):
+        is_key = (
+            isinstance(part, int)
+            or part in _fields_of(kinds)
+            or any(_is_dict(kind) for kind in kinds)
+        )
+        kinds = _descend(kinds, part)
+        if isinstance(current, dict) and part in current:
+            current = current[part]
+        elif isinstance(current, list) and isinstance(part, int) and 0 <= part < len(current):
+            current = current[part]
+        elif index == len(loc) - 1 and (is_key or error_type == "extra_forbidden"):
+            current = None  # a missing key, or an unknown one
+        else:
+            continue  # a union member's tag, not a key
+        shown.append(part)
+    return tuple(shown)
+
+
+def _format_path(path: tuple[Any, ...]) -> str:
+    """('networks', 0, 'host_link') -> 'networks[0].host_link'; odd keys in ["..."]."""
+    text = ""
+    for part in path:
+        if isinstance(part, int):
+            text += f"[{part}]"
+        elif re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", str(part)):
+            text += f".{part}" if text else str(part)
+        else:
+            text += f"[{json.dumps(str(part), ensure_ascii=False)}]"
+    return text
+
+
+def _unwrap(annotation: Any) -> list[Any]:
+    """The concrete types behind Annotated / unions / Optional."""
+    origin = typing.get_origin(annotation)
+    if origin is Annotated:
+        return _unwrap(typing.get_args(annotation)[0])
+    if origin in (typing.Union, type(int | None)):
+        return [t for arg in typing.get_args(annotation) for t in _unwrap(arg)]
+    return [annotation]
+
+
+def _is_model(kind: Any) -> bool:
+    return isinstance(kind, type) and issubclass(kind, BaseModel)
+
+
+def _is_dict(kind: Any) -> bool:
+    return typing.get_origin(kind) is dict
+
+
+def _fields_of(kinds: list[Any]) -> set[str]:
+    return {name for kind in kinds if _is_model(kind) for name in kind.model_fields}
+
+
+def _descend(kinds: list[Any], part: Any) -> list[Any]:
+    """The types one step further along an error location (tags keep their model)."""
+    result: list[Any] = []
+    for kind in kinds:
+        if _is_model(kind) and part in kind.model_fields:
+            result.extend(_unwrap(kind.model_fields[part].annotation))
+        elif _is_model(kind) and isinstance(part, str):
+            if any(part in typing.get_args(f.annotation) for f in kind.model_fields.values()):
+                result.append(kind)  # discriminator tag of this union member
+        elif typing.get_origin(kind) is list and isinstance(part, int):
+            result.extend(_unwrap(typing.get_args(kind)[0]))
+        elif _is_dict(kind) and isinstance(part, str):
+            result.extend(_unwrap(typing.get_args(kind)[1]))
+    return result
+
+
+def _allowed_keys(root: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
+    kinds: list[Any] = [root]
+    for part in loc:
+        kinds = _descend(kinds, part)
+    return sorted(_fields_of(kinds))
+
+
+def _error_message(error: Any, root: type[BaseModel]) -> str:
+    """One pydantic error in our words."""
+    kind, ctx, value = error["type"], error.get("ctx") or {}, error.get("input")
+    if kind == "extra_forbidden":
+        allowed = ", ".join(_allowed_keys(root, error["loc"][:-1]))
+        return f"unknown key (allowed: {allowed})" if allowed else "unknown key"
+    if kind == "missing":
+        return "missing required key"
+    if kind in ("value_error", "assertion_error"):
+        return str(ctx.get("error", error["msg"]))
+    if kind == "literal_error":
+        return f"expected {ctx['expected']}, got {show_value(value)}"
+    if kind == "union_tag_invalid":
+        return (
+            f"unknown {ctx['discriminator'].strip(chr(39))} {show_value(ctx['tag'])} "
+            f"(expected {ctx['expected_tags']})"
+        )
+    if kind == "union_tag_not_found":
+        return f"missing required key {ctx['discriminator'].strip(chr(39))}"
+    if kind in ("model_type", "model_attributes_type", "dict_type"):
+        return f"expected a mapping of keys, got {show_value(value)}"
+    if kind == "too_short":
+        return f"expected at least {ctx.get('min_length', 1)} item(s), got {show_value(value)}"
+    if kind == "list_type":
+        return f"expected a list, got {show_value(value)}"
+    message = str(error["msg"])
+    return f"{message[:1].lower()}{message[1:]}, got {show_value(value)}"
+
+
+def load_scenario(path: Path | str) -> Scenario:
+    """Read, validate and resolve a scenario file; any mistake is one TransitsimError line."""
+    path = Path(path)
+    node, data = _read_yaml(path)
+
+    def fail(where: tuple[Any, ...], message: str, line: int | None = None) -> TransitsimError:
+        key = _format_path(where)
+        prefix = f"{path}:{line or _line_of(node, where)}:"
+        return TransitsimError(f"{prefix} {key}: {message}" if key else f"{prefix} {message}")
+
+    try:
+        _check_keys(node)
+    except _Issue as issue:
+        raise fail(issue.path, issue.message, issue.line) from None
+    if not isinstance(data, dict):
+        raise fail(
+            (), f"a scenario is a mapping of keys (traces, networks, ...), got {show_value(data)}"
+        )
+    if "name" not in data:
+        data = {"name": path.stem, **data}
+    try:
+        scenario = Scenario.model_validate(data)
+    except ValidationError as exc:
+        errors = [(_visible_path(e["loc"], data, Scenario, e["type"]), e) for e in exc.errors()]
+        # by line; on one line an unknown key first (a typo also makes a key "missing")
+        errors.sort(
+            key=lambda item: (_line_of(node, item[0]), item[1]["type"] != "extra_forbidden")
+        )
+        where, first = errors[0]
+        more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+        raise fail(where, _error_message(first, Scenario) + more) from None
+    scenario._source_path = path
+    try:
+        scenario._expanded = _expand_networks(scenario)
+        scenario._trace_files = _resolve_traces(scenario, path.parent)
+        _check_names(scenario, scenario._trace_files)
+    except _Issue as issue:
+        raise fail(issue.path, issue.message) from None
+    return scenario
+
+
+# ---------------------------------------------------------------------------------------------
+# JSON Schema of the format (editors validate and complete YAML with it)
+
+
+def scenario_json_schema() -> dict[str, Any]:
+    """The JSON Schema of scenario files, including the shorthands pydantic cannot see."""
+    schema = Scenario.model_json_schema(mode="validation")
+    defs = schema["$defs"]
+    schema["properties"]["traces"]["items"] = {
+        "anyOf": [{"type": "string"}, {"$ref": "#/$defs/TraceEntry"}]
+    }
+    preset_name = {"type": "string", "enum": preset_names()}
+    schema["properties"]["networks"]["items"] = {
+        "anyOf": [preset_name, {"$ref": "#/$defs/NetworkModel"}]
+    }
+    network = defs["NetworkModel"]
+    required = network.pop("required", [])
+    network["anyOf"] = [{"required": ["preset"]}, {"required": required}]
+    network["properties"]["preset"] = {"anyOf": [preset_name, {"type": "null"}], "default": None}
+    defs["GridModel"]["properties"]["network"] = {
+        "anyOf": [preset_name, {"$ref": "#/$defs/NetworkModel"}]
+    }
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": "https://transitsim.invalid/scenario.schema.json",
+        "title": "transitsim scenario",
+        **schema,
+    }
