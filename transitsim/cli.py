@@ -10,6 +10,7 @@ import typer
 
 from transitsim.commands import (
     collective_cmd,
+    findings_cmd,
     ladder_cmd,
     run_cmd,
     traces_cmd,
@@ -25,7 +26,15 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-for module in (traces_cmd, ladder_cmd, train_cmd, collective_cmd, run_cmd, validate_cmd):
+for module in (
+    traces_cmd,
+    ladder_cmd,
+    findings_cmd,
+    train_cmd,
+    collective_cmd,
+    run_cmd,
+    validate_cmd,
+):
     module.register(app)
 
 

@@ -1,0 +1,299 @@
+"""`transitsim findings`: our recorded runs beside the published results, section by section."""
+
+import math
+import sys
+from pathlib import Path
+from typing import Any, TextIO
+
+import pandas as pd
+import typer
+
+from transitsim.errors import TransitsimError
+from transitsim.findings import SECTIONS, UNKNOWN, findings
+from transitsim.published import FIXED_BAND_GAP_NATS
+from transitsim.tables import DASH, emit_json, emit_table, output_format
+from transitsim.trace import find_traces, read_trace
+
+NEW = "new: none published"
+TITLES = {
+    "final_loss": "(a) Final validation loss per configuration (mean ± sample sd over seeds)",
+    "ordering": "(b) Ordering of the variants by final loss (1 = lowest)",
+    "ordering_claims": "(b) The deck's claims on final loss (slides 04, 11)",
+    "energy": "(c) Captured energy at the run's k: group all, diag records after warm-up, "
+    "seeds pooled, worker 0 (published: TinyStories GPU, §14.3)",
+    "energy_claims": "(c) The deck's claims on captured energy (slide 06)",
+    "optics": "(d) The optics (E) against the exact band C 1-D 256 (§14.1, §14.2, §14.5)",
+    "optics_claims": "(d) The deck's claims on the optics (slides 08-10)",
+    "switch": "(e) E' (band summed at a switch): new, nothing published; beside E sent and C",
+}
+CLAIM_HEADERS = {
+    "claim": "Claim",
+    "published_setting": "Published setting",
+    "published": "Published",
+    "published_verdict": "Published verdict",
+    "ours": "Ours",
+    "verdict": "Verdict (ours)",
+}
+
+
+def _missing(value: Any) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+def _loss(value: float, sd: float = math.nan, seeds: int = 1) -> str:
+    if _missing(value):
+        return DASH
+    if math.isinf(value):
+        return "inf"
+    return f"{value:.3f} ± {sd:.3f}" if seeds > 1 else f"{value:.3f}"
+
+
+def _signed(value: float) -> str:
+    return DASH if _missing(value) else f"{value:+.3f}"
+
+
+def _percent(value: float) -> str:
+    return DASH if _missing(value) else f"{value:.2%}"
+
+
+def _ours(row: pd.Series, text: str) -> str:
+    """A figure of ours: "not recorded" when we have no run of the configuration."""
+    return UNKNOWN if row["seeds"] == 0 else text
+
+
+def _published(value: float, text: str) -> str:
+    """A published figure: "not recorded" when the configuration was not published."""
+    return UNKNOWN if _missing(value) else text
+
+
+def _published_clip(value: float, published: bool) -> str:
+    """A published clip rate: a dash where the run was published without one."""
+    return _percent(value) if published else UNKNOWN
+
+
+def show_final_loss(df: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, str]]:
+    out = pd.DataFrame({"configuration": df["configuration"], "seeds": df["seeds"]})
+    out["final_loss"] = [
+        _ours(
+            row,
+            _loss(row.final_loss, row.final_loss_sd, row.seeds)
+            + ("" if row.status == "complete" else f" ({row.status})"),
+        )
+        for _, row in df.iterrows()
+    ]
+    out["above_topk"] = [_ours(row, _signed(row.above_topk)) for _, row in df.iterrows()]
+    out["cpu"] = [_published(v, _loss(v)) for v in df["published_tinyshakespeare_loss"]]
+    out["gpu"] = [
+        _published(
+            row.published_tinystories_loss,
+            _loss(
+                row.published_tinystories_loss,
+                row.published_tinystories_sd,
+                row.published_tinystories_seeds,
+            ),
+        )
+        for _, row in df.iterrows()
+    ]
+    out["gpu_above_topk"] = [
+        _published(v, _signed(v)) for v in df["published_tinystories_above_topk"]
+    ]
+    switch = (df["variant"] == "E'").to_numpy()
+    out.loc[switch, ["cpu", "gpu", "gpu_above_topk"]] = NEW
+    out["gpu_scale"] = df["tinystories_scale"]
+    headers = {
+        "configuration": "Configuration",
+        "seeds": "Seeds",
+        "final_loss": "Final loss",
+        "above_topk": "Above top-k",
+        "cpu": "Published (TinyShakespeare CPU)",
+        "gpu": "Published (TinyStories GPU)",
+        "gpu_above_topk": "Published above top-k",
+        "gpu_scale": "Scale vs TinyStories GPU",
+    }
+    return out, headers
+
+
+def show_ordering(df: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, str]]:
+    def rank(value: Any) -> str:
+        return UNKNOWN if _missing(value) else str(int(value))
+
+    out = pd.DataFrame(
+        {
+            "configuration": df["configuration"],
+            "published_rank": [rank(v) for v in df["published_rank"]],
+            "published": [_published(v, _loss(v)) for v in df["published_tinystories_loss"]],
+            "rank": [rank(v) for v in df["rank"]],
+            "final_loss": [UNKNOWN if _missing(v) else _loss(v) for v in df["final_loss"]],
+        }
+    )
+    headers = {
+        "configuration": "Configuration",
+        "published_rank": "Published rank",
+        "published": "Published (TinyStories GPU)",
+        "rank": "Our rank",
+        "final_loss": "Our final loss",
+    }
+    return out, headers
+
+
+def show_claims(df: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, str]]:
+    return df[list(CLAIM_HEADERS)].copy(), CLAIM_HEADERS
+
+
+def show_energy(df: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, str]]:
+    selectors = ("topk", "low", "random", "calib")
+    published_any = df[[f"{s}_published" for s in selectors]].notna().any(axis=1)
+    out = pd.DataFrame({"configuration": df["configuration"], "source": df["source"]})
+    out["records"] = df["records"]
+    names = {"topk": "Top-k", "low": "Low", "random": "Random", "calib": "Calibrated"}
+    headers = {"configuration": "Run", "source": "Tensor", "records": "Records"}
+    for selector in selectors:
+        out[selector] = [
+            (UNKNOWN if records == 0 else "n/a") if _missing(v) else f"{v:.3f}"
+            for v, records in zip(df[selector], df["records"], strict=True)
+        ]
+        out[f"{selector}_pub"] = [
+            (UNKNOWN if not any_ else "n/a") if _missing(v) else f"{v:.3f}"
+            for v, any_ in zip(df[f"{selector}_published"], published_any, strict=True)
+        ]
+        headers[selector] = names[selector]
+        headers[f"{selector}_pub"] = f"{names[selector]} (published)"
+    return out, headers
+
+
+def _optics_columns(df: pd.DataFrame) -> pd.DataFrame:
+    out = pd.DataFrame({"configuration": df["configuration"], "seeds": df["seeds"]})
+    out["final_loss"] = [
+        _ours(row, _loss(row.final_loss, row.final_loss_sd, row.seeds)) for _, row in df.iterrows()
+    ]
+    out["above_c"] = [_ours(row, _signed(row.above_c)) for _, row in df.iterrows()]
+    return out
+
+
+def show_optics(df: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, str]]:
+    out = _optics_columns(df)
+    out["outcome"] = df["outcome"]
+    out["clip"] = [_ours(row, _percent(row.clip_rate)) for _, row in df.iterrows()]
+    gpu = df["published_tinystories_loss"].notna()
+    cpu = df["published_tinyshakespeare_loss"].notna()
+    out["gpu"] = [_published(v, _loss(v)) for v in df["published_tinystories_loss"]]
+    out["gpu_above_c"] = [_published(v, _signed(v)) for v in df["published_tinystories_above_c"]]
+    out["gpu_clip"] = [
+        _published_clip(v, recorded)
+        for v, recorded in zip(df["published_tinystories_clip_rate"], gpu, strict=True)
+    ]
+    out["cpu"] = [_published(v, _loss(v)) for v in df["published_tinyshakespeare_loss"]]
+    out["cpu_above_c"] = [
+        _published(v, _signed(v)) for v in df["published_tinyshakespeare_above_c"]
+    ]
+    out["cpu_clip"] = [
+        _published_clip(v, recorded)
+        for v, recorded in zip(df["published_tinyshakespeare_clip_rate_interval"], cpu, strict=True)
+    ]
+    headers = {
+        "configuration": "Configuration",
+        "seeds": "Seeds",
+        "final_loss": "Final loss",
+        "above_c": "Above C",
+        "outcome": "Outcome",
+        "clip": "Clip rate (whole run)",
+        "gpu": "Published (TinyStories GPU)",
+        "gpu_above_c": "GPU above C",
+        "gpu_clip": "GPU clip (whole run)",
+        "cpu": "Published (TinyShakespeare CPU)",
+        "cpu_above_c": "CPU above C",
+        "cpu_clip": "CPU clip (last interval)",
+    }
+    return out, headers
+
+
+def show_switch(df: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, str]]:
+    out = _optics_columns(df)
+    out["above_e_sent"] = [_ours(row, _signed(row.above_e_sent)) for _, row in df.iterrows()]
+    out["clip"] = [_ours(row, _percent(row.clip_rate)) for _, row in df.iterrows()]
+    switch = df["configuration"].str.startswith("E'")
+    for column, source in (
+        ("gpu", "published_tinystories_loss"),
+        ("cpu", "published_tinyshakespeare_loss"),
+    ):
+        out[column] = [
+            NEW if is_switch else _published(v, _loss(v))
+            for v, is_switch in zip(df[source], switch, strict=True)
+        ]
+    headers = {
+        "configuration": "Configuration",
+        "seeds": "Seeds",
+        "final_loss": "Final loss",
+        "above_c": "Above C",
+        "above_e_sent": "Above E sent",
+        "clip": "Clip rate (whole run)",
+        "gpu": "Published (TinyStories GPU)",
+        "cpu": "Published (TinyShakespeare CPU)",
+    }
+    return out, headers
+
+
+SHOW = {
+    "final_loss": show_final_loss,
+    "ordering": show_ordering,
+    "ordering_claims": show_claims,
+    "energy": show_energy,
+    "energy_claims": show_claims,
+    "optics": show_optics,
+    "optics_claims": show_claims,
+    "switch": show_switch,
+}
+
+
+def emit_findings(sections: dict[str, pd.DataFrame], fmt: str, out: TextIO | None = None) -> None:
+    """Print every section: JSON as one document, else a titled table each (the scale in the
+    title when all runs share one, else as a first column)."""
+    out = out or sys.stdout
+    if fmt == "json":
+        emit_json(
+            {
+                section: [
+                    dict(zip(df.columns, row, strict=True)) for row in df.itertuples(index=False)
+                ]
+                for section, df in sections.items()
+            },
+            out,
+        )
+        return
+    scales = list(dict.fromkeys(pd.concat([df["scale"] for df in sections.values()])))
+    out.write(f"Scale: {'; '.join(scales)}\n\n")
+    for section in SECTIONS:
+        df = sections[section]
+        shown, headers = SHOW[section](df)
+        if len(scales) > 1:
+            shown.insert(0, "scale", df["scale"].to_numpy())
+            headers = {"scale": "Scale", **headers}
+        emit_table(shown, fmt, title=TITLES[section], headers=headers, out=out)
+        if section != SECTIONS[-1]:
+            out.write("\n")
+
+
+def findings_command(
+    paths: list[Path] = typer.Argument(..., help="Folders (or files) of recorded traces."),
+    gap_nats: float = typer.Option(
+        FIXED_BAND_GAP_NATS,
+        "--gap-nats",
+        help="The gap above top-k the claim 'every fixed band ends more than X above top-k' "
+        "tests (the deck says a nat).",
+    ),
+    markdown: bool = typer.Option(False, "--markdown", help="Print markdown tables."),
+    json_: bool = typer.Option(False, "--json", help="Print one JSON document (raw numbers)."),
+) -> int:
+    """Our runs beside the published results: (a) final losses, (b) ordering and the deck's
+    loss claims, (c) captured energy, (d) the optics, (e) E' at a switch."""
+    fmt = output_format(markdown=markdown, json_=json_)
+    traces = [read_trace(path) for path in find_traces(paths)]
+    if not traces:
+        raise TransitsimError(f"no traces in {', '.join(map(str, paths))}")
+    emit_findings(findings(traces, gap_nats), fmt)
+    return 0
+
+
+def register(app: typer.Typer) -> None:
+    """Add `transitsim findings` to the main app."""
+    app.command("findings")(findings_command)

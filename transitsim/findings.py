@@ -1,0 +1,878 @@
+"""This project's runs beside the published results (spec §14), row by row, with verdicts.
+
+Sections, each a table with raw numbers (NaN where a figure was not recorded):
+  final_loss       (a) final val loss per configuration, mean ± sample sd over seeds, beside the
+                   TinyShakespeare CPU check (§14.5) and the TinyStories GPU table (§14.1)
+  ordering         (b) the variants ranked by final loss, published and ours
+  ordering_claims  (b) the deck's claims on losses (slide 04), holds / does not hold
+  energy           (c) captured-energy shares at the run's k (§11, §14.3), group "all"
+  energy_claims    (c) the deck's claims on energy (slide 06)
+  optics           (d) E against the exact band C 1-D 256, with clip rates (§14.2, §14.4, §14.5)
+  optics_claims    (d) the deck's claims on the optics (slides 08-10)
+  switch           (e) E' (band summed at a switch; new, nothing published) beside E sent and C
+
+Runs are grouped into configurations (the run name without its seed) and configurations into
+scales (data set, model, steps): every comparison is made within one scale. Rankings and claims
+use the runs that kept 1/16 as the published ones did, one configuration per ConfigKey (the
+published learning rate when there are several).
+"""
+
+import math
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+import numpy as np
+import pandas as pd
+
+from transitsim.metrics import group_by_config, run_sort_key
+from transitsim.published import (
+    C_1D256,
+    FIXED_BAND_GAP_NATS,
+    PUBLISHED_KEEP,
+    TINYSHAKESPEARE_CPU,
+    TINYSHAKESPEARE_CPU_RUNS,
+    TINYSTORIES_GPU,
+    TINYSTORIES_GPU_ENERGY,
+    TINYSTORIES_GPU_RUNS,
+    ConfigKey,
+    PublishedRun,
+    PublishedScale,
+    config_key,
+    published_run,
+)
+from transitsim.tables import config_labels, variant_label
+from transitsim.trace import Trace
+
+SECTIONS = (
+    "final_loss",
+    "ordering",
+    "ordering_claims",
+    "energy",
+    "energy_claims",
+    "optics",
+    "optics_claims",
+    "switch",
+)
+HOLDS, FAILS, UNKNOWN = "holds", "does not hold", "not recorded"
+
+# Peak learning rates of the published runs (spec §1.2): AdamW 3e-3, every DeMo variant 1e-3.
+PUBLISHED_LR = {"A": 3e-3}
+PUBLISHED_DEMO_LR = 1e-3
+
+# Thresholds that turn the deck's words into verdicts; each says what the published data gives.
+CHUNK_SHAPE_SHARE = 0.10  # "barely matters": spread < 10% of the gap above top-k (published 2.5%)
+FAR_LESS_RATIO = 0.5  # "far less": low < half a random set's share (published 0.013/0.065 = 0.2)
+ZERO_SHARE = 0.01  # "~0": below 0.01, a sixth of a random set's 1/16 (published 8.5e-5)
+DIVERGED_NATS = 1.0  # "diverges": > 1 nat above C (published: +6.3 CPU, +8 to +556 GPU)
+REPAIRED_NATS = 0.1  # "repairs": at most 0.1 above C (published CPU +0.056, +0.071)
+
+SOURCES = ("momentum", "delta", "grad")
+SELECTORS = ("topk", "low", "random", "calib")
+SWITCH_MODES = ("loopback", "exact", "mean")  # E' feedback modes (trainer FEEDBACK_MODES)
+NON_OPTICS = ("A", "B", "C", "D", "F")
+FIXED_BANDS = ("C", "D", "F")
+
+
+class RunScale(NamedTuple):
+    """What must agree for two runs' losses to be comparable: data, model shape, length."""
+
+    dataset: str
+    n_layer: int | None
+    n_embd: int | None
+    block: int | None
+    steps: int | None
+    workers: int | None
+    batch: int | None
+
+
+def run_scale(meta: dict[str, Any]) -> RunScale:
+    """A run's scale from its config (trainer and importer both record it), else its metadata."""
+    config = meta.get("config") or {}
+    model = meta.get("model") or {}
+    return RunScale(
+        str(config.get("dataset") or meta.get("corpus") or "unknown data"),
+        config.get("n_layer", model.get("n_layer")),
+        config.get("n_embd", model.get("n_embd")),
+        config.get("block", meta.get("context")),
+        config.get("steps", meta.get("steps_planned")),
+        config.get("workers", meta.get("workers")),
+        config.get("batch", meta.get("batch")),
+    )
+
+
+def matching_published_scale(scale: RunScale) -> PublishedScale | None:
+    """The published setting run at exactly this scale, if any."""
+    for published in (TINYSHAKESPEARE_CPU, TINYSTORIES_GPU):
+        if tuple(scale) == tuple(published)[1:]:
+            return published
+    return None
+
+
+def scale_label(scale: RunScale) -> str:
+    """ "shakespeare, 4 layers x 128, context 128, 600 steps (= TinyShakespeare CPU)"."""
+    text = (
+        f"{scale.dataset}, {scale.n_layer} layers x {scale.n_embd}, context {scale.block}, "
+        f"{scale.steps} steps"
+    )
+    published = matching_published_scale(scale)
+    return f"{text} (= {published.name})" if published else text
+
+
+def key_label(key: ConfigKey) -> str:
+    """A readable label for a configuration key, as tables.variant_label writes run labels."""
+    params = {name: value for name, value in key._asdict().items() if value is not None}
+    label = f"{key.variant} {variant_label({'variant': key.variant, 'variant_params': params})}"
+    return _with_switch_feedback(label, key)
+
+
+def _with_switch_feedback(label: str, key: ConfigKey) -> str:
+    """E' names its feedback mode even when it is "exact" (its default is loopback)."""
+    if key.variant == "E'" and key.feedback == "exact" and "fb-" not in label:
+        return f"{label} fb-exact"
+    return label
+
+
+@dataclass
+class ConfigResult:
+    """One configuration of ours: its seeds' runs and what the sections need from them."""
+
+    name: str
+    label: str
+    key: ConfigKey
+    scale: RunScale
+    params: dict[str, Any]
+    runs: list[Trace] = field(repr=False)
+
+    @property
+    def seeds(self) -> int:
+        return len(self.runs)
+
+    @property
+    def finals(self) -> np.ndarray:
+        return np.array([run.final_val_loss for run in self.runs], dtype=float)
+
+    @property
+    def mean(self) -> float:
+        return float(np.mean(self.finals))
+
+    @property
+    def sd(self) -> float:
+        """Sample standard deviation over seeds, 0 for one seed (spec §13)."""
+        return float(np.std(self.finals, ddof=1)) if self.seeds > 1 else 0.0
+
+    @property
+    def diverged(self) -> int:
+        return sum(_diverged(run) for run in self.runs)
+
+    @property
+    def incomplete(self) -> int:
+        return sum(run.meta.get("status") != "complete" for run in self.runs)
+
+    @property
+    def loss_for_claims(self) -> float:
+        """The mean final loss, or infinity when a seed diverged (its last loss may look fine)."""
+        return math.inf if self.diverged else self.mean
+
+    @property
+    def comparable(self) -> bool:
+        """Kept the published 1/16 (AdamW keeps everything), so published figures apply."""
+        keep = self.params.get("keep")
+        return self.key.variant == "A" or (keep is not None and math.isclose(keep, PUBLISHED_KEEP))
+
+    @property
+    def published_lr(self) -> bool:
+        lr = self.params.get("lr")
+        wanted = PUBLISHED_LR.get(self.key.variant, PUBLISHED_DEMO_LR)
+        return lr is not None and math.isclose(lr, wanted)
+
+    def last_clip(self, column: str) -> float:
+        """Mean over seeds of the last recorded value of a clip-rate column (NaN when none)."""
+        values = []
+        for run in self.runs:
+            if column in run.steps.columns:
+                recorded = run.steps[column].dropna()
+                if len(recorded):
+                    values.append(float(recorded.iloc[-1]))
+        return float(np.mean(values)) if values else math.nan
+
+
+def _diverged(run: Trace) -> bool:
+    notes = run.meta.get("notes") or []
+    return any(str(note).startswith("diverged") for note in notes) or not math.isfinite(
+        run.final_val_loss
+    )
+
+
+def summarise(traces: list[Trace]) -> list[ConfigResult]:
+    """Our configurations in table order (metrics.run_sort_key), with readable labels."""
+    groups = group_by_config(traces)
+    labels = config_labels({name: runs[0].meta for name, runs in groups.items()})
+    results = []
+    for name, runs in groups.items():
+        meta = runs[0].meta
+        key = config_key(meta["variant"], meta.get("variant_params"))
+        results.append(
+            ConfigResult(
+                name=name,
+                label=_with_switch_feedback(labels[name], key),
+                key=key,
+                scale=run_scale(meta),
+                params=dict(meta.get("variant_params") or {}),
+                runs=runs,
+            )
+        )
+    return results
+
+
+def by_key(results: Iterable[ConfigResult]) -> dict[ConfigKey, ConfigResult]:
+    """One comparable configuration per key: the one at the published learning rate if any."""
+    chosen: dict[ConfigKey, ConfigResult] = {}
+    for result in results:
+        if not result.comparable:
+            continue
+        held = chosen.get(result.key)
+        if held is None or (result.published_lr and not held.published_lr):
+            chosen[result.key] = result
+    return chosen
+
+
+def _pick_topk(losses: dict[ConfigKey, float]) -> tuple[ConfigKey, float] | None:
+    """The top-k reference: B in 2-D 64 chunks as published, else any B."""
+    preferred = ConfigKey("B", None, "2d", 64)
+    if preferred in losses:
+        return preferred, losses[preferred]
+    for key, loss in losses.items():
+        if key.variant == "B":
+            return key, loss
+    return None
+
+
+def _nan(value: float | None) -> float:
+    return math.nan if value is None else float(value)
+
+
+def _sort_meta(key: ConfigKey, name: str = "") -> dict[str, Any]:
+    return {"variant": key.variant, "variant_params": key._asdict(), "name": name}
+
+
+# --- (a) final validation loss --------------------------------------------------------------
+
+
+def final_loss_table(results: list[ConfigResult], scale: RunScale) -> pd.DataFrame:
+    """Each configuration's final loss and its distance above top-k, beside the published
+    figures for the same key; published non-optics configurations we lack as "not recorded"."""
+    topk = _pick_topk({key: r.mean for key, r in by_key(results).items()})
+    topk_loss = topk[1] if topk else math.nan
+    rows = []
+    for result in results:
+        rows.append(
+            {
+                "configuration": result.label,
+                "config": result.name,
+                "variant": result.key.variant,
+                "seeds": result.seeds,
+                "final_loss": result.mean,
+                "final_loss_sd": result.sd,
+                "status": _status(result),
+                "above_topk": result.mean - topk_loss,
+                **_published_losses(result.key if result.comparable else None),
+                "_sort": run_sort_key(result.runs[0].meta),
+            }
+        )
+    recorded = {r.key for r in results if r.comparable}
+    for run in TINYSTORIES_GPU_RUNS:
+        if run.key.variant in NON_OPTICS and run.key not in recorded:
+            rows.append(
+                {
+                    "configuration": key_label(run.key),
+                    "config": None,
+                    "variant": run.key.variant,
+                    "seeds": 0,
+                    "final_loss": math.nan,
+                    "final_loss_sd": math.nan,
+                    "status": UNKNOWN,
+                    "above_topk": math.nan,
+                    **_published_losses(run.key),
+                    "_sort": run_sort_key(_sort_meta(run.key)),
+                }
+            )
+    same = "same" if matching_published_scale(scale) == TINYSTORIES_GPU else "differs"
+    for row in rows:
+        row["tinystories_scale"] = same
+    rows.sort(key=lambda row: row.pop("_sort"))
+    return _framed(rows, scale)
+
+
+def _status(result: ConfigResult) -> str:
+    if result.diverged:
+        return f"diverged {result.diverged}/{result.seeds}"
+    if result.incomplete:
+        return f"incomplete {result.incomplete}/{result.seeds}"
+    return "complete"
+
+
+def _published_losses(key: ConfigKey | None) -> dict[str, float]:
+    """The published figures of a key (None: a run the published tables cannot match)."""
+    cpu = published_run(TINYSHAKESPEARE_CPU, key) if key else None
+    gpu = published_run(TINYSTORIES_GPU, key) if key else None
+    topk = published_run(TINYSTORIES_GPU, ConfigKey("B", None, "2d", 64))
+    return {
+        "published_tinyshakespeare_loss": _nan(cpu and cpu.loss_mean),
+        "published_tinystories_loss": _nan(gpu and gpu.loss_mean),
+        "published_tinystories_sd": _nan(gpu and gpu.loss_sd),
+        "published_tinystories_seeds": gpu.seeds if gpu else 0,
+        "published_tinystories_above_topk": _nan(gpu and gpu.loss_mean - topk.loss_mean),
+    }
+
+
+def _framed(rows: list[dict[str, Any]], scale: RunScale) -> pd.DataFrame:
+    df = pd.DataFrame(rows)
+    df.insert(0, "scale", scale_label(scale))
+    return df
+
+
+# --- (b) ordering and the deck's loss claims -------------------------------------------------
+
+
+def _ranked(losses: dict[ConfigKey, float]) -> list[ConfigKey]:
+    """Keys from lowest to highest final loss (NaN last; ties in table order)."""
+    keys = sorted(losses, key=lambda key: run_sort_key(_sort_meta(key)))
+    return sorted(keys, key=lambda key: (math.isnan(losses[key]), losses[key]))
+
+
+def published_losses(scale: PublishedScale) -> dict[ConfigKey, float]:
+    runs = TINYSTORIES_GPU_RUNS if scale == TINYSTORIES_GPU else TINYSHAKESPEARE_CPU_RUNS
+    return {run.key: run.loss_mean for run in runs}
+
+
+def ordering_table(results: list[ConfigResult], scale: RunScale) -> pd.DataFrame:
+    """Non-optics configurations in the published order of final loss, with our rank beside;
+    configurations only we ran follow in our order."""
+    ours = {key: r for key, r in by_key(results).items() if key.variant in NON_OPTICS}
+    our_losses = {key: r.mean for key, r in ours.items()}
+    our_rank = {key: rank for rank, key in enumerate(_ranked(our_losses), 1)}
+    published = {
+        key: loss
+        for key, loss in published_losses(TINYSTORIES_GPU).items()
+        if key.variant in NON_OPTICS
+    }
+    rows = []
+    for rank, key in enumerate(_ranked(published), 1):
+        rows.append(_order_row(ours.get(key), key, published[key], rank, our_rank.get(key)))
+    for key in _ranked(our_losses):
+        if key not in published:
+            rows.append(_order_row(ours[key], key, math.nan, None, our_rank[key]))
+    return _framed(rows, scale)
+
+
+def _order_row(
+    result: ConfigResult | None,
+    key: ConfigKey,
+    published: float,
+    rank: int | None,
+    our_rank: int | None,
+) -> dict[str, Any]:
+    return {
+        "configuration": result.label if result else key_label(key),
+        "published_tinystories_loss": published,
+        "published_rank": rank,
+        "final_loss": result.mean if result else math.nan,
+        "rank": our_rank,
+    }
+
+
+class Verdict(NamedTuple):
+    """One claim measured on one set of losses: what was measured, and holds / does not hold."""
+
+    measured: str
+    verdict: str
+
+
+NOT_RECORDED = Verdict(UNKNOWN, UNKNOWN)
+
+
+def _gap_text(gaps: dict[ConfigKey, float]) -> str:
+    low = min(gaps, key=gaps.get)
+    high = max(gaps, key=gaps.get)
+    return (
+        f"smallest gap {gaps[low]:+.3f} ({key_label(low)}), "
+        f"largest {gaps[high]:+.3f} ({key_label(high)})"
+    )
+
+
+def claim_topk_above_adamw(losses: dict[ConfigKey, float]) -> Verdict:
+    topk = _pick_topk(losses)
+    if topk is None or ConfigKey("A") not in losses:
+        return NOT_RECORDED
+    gap = topk[1] - losses[ConfigKey("A")]
+    return Verdict(f"B - A = {gap:+.3f}", HOLDS if gap > 0 else FAILS)
+
+
+def claim_fixed_bands_above_topk(losses: dict[ConfigKey, float], gap_nats: float) -> Verdict:
+    topk = _pick_topk(losses)
+    if topk is None:
+        return NOT_RECORDED
+    gaps = {key: loss - topk[1] for key, loss in losses.items() if key.variant in FIXED_BANDS}
+    if not gaps:
+        return NOT_RECORDED
+    return Verdict(_gap_text(gaps), HOLDS if min(gaps.values()) > gap_nats else FAILS)
+
+
+def claim_random_beats_structured(losses: dict[ConfigKey, float]) -> Verdict:
+    fixed = {key: loss for key, loss in losses.items() if key.variant in FIXED_BANDS}
+    random = {key: loss for key, loss in fixed.items() if key.band == "random"}
+    structured = {key: loss for key, loss in fixed.items() if key.band != "random"}
+    if not random or not structured:
+        return NOT_RECORDED
+    worst_random = max(random, key=random.get)
+    best = min(structured, key=structured.get)
+    text = (
+        f"random {random[worst_random]:.3f} vs best structured {structured[best]:.3f} "
+        f"({key_label(best)})"
+    )
+    return Verdict(text, HOLDS if random[worst_random] < structured[best] else FAILS)
+
+
+def claim_chunk_shape_barely_matters(losses: dict[ConfigKey, float]) -> Verdict:
+    topk = _pick_topk(losses)
+    low = {key: loss for key, loss in losses.items() if key.variant == "C" and key.band == "low"}
+    if topk is None or len(low) < 2:
+        return NOT_RECORDED
+    spread = max(low.values()) - min(low.values())
+    gap = float(np.mean(list(low.values()))) - topk[1]
+    share = spread / abs(gap) if gap else math.inf
+    shapes = ", ".join(f"{key.chunk_mode}{key.chunk} {low[key]:.3f}" for key in _ranked(low))
+    text = f"spread {spread:.3f} ({shapes}) = {share:.1%} of their gap above top-k ({gap:+.3f})"
+    return Verdict(text, HOLDS if share < CHUNK_SHAPE_SHARE else FAILS)
+
+
+def claim_high_band_worst(losses: dict[ConfigKey, float]) -> Verdict:
+    high = {key: loss for key, loss in losses.items() if key.band == "high"}
+    others = {
+        key: loss
+        for key, loss in losses.items()
+        if key.band != "high" and key.variant in NON_OPTICS
+    }
+    if not high or not others:
+        return NOT_RECORDED
+    best_high = min(high.values())
+    worst = max(others, key=others.get)
+    text = f"high {best_high:.3f} vs next worst {others[worst]:.3f} ({key_label(worst)})"
+    return Verdict(text, HOLDS if best_high > others[worst] else FAILS)
+
+
+def claim_ordering(
+    ours: dict[ConfigKey, float], published: dict[ConfigKey, float]
+) -> tuple[Verdict, Verdict]:
+    """The published order vs ours over the configurations both have: (published, ours)."""
+    common = [key for key in ours if key in published and key.variant in NON_OPTICS]
+    if len(common) < 2:
+        everything = " < ".join(key_label(key) for key in _ranked(published))
+        return Verdict(everything, HOLDS), NOT_RECORDED
+    theirs = _ranked({key: published[key] for key in common})
+    mine = _ranked({key: ours[key] for key in common})
+    text = " < ".join(key_label(key) for key in theirs)
+    verdict = HOLDS if theirs == mine else FAILS
+    return Verdict(text, HOLDS), Verdict(" < ".join(key_label(key) for key in mine), verdict)
+
+
+def _claim_rows(
+    claims: list[tuple[str, Verdict, Verdict]], scale: RunScale, setting: str
+) -> pd.DataFrame:
+    rows = [
+        {
+            "claim": claim,
+            "published_setting": setting,
+            "published": published.measured,
+            "published_verdict": published.verdict,
+            "ours": ours.measured,
+            "verdict": ours.verdict,
+        }
+        for claim, published, ours in claims
+    ]
+    return _framed(rows, scale)
+
+
+def ordering_claims(
+    results: list[ConfigResult], scale: RunScale, gap_nats: float = FIXED_BAND_GAP_NATS
+) -> pd.DataFrame:
+    """The deck's claims on final losses (slides 04, 11), on the published data and on ours."""
+    ours = {
+        key: r.loss_for_claims for key, r in by_key(results).items() if key.variant in NON_OPTICS
+    }
+    published = {
+        key: loss
+        for key, loss in published_losses(TINYSTORIES_GPU).items()
+        if key.variant in NON_OPTICS
+    }
+    measures: list[tuple[str, Callable[[dict[ConfigKey, float]], Verdict]]] = [
+        ("top-k ends above AdamW", claim_topk_above_adamw),
+        (
+            f"every fixed band ends more than {gap_nats:g} nat above top-k",
+            lambda losses: claim_fixed_bands_above_topk(losses, gap_nats),
+        ),
+        (
+            "every fixed band ends above top-k",
+            lambda losses: claim_fixed_bands_above_topk(losses, 0.0),
+        ),
+        ("random fixed set beats every structured band", claim_random_beats_structured),
+        (
+            "chunk shape barely matters for the low band (1-D 256 vs 1-D 64 vs 2-D), "
+            f"spread < {CHUNK_SHAPE_SHARE:.0%} of the gap above top-k",
+            claim_chunk_shape_barely_matters,
+        ),
+        ("high band is worst", claim_high_band_worst),
+    ]
+    claims = [(claim, measure(published), measure(ours)) for claim, measure in measures]
+    claims.append(("ordering of variants as published", *claim_ordering(ours, published)))
+    return _claim_rows(claims, scale, TINYSTORIES_GPU.name)
+
+
+# --- (c) captured energy ---------------------------------------------------------------------
+
+Energy = dict[str, dict[str, float]]  # source -> selector -> share
+
+
+def warmup_steps(meta: dict[str, Any]) -> int:
+    """The run's warm-up: diag records after it are the ones averaged (spec §11)."""
+    config = meta.get("config") or {}
+    params = meta.get("variant_params") or {}
+    return int(config.get("warmup", params.get("warmup", 0)) or 0)
+
+
+def energy_means(runs: list[Trace]) -> tuple[Energy, int]:
+    """Mean share per (source, selector) in group "all" over diag records with step > warmup,
+    seeds pooled (each record weighs one), and how many records that was."""
+    parts = []
+    for run in runs:
+        diag = run.diagnostics
+        after = diag[(diag["step"] > warmup_steps(run.meta)) & (diag["group"] == "all")]
+        parts.append(after.assign(run=run.name))
+    pooled = pd.concat(parts, ignore_index=True)
+    records = len(pooled[["run", "step"]].drop_duplicates())
+    energy: Energy = {}
+    for (source, selector), share in pooled.groupby(["source", "selector"])["share"].mean().items():
+        energy.setdefault(source, {})[selector] = float(share)
+    return energy, records
+
+
+def _energy_runs(results: list[ConfigResult]) -> list[ConfigResult]:
+    """As analyse.py: variants B, C, D whose band is low or calib (F and E are left out)."""
+    return [
+        r
+        for r in results
+        if r.key.variant in ("B", "C", "D")
+        and r.params.get("band")
+        in (
+            "low",
+            "calib",
+        )
+    ]
+
+
+def energy_table(results: list[ConfigResult], scale: RunScale) -> pd.DataFrame:
+    """Shares of momentum, delta and gradient each selector keeps, ours beside §14.3."""
+    rows = []
+    for result in _energy_runs(results):
+        energy, records = energy_means(result.runs)
+        published = TINYSTORIES_GPU_ENERGY.get(result.key) if result.comparable else None
+        rows += _energy_rows(result.label, records, energy, published)
+    recorded = {r.key for r in _energy_runs(results) if r.comparable}
+    for key, published in TINYSTORIES_GPU_ENERGY.items():
+        if key not in recorded:
+            rows += _energy_rows(key_label(key), 0, {}, published)
+    return _framed(rows, scale)
+
+
+def _energy_rows(
+    label: str, records: int, energy: Energy, published: Energy | None
+) -> list[dict[str, Any]]:
+    rows = []
+    for source in SOURCES:
+        row: dict[str, Any] = {"configuration": label, "source": source, "records": records}
+        for selector in SELECTORS:
+            row[selector] = energy.get(source, {}).get(selector, math.nan)
+            row[f"{selector}_published"] = _nan((published or {}).get(source, {}).get(selector))
+        rows.append(row)
+    return rows
+
+
+def claim_low_band_misses_momentum(energies: dict[ConfigKey, Energy]) -> Verdict:
+    ratios = {}
+    for key, energy in energies.items():
+        momentum = energy.get("momentum", {})
+        if key.variant == "C" and key.chunk_mode == "2d" and "low" in momentum:
+            ratios[key] = (momentum["low"], momentum.get("random", math.nan))
+    if not ratios:
+        return NOT_RECORDED
+    texts, holds = [], True
+    for key, (low, random) in ratios.items():
+        ratio = low / random if random else math.inf
+        texts.append(f"{key_label(key)}: low {low:.3f} vs random {random:.3f} ({ratio:.2f}x)")
+        holds = holds and ratio < FAR_LESS_RATIO
+    return Verdict("; ".join(texts), HOLDS if holds else FAILS)
+
+
+def claim_delta_empty_in_band(energies: dict[ConfigKey, Energy]) -> Verdict:
+    shares = {}
+    for key, energy in energies.items():
+        delta = energy.get("delta", {})
+        selector = {"C": "low", "D": "calib"}.get(key.variant)
+        if selector in delta:
+            shares[key] = delta[selector]
+    if not shares:
+        return NOT_RECORDED
+    worst = max(shares, key=shares.get)
+    text = f"largest {shares[worst]:.2g} ({key_label(worst)}), {len(shares)} band run(s)"
+    return Verdict(text, HOLDS if shares[worst] < ZERO_SHARE else FAILS)
+
+
+def energy_claims(results: list[ConfigResult], scale: RunScale) -> pd.DataFrame:
+    """The deck's claims on captured energy (slide 06), on §14.3 and on ours."""
+    ours = {}
+    for key, result in by_key(_energy_runs(results)).items():
+        energy, records = energy_means(result.runs)
+        if records:
+            ours[key] = energy
+    claims = [
+        (
+            "in 2-D chunks the low band keeps far less of the momentum's energy than a random "
+            f"set (< {FAR_LESS_RATIO:g}x)",
+            claim_low_band_misses_momentum(TINYSTORIES_GPU_ENERGY),
+            claim_low_band_misses_momentum(ours),
+        ),
+        (
+            f"delta holds ~0 in the band for fixed bands (< {ZERO_SHARE:g})",
+            claim_delta_empty_in_band(TINYSTORIES_GPU_ENERGY),
+            claim_delta_empty_in_band(ours),
+        ),
+    ]
+    return _claim_rows(claims, scale, TINYSTORIES_GPU.name)
+
+
+# --- (d) the optics, (e) the switch ----------------------------------------------------------
+
+
+def optics_outcome(excess: float) -> str:
+    """Where an optics run ended relative to the exact band C."""
+    if math.isnan(excess):
+        return UNKNOWN
+    if excess > DIVERGED_NATS:
+        return "diverged"
+    if excess > REPAIRED_NATS:
+        return "above C"
+    return "matches C" if excess >= -REPAIRED_NATS else "below C"
+
+
+def _exact_band(results: list[ConfigResult]) -> ConfigResult | None:
+    return by_key(results).get(C_1D256)
+
+
+def optics_table(results: list[ConfigResult], scale: RunScale) -> pd.DataFrame:
+    """C 1-D 256, then every E configuration: loss, distance above C, clip rates, beside the
+    TinyStories GPU (§14.1, §14.2) and TinyShakespeare CPU (§14.5) figures; published E
+    configurations we lack as "not recorded"."""
+    exact = _exact_band(results)
+    c_loss = exact.mean if exact else math.nan
+    gpu_c = published_run(TINYSTORIES_GPU, C_1D256)
+    cpu_c = published_run(TINYSHAKESPEARE_CPU, C_1D256)
+    shown = ([exact] if exact else []) + [r for r in results if r.key.variant == "E"]
+    rows = []
+    for result in shown:
+        excess = math.inf if result.diverged else result.mean - c_loss
+        row = {
+            "configuration": result.label,
+            "seeds": result.seeds,
+            "final_loss": result.mean,
+            "final_loss_sd": result.sd,
+            "above_c": excess,
+            "outcome": "reference" if result is exact else optics_outcome(excess),
+            "clip_rate": result.last_clip("clip_rate"),
+            "clip_rate_interval": result.last_clip("clip_rate_interval"),
+        }
+        row.update(_published_optics(result.key if result.comparable else None, gpu_c, cpu_c))
+        row["_sort"] = run_sort_key(result.runs[0].meta)
+        rows.append(row)
+    if exact is None:
+        rows.append(_missing_optics(C_1D256, gpu_c, cpu_c))
+    recorded = {r.key for r in shown if r.comparable}
+    published_keys = [run.key for run in (*TINYSTORIES_GPU_RUNS, *TINYSHAKESPEARE_CPU_RUNS)]
+    for key in dict.fromkeys(published_keys):
+        if key.variant == "E" and key not in recorded:
+            rows.append(_missing_optics(key, gpu_c, cpu_c))
+    rows.sort(key=lambda row: row.pop("_sort"))
+    return _framed(rows, scale)
+
+
+def _published_optics(
+    key: ConfigKey | None, gpu_c: PublishedRun, cpu_c: PublishedRun
+) -> dict[str, float]:
+    gpu = published_run(TINYSTORIES_GPU, key) if key else None
+    cpu = published_run(TINYSHAKESPEARE_CPU, key) if key else None
+    return {
+        "published_tinystories_loss": _nan(gpu and gpu.loss_mean),
+        "published_tinystories_above_c": _nan(gpu and gpu.loss_mean - gpu_c.loss_mean),
+        "published_tinystories_clip_rate": _nan(gpu and gpu.clip_rate),
+        "published_tinyshakespeare_loss": _nan(cpu and cpu.loss_mean),
+        "published_tinyshakespeare_above_c": _nan(cpu and cpu.loss_mean - cpu_c.loss_mean),
+        "published_tinyshakespeare_clip_rate_interval": _nan(cpu and cpu.clip_rate_interval),
+    }
+
+
+def _missing_optics(key: ConfigKey, gpu_c: PublishedRun, cpu_c: PublishedRun) -> dict[str, Any]:
+    row = {
+        "configuration": key_label(key),
+        "seeds": 0,
+        "final_loss": math.nan,
+        "final_loss_sd": math.nan,
+        "above_c": math.nan,
+        "outcome": UNKNOWN,
+        "clip_rate": math.nan,
+        "clip_rate_interval": math.nan,
+        **_published_optics(key, gpu_c, cpu_c),
+    }
+    row["_sort"] = run_sort_key(_sort_meta(key))
+    return row
+
+
+def claim_exact_feedback_diverges(losses: dict[ConfigKey, float], c_loss: float | None) -> Verdict:
+    excess = {
+        key: loss - c_loss
+        for key, loss in losses.items()
+        if key.variant == "E" and key.feedback == "exact" and key.fs_every == 0
+    }
+    if c_loss is None or not excess:
+        return NOT_RECORDED
+    least = min(excess, key=excess.get)
+    text = f"smallest excess {excess[least]:+.3f} ({key_label(least)}), {len(excess)} config(s)"
+    return Verdict(text, HOLDS if excess[least] > DIVERGED_NATS else FAILS)
+
+
+def claim_sent_feedback_repairs(losses: dict[ConfigKey, float], c_loss: float | None) -> Verdict:
+    def precise(key: ConfigKey) -> bool:
+        return (key.enob is None or key.enob >= 8) and (key.planes is None or key.planes >= 8)
+
+    excess = {
+        key: loss - c_loss
+        for key, loss in losses.items()
+        if key.variant == "E" and key.feedback == "sent" and precise(key)
+    }
+    if c_loss is None or not excess:
+        return NOT_RECORDED
+    most = max(excess, key=excess.get)
+    text = f"largest excess {excess[most]:+.3f} ({key_label(most)}), {len(excess)} config(s)"
+    return Verdict(text, HOLDS if excess[most] <= REPAIRED_NATS else FAILS)
+
+
+def optics_claims(results: list[ConfigResult], scale: RunScale) -> pd.DataFrame:
+    """The deck's optics claims (slides 08-10) on the published setting closest to ours (the
+    TinyShakespeare CPU check for Shakespeare runs, else TinyStories GPU) and on ours."""
+    setting = TINYSHAKESPEARE_CPU if scale.dataset == "shakespeare" else TINYSTORIES_GPU
+    published = published_losses(setting)
+    ours = {key: r.loss_for_claims for key, r in by_key(results).items()}
+    exact = _exact_band(results)
+    our_c = exact.mean if exact else None
+    claims = [
+        (
+            "E with feedback of the exact band (full scale fixed) diverges: ends more than "
+            f"{DIVERGED_NATS:g} nat above C 1-D 256",
+            claim_exact_feedback_diverges(published, published[C_1D256]),
+            claim_exact_feedback_diverges(ours, our_c),
+        ),
+        (
+            "E with feedback of the values sent repairs it: ends at most "
+            f"{REPAIRED_NATS:g} above C 1-D 256 (ENOB >= 8, >= 8 planes)",
+            claim_sent_feedback_repairs(published, published[C_1D256]),
+            claim_sent_feedback_repairs(ours, our_c),
+        ),
+    ]
+    return _claim_rows(claims, scale, setting.name)
+
+
+def switch_table(results: list[ConfigResult], scale: RunScale) -> pd.DataFrame:
+    """E' modes (new: nothing published) beside E with feedback sent and the exact band C;
+    E' modes we lack are "not recorded" rows at the default optics (ENOB 8, 8 planes)."""
+    exact = _exact_band(results)
+    c_loss = exact.mean if exact else math.nan
+    sent = [r for r in results if r.key.variant == "E" and r.key.feedback == "sent"]
+    switch = [r for r in results if r.key.variant == "E'"]
+    rows = []
+    for result in ([exact] if exact else []) + sent + switch:
+        partner = _sent_partner(result, sent) if result.key.variant == "E'" else None
+        published = result.key.variant != "E'" and result.comparable
+        gpu = published_run(TINYSTORIES_GPU, result.key) if published else None
+        cpu = published_run(TINYSHAKESPEARE_CPU, result.key) if published else None
+        rows.append(
+            {
+                "configuration": result.label,
+                "seeds": result.seeds,
+                "final_loss": result.mean,
+                "final_loss_sd": result.sd,
+                "above_c": result.mean - c_loss,
+                "above_e_sent": result.mean - partner.mean if partner else math.nan,
+                "clip_rate": result.last_clip("clip_rate"),
+                "published_tinystories_loss": _nan(gpu and gpu.loss_mean),
+                "published_tinyshakespeare_loss": _nan(cpu and cpu.loss_mean),
+            }
+        )
+    modes = {r.key.feedback for r in switch}
+    for mode in SWITCH_MODES:
+        if mode not in modes:
+            key = ConfigKey("E'", "low", "1d", 256, 8.0, 8, 0, mode)
+            rows.append(
+                {
+                    "configuration": key_label(key),
+                    "seeds": 0,
+                    **{column: math.nan for column in _SWITCH_NUMBERS},
+                }
+            )
+    return _framed(rows, scale)
+
+
+_SWITCH_NUMBERS = (
+    "final_loss",
+    "final_loss_sd",
+    "above_c",
+    "above_e_sent",
+    "clip_rate",
+    "published_tinystories_loss",
+    "published_tinyshakespeare_loss",
+)
+
+
+def _sent_partner(result: ConfigResult, sent: list[ConfigResult]) -> ConfigResult | None:
+    """E with feedback sent at the same optics (ENOB, planes, re-set interval, chunking)."""
+    for candidate in sent:
+        if candidate.key._replace(variant="E'", feedback=None) == result.key._replace(
+            feedback=None
+        ):
+            return candidate
+    return None
+
+
+# --- all sections ----------------------------------------------------------------------------
+
+
+def findings(traces: list[Trace], gap_nats: float = FIXED_BAND_GAP_NATS) -> dict[str, pd.DataFrame]:
+    """Every section's table for a set of runs; each scale's configurations are compared among
+    themselves and the tables concatenated, scales in first-seen order."""
+    scales: dict[RunScale, list[ConfigResult]] = {}
+    for result in summarise(traces):
+        scales.setdefault(result.scale, []).append(result)
+    builders: dict[str, Callable[[list[ConfigResult], RunScale], pd.DataFrame]] = {
+        "final_loss": final_loss_table,
+        "ordering": ordering_table,
+        "ordering_claims": lambda results, scale: ordering_claims(results, scale, gap_nats),
+        "energy": energy_table,
+        "energy_claims": energy_claims,
+        "optics": optics_table,
+        "optics_claims": optics_claims,
+        "switch": switch_table,
+    }
+    return {
+        section: pd.concat(
+            [build(results, scale) for scale, results in scales.items()], ignore_index=True
+        )
+        for section, build in builders.items()
+    }
