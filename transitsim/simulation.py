@@ -1,0 +1,160 @@
+"""The notebook API: traces x networks -> one timeline, a time-to-loss summary and link use.
+
+    import transitsim
+    from transitsim.network import LinkSpec, NetworkSpec
+    rack = NetworkSpec("rack", "switch", workers=8, host_link=LinkSpec(rate_bps=200e9))
+    result = transitsim.simulate(["traces/"], [rack], targets=[3.5], baseline="A")
+    result.summary
+
+Every (trace, network) pair is replayed (transitsim.replay) and the timelines are stacked; the
+summary comes from transitsim.metrics.time_to_target against a baseline variant.
+"""
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from transitsim.compute import ComputeModel, Stragglers
+from transitsim.errors import TransitsimError
+from transitsim.metrics import TIMELINE_COLUMNS as METRICS_COLUMNS
+from transitsim.metrics import parse_targets, time_to_target
+from transitsim.network import LinkFault, NetworkSpec
+from transitsim.replay import TIMELINE_COLUMNS, placement_for, replay
+from transitsim.trace import Trace, find_traces, read_trace
+
+
+@dataclass
+class SimulationResult:
+    """timeline: one row per (trace row, network); summary: steps, time and bytes to each target
+    per (configuration, network, target), with speed-ups against the baseline; link_stats: per
+    (run, network, link) use over the run; notes: caveats (extrapolation, fallbacks)."""
+
+    timeline: pd.DataFrame
+    summary: pd.DataFrame
+    link_stats: pd.DataFrame
+    notes: list[str] = field(default_factory=list)
+
+
+def simulate(
+    traces: Iterable[str | Path | Trace] | str | Path | Trace,
+    networks: Iterable[NetworkSpec] | NetworkSpec,
+    *,
+    compute: ComputeModel | None = None,
+    targets: list[float] | str | None = None,
+    baseline: str | None = "A",
+    transform_at: str | dict[str, str | None] | None = None,
+    sum_at: str = "receivers",
+    collective: str | None = None,
+    stragglers: Stragglers | None = None,
+    faults: list[LinkFault] | None = None,
+    scale_params: int | None = None,
+    seed: int = 0,
+) -> SimulationResult:
+    """Replay every trace on every network and summarise time-to-loss against `baseline`.
+
+    traces: trace files, folders of them, or Trace objects. targets: validation losses, or a
+    spec such as "3.5,final:A" (see metrics.parse_targets); None: the baseline's mean final
+    loss. baseline: a variant id or configuration name (None: no speed-ups). transform_at: a
+    placement ("pluggable" | "switch") for the optical variants E and E', or a
+    {variant: placement} dict. The other keywords are replay's (transitsim.replay.replay),
+    applied to every pair. Caveats (extrapolation, fallbacks) are in `notes` and in the
+    tables' attrs["notes"]; the summary's `extrapolated` column marks what they concern.
+    """
+    loaded = _load(traces)
+    target_list = _targets(targets, loaded, baseline)
+    network_list = _networks(networks)
+    timelines: list[pd.DataFrame] = []
+    links: list[pd.DataFrame] = []
+    notes: list[str] = []
+    for network in network_list:
+        for trace in loaded:
+            result = replay(
+                trace,
+                network,
+                compute=compute,
+                transform_at=_placement(transform_at, trace.variant),
+                sum_at=sum_at,
+                collective=collective,
+                stragglers=stragglers,
+                faults=faults,
+                scale_params=scale_params,
+                seed=seed,
+            )
+            timelines.append(result.timeline)
+            links.append(result.link_stats)
+            notes.extend(result.timeline.attrs.get("notes", []))
+    notes = list(dict.fromkeys(notes))
+    timeline = pd.concat(timelines, ignore_index=True)[TIMELINE_COLUMNS]
+    link_stats = pd.concat(links, ignore_index=True)
+    timeline.attrs = {"notes": notes, "extrapolated": bool(timeline["extrapolated"].any())}
+    summary = time_to_target(timeline[list(METRICS_COLUMNS)], target_list, baseline)
+    flagged = timeline.groupby(["config", "network"], sort=False)["extrapolated"].any()
+    summary["extrapolated"] = [
+        bool(flagged[(config, network)])
+        for config, network in zip(summary["config"], summary["network"], strict=True)
+    ]
+    summary.attrs = dict(timeline.attrs)
+    return SimulationResult(timeline=timeline, summary=summary, link_stats=link_stats, notes=notes)
+
+
+def _targets(
+    targets: list[float] | str | None, traces: list[Trace], baseline: str | None
+) -> list[float]:
+    """Loss targets: as given, parsed from a spec string, or the baseline's mean final loss."""
+    if targets is None:
+        if baseline is None:
+            raise TransitsimError("simulate: give targets (or a baseline whose final loss to use)")
+        return parse_targets(f"final:{baseline}", traces)
+    if isinstance(targets, str):
+        return parse_targets(targets, traces)
+    try:
+        values = [float(target) for target in targets]
+    except (TypeError, ValueError):
+        raise TransitsimError(f"simulate: targets must be losses, got {targets!r}") from None
+    if not values:
+        raise TransitsimError("simulate: targets is empty")
+    return values
+
+
+def _load(traces: Iterable[str | Path | Trace] | str | Path | Trace) -> list[Trace]:
+    """Trace objects from files, folders and Trace objects; a run given twice is an error."""
+    items = [traces] if isinstance(traces, str | Path | Trace) else list(traces)
+    loaded: list[Trace] = []
+    for item in items:
+        if isinstance(item, Trace):
+            loaded.append(item)
+        elif isinstance(item, str | Path):
+            loaded.extend(read_trace(path) for path in find_traces([item]))
+        else:
+            raise TransitsimError(f"traces: expected a path or a Trace, got {item!r}")
+    if not loaded:
+        raise TransitsimError("simulate: no traces given (or the folders hold no .parquet files)")
+    names = [trace.name for trace in loaded]
+    repeated = sorted({name for name in names if names.count(name) > 1})
+    if repeated:
+        raise TransitsimError(f"simulate: run(s) given more than once: {', '.join(repeated)}")
+    return loaded
+
+
+def _networks(networks: Iterable[NetworkSpec] | NetworkSpec) -> list[NetworkSpec]:
+    items = [networks] if isinstance(networks, NetworkSpec) else list(networks)
+    for item in items:
+        if not isinstance(item, NetworkSpec):
+            raise TransitsimError(f"networks: expected NetworkSpec objects, got {item!r}")
+    if not items:
+        raise TransitsimError("simulate: no networks given")
+    names = [network.name for network in items]
+    if len(set(names)) != len(names):
+        raise TransitsimError(f"simulate: network names must differ, got {names}")
+    return items
+
+
+def _placement(transform_at: str | dict[str, str | None] | None, variant: str) -> str | None:
+    """A plain placement applies to the optical variants; a dict names it per variant."""
+    if isinstance(transform_at, dict):
+        return transform_at.get(variant)
+    if transform_at is None or isinstance(transform_at, str):
+        return placement_for(variant, transform_at)
+    raise TransitsimError(f"transform_at: expected a placement or a dict, got {transform_at!r}")
