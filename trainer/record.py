@@ -1,0 +1,149 @@
+"""Record the project's traces: every run of the published grid (spec §1.3) at one preset.
+
+Each run is a separate `python -m trainer` process, so a run that is killed resumes from its
+checkpoint when this script is started again, and completed traces are skipped.
+
+    python -m trainer.record --preset shakespeare-mini -o traces/shakespeare-mini --jobs 2
+"""
+
+import argparse
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+# (label, trainer options, seeds): the grid of the recorded-traces issue.
+CORE_SEEDS = (0, 1, 2)
+E_SETTINGS = (("8", "8"), ("6", "8"), ("10", "8"), ("12", "8"), ("8", "4"), ("8", "12"))
+
+
+def grid(fs_every: int) -> list[tuple[str, list[str], tuple[int, ...]]]:
+    """Every run to record; `fs_every` is the full-scale re-set interval of the repaired E runs."""
+    runs: list[tuple[str, list[str], tuple[int, ...]]] = [
+        ("A", ["--variant", "A"], CORE_SEEDS),
+        ("B top-k 2d64", ["--variant", "B"], CORE_SEEDS),
+        ("C low 1d256", ["--variant", "C", "--chunk-mode", "1d", "--chunk", "256"], CORE_SEEDS),
+        ("C low 2d64", ["--variant", "C", "--chunk-mode", "2d", "--chunk", "64"], CORE_SEEDS),
+        ("D calibrated 2d64", ["--variant", "D"], CORE_SEEDS),
+        ("C low 1d64", ["--variant", "C", "--chunk-mode", "1d", "--chunk", "64"], (0,)),
+        ("F zigzag 2d64", ["--variant", "F", "--band", "zigzag"], (0,)),
+        ("F high 2d64", ["--variant", "F", "--band", "high"], (0,)),
+        ("F random 2d64", ["--variant", "F", "--band", "random"], (0,)),
+    ]
+    for enob, planes in E_SETTINGS:
+        optics = ["--variant", "E", "--enob", enob, "--planes", planes]
+        runs.append(
+            (
+                f"E exact enob{enob} p{planes}",
+                [*optics, "--feedback", "exact", "--fs-every", "0"],
+                (0,),
+            )
+        )
+        runs.append(
+            (
+                f"E sent enob{enob} p{planes} fs{fs_every}",
+                [*optics, "--feedback", "sent", "--fs-every", str(fs_every)],
+                (0,),
+            )
+        )
+    runs.append(
+        (
+            "E sent enob8 p8 fs fixed",
+            [
+                "--variant",
+                "E",
+                "--enob",
+                "8",
+                "--planes",
+                "8",
+                "--feedback",
+                "sent",
+                "--fs-every",
+                "0",
+            ],
+            (0,),
+        )
+    )
+    runs.append(
+        (
+            "E perfect optics",
+            ["--variant", "E", "--enob", "none", "--planes", "none", "--feedback", "sent"],
+            (0,),
+        )
+    )
+    for mode in ("loopback", "exact", "mean"):
+        runs.append(
+            (
+                f"E' {mode} enob8 p8",
+                [
+                    "--variant",
+                    "E'",
+                    "--enob",
+                    "8",
+                    "--planes",
+                    "8",
+                    "--feedback",
+                    mode,
+                    "--fs-every",
+                    str(fs_every),
+                ],
+                (0,),
+            )
+        )
+    return runs
+
+
+def commands(preset: str, out: Path, fs_every: int, threads: int) -> list[tuple[str, list[str]]]:
+    """One `python -m trainer` command line per (configuration, seed)."""
+    result = []
+    for label, options, seeds in grid(fs_every):
+        for seed in seeds:
+            argv = [sys.executable, "-m", "trainer", "--preset", preset, *options]
+            argv += ["--seed", str(seed), "--threads", str(threads), "-o", str(out), "--quiet"]
+            result.append((f"{label} s{seed}", argv))
+    return result
+
+
+def run_one(label: str, argv: list[str], log_dir: Path) -> tuple[str, int, float]:
+    start = time.perf_counter()
+    log = log_dir / (label.replace(" ", "_").replace("'", "p") + ".log")
+    with log.open("a") as handle:
+        code = subprocess.call(argv, stdout=handle, stderr=subprocess.STDOUT)
+    return label, code, time.perf_counter() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--preset", default="shakespeare-mini")
+    parser.add_argument("-o", "--out", type=Path, required=True)
+    parser.add_argument("--jobs", type=int, default=2, help="runs in parallel")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads per run")
+    parser.add_argument("--fs-every", type=int, default=50)
+    parser.add_argument("--only", default="", help="run only labels containing this text")
+    parser.add_argument("--list", action="store_true", help="print the runs and exit")
+    args = parser.parse_args()
+    todo = [
+        (label, argv)
+        for label, argv in commands(args.preset, args.out, args.fs_every, args.threads)
+        if args.only in label
+    ]
+    if args.list:
+        for label, argv in todo:
+            print(f"{label:32s} {' '.join(argv[1:])}")
+        return
+    log_dir = args.out / ".logs"
+    log_dir.mkdir(parents=True, exist_ok=True)
+    failed = 0
+    with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+        for label, code, seconds in pool.map(lambda item: run_one(*item, log_dir), todo):
+            print(
+                f"{'ok' if code == 0 else f'FAILED ({code})':12s} {seconds:7.1f} s  {label}",
+                flush=True,
+            )
+            failed += code != 0
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()
