@@ -34,6 +34,7 @@ class TransformSpec:
     passes_per_s: float = 1e9  # chunk-vector passes per second (one pass = one plane of one chunk)
     latency_s: float = 0.0
     keep: float = 1 / 16  # fraction of each chunk's outputs read out and sent
+    input_bytes: int = 2  # bytes per dense input element (BF16): chunks = dense / (size * this)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,76 @@
+"""`transitsim collective`: figures printed, JSON that agrees with the library, clean errors."""
+
+import json
+
+import pytest
+
+from transitsim.cli import main
+from transitsim.network import Exchange, LinkSpec, NetworkSpec, closed_form_time_s
+
+
+def _run(capsys, *argv: str) -> tuple[int, str, str]:
+    with pytest.raises(SystemExit) as info:
+        main(["collective", *argv])
+    out, err = capsys.readouterr()
+    return info.value.code, out, err
+
+
+def test_collective_prints_time_closed_form_and_bytes(capsys):
+    code, out, _ = _run(
+        capsys,
+        "--algo", "ring-allreduce",
+        "--workers", "8",
+        "--bytes", "31666944",
+        "--bandwidth", "200 Gb/s",
+        "--latency", "5 us",
+    )  # fmt: skip
+    assert code == 0
+    assert "simulated time" in out and "closed form" in out
+    assert "55,417,152" in out  # 2 (N-1)/N x 31,666,944 sent and received by every host
+
+
+def test_collective_json_agrees_with_the_closed_form(capsys):
+    code, out, _ = _run(
+        capsys,
+        "--algo", "hierarchical",
+        "--workers", "8",
+        "--bytes", "8 MB",
+        "--bandwidth", "200 Gb/s",
+        "--datacentres", "2",
+        "--wan", "100 Gb/s",
+        "--distance", "1000 km",
+        "--json",
+    )  # fmt: skip
+    assert code == 0
+    summary = json.loads(out)
+    network = NetworkSpec(
+        "x",
+        "datacentres",
+        8,
+        LinkSpec(200e9),
+        datacentres=2,
+        wan_link=LinkSpec(100e9, length_m=1e6),
+    )
+    expected = closed_form_time_s(network, Exchange("hierarchical", 8_000_000))
+    assert summary["time_s"] == pytest.approx(expected, rel=1e-9)
+    assert summary["closed_form_s"] == pytest.approx(expected, rel=1e-12)
+    assert len(summary["bytes_sent"]) == 8
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--algo", "ring", "--workers", "8", "--bytes", "1", "--bandwidth", "1 Gb/s"], "--algo"),
+        (["--algo", "tree", "--workers", "8", "--bytes", "1", "--bandwidth", "200"], "rate"),
+        (["--algo", "tree", "--workers", "0", "--bytes", "1", "--bandwidth", "1 Gb/s"], "workers"),
+        (
+            ["--algo", "tree", "--workers", "4", "--bytes", "1", "--bandwidth", "1 Gb/s",
+             "--datacentres", "2"],
+            "--wan",
+        ),
+    ],
+)  # fmt: skip
+def test_collective_bad_input_is_one_line_and_exit_2(capsys, argv, message):
+    code, _, err = _run(capsys, *argv)
+    assert code == 2
+    assert message in err and err.count("\n") == 1

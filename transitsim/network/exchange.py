@@ -1,0 +1,396 @@
+"""One collective exchange on a network: the public entry point of the network floor.
+
+`simulate_exchange` builds the network's stages, turns the exchange into a schedule of
+messages, and times it either message by message in SimPy ("des", the reference) or, where that
+is exact, by a recurrence ("fast": per phase for rings, per piece for a sum at one switch).
+"auto" takes the fast path where it is exact and the DES elsewhere.
+
+Transforms (`transform_at`): "pluggable" turns each worker's dense delta into band values in
+its own pluggable: inline on the way out for ring_allgather (first hop only; forwarded chunks are
+not transformed) and switch_sum; as a pre-stage (dense out through the transform, band back to
+the host) for ring_allreduce, hierarchical and tree, whose hosts must add their own band to
+partial sums. "switch" (switch_sum only) sends the dense delta on the uplink and transforms at
+the switch port. `loopback`: with a switch transform, each worker also gets its own transformed
+band back (twice the bytes down); with a pluggable transform, the band is copied back to the host
+over its inbound lanes as it is made; without a transform it changes nothing (the sender already
+has its payload).
+"""
+
+import functools
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from transitsim.errors import TransitsimError
+from transitsim.network.des import ResourceFault, Timing, assign_paths, run_des
+from transitsim.network.fabric import PLAIN, XFORM_PLUGGABLE, XFORM_SWITCH, Fabric, Path, Weights
+from transitsim.network.fast_ring import (
+    disjoint_reason,
+    ring_finish,
+    ring_line_bytes,
+    ring_paths,
+    run_fast_ring,
+)
+from transitsim.network.fast_switch import (
+    SwitchPlan,
+    run_fast_switch,
+    switch_finish,
+    switch_line_bytes,
+    switch_paths,
+    switch_reason,
+)
+from transitsim.network.outcome import (
+    critical_path,
+    finish_times,
+    line_bytes,
+    link_stats,
+    utilisation_frame,
+)
+from transitsim.network.schedule import (
+    Schedule,
+    hierarchical,
+    piece_sizes,
+    ring_allgather,
+    ring_allreduce,
+    ring_plan,
+    switch_sum,
+    tree,
+)
+from transitsim.network.spec import COLLECTIVE_ALGOS, NetworkSpec
+from transitsim.network.stages import padded_dense_bytes
+from transitsim.network.topology import worker_groups
+
+METHODS = ("auto", "des", "fast")
+TRANSFORM_PLACES = (None, "pluggable", "switch")
+
+
+@dataclass(frozen=True)
+class Exchange:
+    """What one step exchanges: which collective, and the bytes each worker puts on the line."""
+
+    algo: str  # one of COLLECTIVE_ALGOS
+    payload_bytes: int  # bytes one worker contributes on the line (after any transform)
+    dense_bytes: int = 0  # bytes entering the transform (host lanes); 0 = no transform
+    transform_at: str | None = None  # None | "pluggable" | "switch"
+    loopback: bool = False  # switch_sum: each sender also gets its own transformed result
+
+
+@dataclass(frozen=True)
+class LinkFault:
+    """A link down for an interval (absolute time, the clock of start_s): transfers wait."""
+
+    link: str  # "u->v", "u->v#k" (one parallel link) or "u<->v" (both directions)
+    down_from_s: float
+    down_until_s: float
+
+
+@dataclass
+class ExchangeResult:
+    finish_s: np.ndarray  # per worker: when it holds the result (absolute, clock of start_s)
+    time_s: float  # max(finish_s) - min(start_s)
+    transform_s: float  # critical path: ingest (host lanes) and transform time
+    wire_s: float  # critical path: link serialisation, propagation, overheads, forwarding
+    wait_s: float  # critical path: stragglers, contention, faults (time_s - the two above)
+    bytes_sent: np.ndarray  # per worker, on the line
+    bytes_received: np.ndarray  # per worker, on the line
+    link_stats: pd.DataFrame  # per resource: link, kind, rate_bps, busy_s, bytes, utilisation
+    events: int  # SimPy events processed
+    method: str = "des"  # the one used: "des" or "fast"
+    bottleneck: str = "none"  # what most of the critical path was spent on
+    utilisation: pd.DataFrame | None = None  # link, t0_s, t1_s, utilisation (if recorded)
+
+
+_FABRICS: dict[str, Fabric] = {}
+
+
+def fabric_for(network: NetworkSpec) -> Fabric:
+    """The built network, cached by its (frozen, deterministic) description."""
+    key = repr(network)
+    fabric = _FABRICS.get(key)
+    if fabric is None:
+        if len(_FABRICS) >= 8:
+            _FABRICS.pop(next(iter(_FABRICS)))
+        fabric = _FABRICS[key] = Fabric(network)
+    return fabric
+
+
+def _is_count(value: object) -> bool:
+    return isinstance(value, int | np.integer) and not isinstance(value, bool) and value >= 0
+
+
+def validate_exchange(network: NetworkSpec, exchange: Exchange) -> None:
+    """One-line TransitsimError for an exchange this network cannot carry."""
+    if not isinstance(exchange, Exchange):
+        raise TransitsimError(f"expected an Exchange, got {type(exchange).__name__}")
+    if exchange.algo not in COLLECTIVE_ALGOS:
+        raise TransitsimError(
+            f"unknown collective {exchange.algo!r} (expected one of {', '.join(COLLECTIVE_ALGOS)})"
+        )
+    if not _is_count(exchange.payload_bytes):
+        raise TransitsimError(
+            f"payload_bytes must be an integer >= 0, got {exchange.payload_bytes!r}"
+        )
+    if not _is_count(exchange.dense_bytes):
+        raise TransitsimError(f"dense_bytes must be an integer >= 0, got {exchange.dense_bytes!r}")
+    if exchange.transform_at not in TRANSFORM_PLACES:
+        raise TransitsimError(
+            f"transform_at must be None, 'pluggable' or 'switch', got {exchange.transform_at!r}"
+        )
+    if exchange.transform_at is not None:
+        if exchange.dense_bytes <= 0 or exchange.payload_bytes <= 0:
+            raise TransitsimError(
+                f"transform_at {exchange.transform_at!r} needs dense_bytes > 0 "
+                "and payload_bytes > 0"
+            )
+        if exchange.transform_at == "pluggable" and (
+            network.pluggable is None or network.pluggable.transform is None
+        ):
+            raise TransitsimError(
+                f"transform_at 'pluggable': network {network.name!r} has no pluggable transform"
+            )
+        if exchange.transform_at == "switch":
+            if exchange.algo != "switch_sum":
+                raise TransitsimError(
+                    f"transform_at 'switch' works with switch_sum only, not {exchange.algo!r}"
+                )
+            if network.switch.transform is None:
+                raise TransitsimError(
+                    f"transform_at 'switch': network {network.name!r} has no switch transform"
+                )
+    if exchange.algo == "switch_sum" and not network.switch.aggregator:
+        raise TransitsimError(
+            f"switch_sum needs a switch that sums: network {network.name!r} has aggregator off"
+        )
+
+
+def transform_weights(network: NetworkSpec, exchange: Exchange) -> Weights:
+    if exchange.transform_at is None:
+        return Weights()
+    spec = network.pluggable.transform if exchange.transform_at == "pluggable" else None
+    spec = spec or network.switch.transform
+    assert spec is not None
+    payload = exchange.payload_bytes
+    return Weights(
+        dense=exchange.dense_bytes / payload,
+        padded=padded_dense_bytes(spec, exchange.dense_bytes) / payload,
+        loopback=exchange.loopback and exchange.transform_at == "pluggable",
+    )
+
+
+def build_schedule(fabric: Fabric, exchange: Exchange) -> Schedule:
+    """The exchange as a DAG of messages on this fabric."""
+    network = fabric.network
+    workers = network.workers
+    at = exchange.transform_at
+    payload = exchange.payload_bytes
+    if exchange.algo == "ring_allreduce":
+        return ring_allreduce(workers, payload, at == "pluggable")
+    if exchange.algo == "ring_allgather":
+        return ring_allgather(workers, payload, at == "pluggable")
+    if exchange.algo == "tree":
+        return tree(workers, payload, at == "pluggable")
+    if exchange.algo == "hierarchical":
+        return hierarchical(equal_groups(network), payload, at == "pluggable")
+    plan = _switch_plan(fabric, exchange)
+    return switch_sum(
+        workers,
+        plan.aggregator,
+        payload,
+        plan.kind,
+        plan.slots,
+        network.switch.agg_slot_bytes,
+        exchange.loopback,
+    )
+
+
+def equal_groups(network: NetworkSpec) -> np.ndarray:
+    """(groups, members) worker ids of the datacentres or racks; hierarchical needs them equal."""
+    groups = worker_groups(network)
+    sizes = sorted({len(g) for g in groups})
+    if len(sizes) != 1:
+        raise TransitsimError(
+            f"hierarchical needs equal groups: network {network.name!r} splits "
+            f"{network.workers} workers into groups of {sizes}"
+        )
+    return np.array(groups)
+
+
+def _switch_plan(fabric: Fabric, exchange: Exchange) -> SwitchPlan:
+    kind = {None: PLAIN, "pluggable": XFORM_PLUGGABLE, "switch": XFORM_SWITCH}[
+        exchange.transform_at
+    ]
+    spec = fabric.network.switch
+    return SwitchPlan(
+        workers=fabric.network.workers,
+        aggregator=fabric.node_index[fabric.aggregation_switch()],
+        sizes=piece_sizes(exchange.payload_bytes, spec.agg_slot_bytes),
+        kind=kind,
+        slots=spec.agg_slots,
+        down_factor=2.0 if (exchange.loopback and kind == XFORM_SWITCH) else 1.0,
+    )
+
+
+def _start_times(start_s: object, workers: int) -> np.ndarray:
+    if start_s is None:
+        return np.zeros(workers)
+    start = np.asarray(start_s, dtype=float)
+    if start.shape != (workers,):
+        raise TransitsimError(
+            f"start_s must hold one time per worker ({workers}), got {start.shape}"
+        )
+    if not np.all(np.isfinite(start)):
+        raise TransitsimError("start_s must be finite")
+    return start
+
+
+def resolve_faults(fabric: Fabric, faults: list[LinkFault] | None) -> list[ResourceFault]:
+    """Faults on resources, overlapping intervals of one resource merged."""
+    intervals: dict[int, list[tuple[float, float]]] = {}
+    for fault in faults or []:
+        if not isinstance(fault, LinkFault):
+            raise TransitsimError(f"expected a LinkFault, got {type(fault).__name__}")
+        begin, end = fault.down_from_s, fault.down_until_s
+        if not (math.isfinite(begin) and math.isfinite(end) and end > begin):
+            raise TransitsimError(
+                f"link fault on {fault.link!r}: needs finite down_from_s < down_until_s, "
+                f"got {begin} .. {end}"
+            )
+        for r in _fault_resources(fabric, fault.link):
+            intervals.setdefault(r, []).append((begin, end))
+    merged = []
+    for r, spans in sorted(intervals.items()):
+        spans.sort()
+        current = list(spans[0])
+        for begin, end in spans[1:]:
+            if begin <= current[1]:
+                current[1] = max(current[1], end)
+            else:
+                merged.append(ResourceFault(r, *current))
+                current = [begin, end]
+        merged.append(ResourceFault(r, *current))
+    return merged
+
+
+def _fault_resources(fabric: Fabric, name: str) -> list[int]:
+    if name in fabric.links:
+        return [fabric.links[name].resource.index]
+    pairs = []
+    if "<->" in name:
+        u, v = name.split("<->", 1)
+        pairs = [(u, v), (v, u)]
+    elif "->" in name:
+        pairs = [tuple(name.split("->", 1))]
+    found = [link.resource.index for pair in pairs for link in fabric.edge_links.get(pair, [])]
+    if not found:
+        sample = ", ".join(sorted(fabric.links)[:3])
+        raise TransitsimError(f"link fault names unknown link {name!r} (links are like {sample})")
+    return found
+
+
+def simulate_exchange(
+    network: NetworkSpec,
+    exchange: Exchange,
+    *,
+    start_s: np.ndarray | None = None,
+    faults: list[LinkFault] | None = None,
+    method: str = "auto",
+    record_utilisation: bool = False,
+) -> ExchangeResult:
+    """Time one exchange: per-worker finish, breakdown, bytes and link figures.
+
+    start_s: when each worker joins (stragglers); default all at 0. faults: links down for a
+    while. method: "des" (per-transfer SimPy reference), "fast" (the ring or switch-sum
+    recurrence; an error where it would not be exact), "auto" (fast where exact, else des).
+    """
+    if method not in METHODS:
+        raise TransitsimError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
+    fabric = fabric_for(network)
+    validate_exchange(network, exchange)
+    start = _start_times(start_s, network.workers)
+    resource_faults = resolve_faults(fabric, faults)
+    weights = transform_weights(network, exchange)
+
+    reason = "no fast path for this collective"
+    if method != "des" and exchange.algo in ("ring_allreduce", "ring_allgather"):
+        fast = _fast_ring(fabric, exchange, weights, start, resource_faults, record_utilisation)
+        if isinstance(fast, ExchangeResult):
+            return fast
+        reason = fast
+    if method != "des" and exchange.algo == "switch_sum":
+        fast = _fast_switch(fabric, exchange, weights, start, resource_faults, record_utilisation)
+        if isinstance(fast, ExchangeResult):
+            return fast
+        reason = fast
+    if method == "fast":
+        raise TransitsimError(f"method 'fast' would not be exact here: {reason}; use 'des'")
+
+    schedule = build_schedule(fabric, exchange)
+    path_ids, compiled = assign_paths(fabric, schedule, weights)
+    timing = run_des(
+        fabric, schedule, path_ids, compiled, start, resource_faults, record_utilisation
+    )
+    finish = finish_times(schedule, timing, start)
+    sent, received = line_bytes(schedule, path_ids, compiled)
+
+    def path_of(m: int) -> Path | None:
+        return compiled[path_ids[m]] if path_ids[m] >= 0 else None
+
+    return _result(fabric, schedule, path_of, timing, start, finish, sent, received, "des")
+
+
+def _fast_ring(fabric, exchange, weights, start, faults, record) -> ExchangeResult | str:
+    """The ring by its per-phase recurrence, or why that would not be exact."""
+    if faults:
+        return "link faults"
+    transform = exchange.transform_at is not None
+    plan = ring_plan(exchange.algo, fabric.network.workers, exchange.payload_bytes, transform)
+    paths = ring_paths(fabric, plan, weights)
+    reason = disjoint_reason(fabric, plan, paths)
+    if reason is not None:
+        return reason
+    timing = run_fast_ring(fabric, plan, paths, start, record)
+    if not isinstance(timing, Timing):
+        return timing
+    finish = ring_finish(plan, timing, start)
+    sent, received = ring_line_bytes(plan, paths)
+    path_of = functools.partial(paths.of, plan)
+    return _result(fabric, plan, path_of, timing, start, finish, sent, received, "fast")
+
+
+def _fast_switch(fabric, exchange, weights, start, faults, record) -> ExchangeResult | str:
+    """The in-network all-reduce by its per-piece recurrence, or why that would not be exact."""
+    if faults:
+        return "link faults"
+    if record:
+        return "utilisation over time is recorded by the DES"
+    plan = _switch_plan(fabric, exchange)
+    paths = switch_paths(fabric, plan, weights)
+    reason = switch_reason(fabric, plan, paths)
+    if reason is not None:
+        return reason
+    timing = run_fast_switch(fabric, plan, paths, start)
+    finish = switch_finish(plan, timing, start)
+    sent, received = switch_line_bytes(plan, paths)
+    path_of = functools.partial(paths.of, plan)
+    return _result(fabric, plan, path_of, timing, start, finish, sent, received, "fast")
+
+
+def _result(fabric, dag, path_of, timing, start, finish, sent, received, method) -> ExchangeResult:
+    time_s = float(finish.max() - start.min())
+    breakdown = critical_path(fabric, dag, path_of, timing, start, finish)
+    return ExchangeResult(
+        finish_s=finish,
+        time_s=time_s,
+        transform_s=breakdown.transform_s,
+        wire_s=breakdown.wire_s,
+        wait_s=breakdown.wait_s,
+        bytes_sent=sent,
+        bytes_received=received,
+        link_stats=link_stats(fabric, timing, time_s),
+        events=int(timing.events),
+        method=method,
+        bottleneck=breakdown.bottleneck,
+        utilisation=utilisation_frame(fabric, timing) if timing.samples is not None else None,
+    )

@@ -1,0 +1,249 @@
+"""A built network: its stages, shortest-path routes, and routes compiled into hops.
+
+A *path* is what one message crosses from its source to its destination, as a tuple of hops.
+Each hop is one fluid transfer over a set of resources (all at once: cut-through), preceded by a
+fixed delay (`pre_s`: per-message overheads) and followed by one (`post_s`: propagation, switch
+forwarding, transform latency). Cut-through switches give one hop per message; store-and-forward
+switches end a hop at every switch. The sender is free again when its first hop has been sent.
+"""
+
+import math
+from dataclasses import dataclass
+
+import networkx as nx
+import numpy as np
+
+from transitsim.errors import TransitsimError
+from transitsim.network.spec import NetworkSpec
+from transitsim.network.stages import (
+    Link,
+    Pluggable,
+    Resource,
+    Switch,
+    transform_rate_bps,
+)
+from transitsim.network.topology import build_topology, host_name
+
+# What a message is, for the stages it meets on its way.
+PLAIN = 0  # line payload end to end (also forwarded ring chunks: never transformed)
+XFORM_PLUGGABLE = 1  # dense into the source pluggable, band values out on the line
+XFORM_SWITCH = 2  # dense on the host lanes and uplink, band values after the switch port
+LOCAL_XFORM = 3  # dense through the own pluggable's transform and straight back to the host
+JOIN = 4  # no transfer: the aggregator has every contribution of a piece (a barrier)
+KIND_NAMES = ("plain", "xform_pluggable", "xform_switch", "local_xform", "join")
+PATH_CACHE_LIMIT = 200_000
+
+
+@dataclass(frozen=True)
+class Hop:
+    pre_s: float
+    resources: tuple[int, ...]
+    weights: tuple[float, ...]  # resource bytes per line-payload byte
+    post_s: float
+    rate_bps: float  # payload bits/s when alone: min over resources of rate / weight
+    limit: int  # index of the resource that sets rate_bps (-1: none)
+
+
+@dataclass(frozen=True)
+class Path:
+    hops: tuple[Hop, ...]
+    transform_latency_s: float  # part of the hops' post_s that is transform latency
+    send_factor: float  # line bytes on the source host's uplink per payload byte (0: none)
+    recv_factor: float  # line bytes on the destination host's downlink per payload byte
+
+
+@dataclass(frozen=True)
+class Weights:
+    """Per-exchange ratios: dense bytes (and padded dense bytes) per line-payload byte."""
+
+    dense: float = 1.0
+    padded: float = 1.0
+    loopback: bool = False
+
+
+class Fabric:
+    """Stages and routes of one NetworkSpec; compiles (src, dst, kind) into Paths."""
+
+    def __init__(self, network: NetworkSpec):
+        self.network = network
+        self.graph = build_topology(network)
+        self.resources: list[Resource] = []
+        self.links: dict[str, Link] = {}
+        self.edge_links: dict[tuple[str, str], list[Link]] = {}
+        self.hosts = [host_name(w) for w in range(network.workers)]
+        self.switch_names = sorted(
+            n for n, d in self.graph.nodes(data=True) if d["kind"] == "switch"
+        )
+        self.node_names = self.hosts + self.switch_names
+        self.node_index = {name: i for i, name in enumerate(self.node_names)}
+        for u, v, data in self.graph.edges(data=True):
+            links = []
+            for name, spec in data["links"]:
+                link = Link(name, u, v, spec, self._resource(name, "link", spec.rate_bps))
+                self.links[name] = link
+                links.append(link)
+            self.edge_links[(u, v)] = links
+        self.pluggables = [self._pluggable(h) for h in self.hosts]
+        self.switches = {name: self._switch(name) for name in self.switch_names}
+        self.access = {h: next(iter(self.graph.successors(h))) for h in self.hosts}
+        switch_graph = self.graph.subgraph(self.switch_names)
+        self._switch_routes = dict(nx.all_pairs_shortest_path(switch_graph))
+        self._paths: dict[tuple, Path] = {}
+
+    def _resource(self, name: str, kind: str, rate_bps: float) -> Resource:
+        resource = Resource(name, kind, rate_bps, len(self.resources))
+        self.resources.append(resource)
+        return resource
+
+    def _pluggable(self, host: str) -> Pluggable | None:
+        spec = self.network.pluggable
+        if spec is None:
+            return None
+        transform = None
+        if spec.transform is not None:
+            transform = self._resource(
+                f"{host}:transform", "transform", transform_rate_bps(spec.transform)
+            )
+        return Pluggable(
+            host,
+            spec,
+            lanes_out=self._resource(f"{host}:lanes_out", "lanes", spec.host_lane_bps),
+            lanes_in=self._resource(f"{host}:lanes_in", "lanes", spec.host_lane_bps),
+            transform=transform,
+        )
+
+    def _switch(self, name: str) -> Switch:
+        spec = self.network.switch
+        aggregator = None
+        if spec.aggregator and math.isfinite(spec.agg_rate_bps):
+            aggregator = self._resource(f"{name}:aggregator", "aggregator", spec.agg_rate_bps)
+        ports = {}
+        if spec.transform is not None:
+            rate = transform_rate_bps(spec.transform)
+            for host in self.graph.predecessors(name):
+                if self.graph.nodes[host]["kind"] == "host":
+                    ports[host] = self._resource(f"{name}:transform:{host}", "transform", rate)
+        return Switch(name, spec, aggregator, ports)
+
+    # --- routes -------------------------------------------------------------------------------
+
+    def is_host(self, node: str) -> bool:
+        return self.graph.nodes[node]["kind"] == "host"
+
+    def route(self, src: str, dst: str) -> list[str]:
+        """Shortest path (fewest hops) as a node list; via the access switches for hosts."""
+        head = [src, self.access[src]] if self.is_host(src) else [src]
+        tail = [self.access[dst], dst] if self.is_host(dst) else [dst]
+        if src == dst:
+            return [src]
+        middle = self._switch_routes[head[-1]][tail[0]]
+        return head[:-1] + middle + tail[1:]
+
+    def route_links(self, src: str, dst: str) -> list[Link]:
+        """The directed links along the route; parallel links chosen by the owning host."""
+        nodes = self.route(src, dst)
+        owner = self.graph.nodes[src if self.is_host(src) else dst].get("worker", 0)
+        links = []
+        for u, v in zip(nodes, nodes[1:], strict=False):
+            parallel = self.edge_links[(u, v)]
+            links.append(parallel[owner % len(parallel)])
+        return links
+
+    def aggregation_switch(self) -> str:
+        """The switch in-network all-reduce sums at: the one switch, or the spine."""
+        if self.network.topology == "switch":
+            return "sw"
+        if self.network.topology == "leaf_spine":
+            return "spine"
+        if len(self.switch_names) == 1:
+            return self.switch_names[0]
+        raise TransitsimError(
+            f"network {self.network.name!r}: switch_sum needs one switch every host reaches "
+            f"(topology switch or leaf_spine, or a single datacentre)"
+        )
+
+    # --- paths --------------------------------------------------------------------------------
+
+    def path(self, src: int, dst: int, kind: int, weights: Weights) -> Path:
+        """The compiled path of a message between node indices `src` and `dst`."""
+        key = (src, dst, kind, weights)
+        path = self._paths.get(key)
+        if path is None:
+            if len(self._paths) >= PATH_CACHE_LIMIT:  # many distinct transform ratios: start over
+                self._paths.clear()
+            path = self._paths[key] = self._compile(
+                self.node_names[src], self.node_names[dst], kind, weights
+            )
+        return path
+
+    def _hop(self, pre_s: float, parts: list[tuple[Resource, float]], post_s: float) -> Hop:
+        rate, limit = math.inf, -1
+        for resource, weight in parts:
+            if not math.isfinite(resource.rate_bps):
+                continue
+            candidate = resource.rate_bps / weight
+            if candidate < rate or (candidate == rate and resource.kind == "link"):
+                rate, limit = candidate, resource.index
+        return Hop(
+            pre_s,
+            tuple(r.index for r, _ in parts),
+            tuple(w for _, w in parts),
+            post_s,
+            rate,
+            limit,
+        )
+
+    def _compile(self, src: str, dst: str, kind: int, weights: Weights) -> Path:
+        saf = self.network.switch.store_and_forward
+        hops: list[Hop] = []
+        parts: list[tuple[Resource, float]] = []
+        pre_s = post_s = transform_latency_s = 0.0
+        source = self.pluggables[self.graph.nodes[src]["worker"]] if self.is_host(src) else None
+        dense = kind in (XFORM_PLUGGABLE, XFORM_SWITCH, LOCAL_XFORM)
+        if source is not None:
+            parts.append((source.lanes_out, weights.dense if dense else 1.0))
+        if kind in (XFORM_PLUGGABLE, LOCAL_XFORM):
+            if source is None or source.transform is None:
+                raise TransitsimError(f"{src} has no pluggable transform")
+            parts.append((source.transform, weights.padded))
+            post_s += source.transform_latency_s
+            transform_latency_s += source.transform_latency_s
+            if kind == LOCAL_XFORM or weights.loopback:
+                parts.append((source.lanes_in, 1.0))
+        if kind == LOCAL_XFORM:
+            return Path((self._hop(0.0, parts, post_s),), transform_latency_s, 0.0, 0.0)
+        links = self.route_links(src, dst)
+        for position, link in enumerate(links):
+            on_uplink_dense = kind == XFORM_SWITCH and position == 0
+            parts.append((link.resource, weights.dense if on_uplink_dense else 1.0))
+            pre_s += link.overhead_s
+            post_s += link.propagation_s
+            if self.is_host(link.dst):
+                continue
+            switch = self.switches[link.dst]
+            post_s += switch.forwarding_latency_s
+            if on_uplink_dense:
+                if src not in switch.port_transforms:
+                    raise TransitsimError(f"switch {switch.name} has no port transform")
+                parts.append((switch.port_transforms[src], weights.padded))
+                post_s += switch.transform_latency_s
+                transform_latency_s += switch.transform_latency_s
+            if link.dst == dst and switch.aggregator is not None:
+                parts.append((switch.aggregator, 1.0))
+            if saf and link.dst != dst:
+                hops.append(self._hop(pre_s, parts, post_s))
+                parts, pre_s, post_s = [], 0.0, 0.0
+        if self.is_host(dst):
+            target = self.pluggables[self.graph.nodes[dst]["worker"]]
+            if target is not None:
+                parts.append((target.lanes_in, 1.0))
+        hops.append(self._hop(pre_s, parts, post_s))
+        send_factor = (weights.dense if kind == XFORM_SWITCH else 1.0) if self.is_host(src) else 0.0
+        recv_factor = 1.0 if self.is_host(dst) else 0.0
+        return Path(tuple(hops), transform_latency_s, send_factor, recv_factor)
+
+    def path_resources(self, path: Path) -> set[int]:
+        return {r for hop in path.hops for r in hop.resources}
+
+    def capacities(self) -> np.ndarray:
+        return np.array([r.rate_bps for r in self.resources], dtype=float)

@@ -1,0 +1,170 @@
+"""From message times to the figures an exchange reports: finish times, bytes, link figures, and
+the critical-path breakdown into transform, wire and wait time.
+
+The critical path is walked backwards from the worker that finishes last: through the message
+whose arrival completed its result, then at each message through the dependency that released
+it (the data dependency whose arrival, or the own previous send whose completion, came last;
+data wins ties), until a message released by its worker's start. Along it:
+
+- transform_s: serialisation time of hops whose uncontended rate is set by host lanes (ingest)
+  or a transform (pluggable or switch port), plus transform latencies;
+- wire_s: the rest of the time messages on the path were under way: serialisation limited by a
+  link or the aggregator, propagation, per-message overhead, switch forwarding, and the
+  slow-down from sharing links with other transfers (contention);
+- wait_s: the rest of time_s: the straggler offset of the worker the path starts at, and time
+  transfers stood still on a link that was down (faults).
+
+transform_s + wire_s + wait_s == time_s (wait_s is clamped at 0 against rounding).
+"""
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from transitsim.network.des import Timing
+from transitsim.network.fabric import Fabric, Path
+from transitsim.network.schedule import Schedule
+
+INGEST_KINDS = ("lanes", "transform")
+
+
+@dataclass
+class Breakdown:
+    transform_s: float
+    wire_s: float
+    wait_s: float
+    bottleneck: str  # link | lanes | transform | aggregator | latency | wait | none
+
+
+def finish_times(schedule: Schedule, timing: Timing, start_s: np.ndarray) -> np.ndarray:
+    """Per worker: when its last result-bearing message arrived (its start if none)."""
+    finish = np.asarray(start_s, dtype=float).copy()
+    into = schedule.counts & (schedule.dst < schedule.workers)
+    np.maximum.at(finish, schedule.dst[into], timing.arrive_s[into])
+    return finish
+
+
+def line_bytes(
+    schedule: Schedule, path_ids: np.ndarray, paths: list[Path]
+) -> tuple[np.ndarray, np.ndarray]:
+    """Bytes each worker sends onto and receives from the line (not local lane traffic)."""
+    send = np.array([p.send_factor for p in paths] + [0.0])[path_ids]
+    recv = np.array([p.recv_factor for p in paths] + [0.0])[path_ids]
+    workers = schedule.workers
+    sent = np.zeros(workers)
+    received = np.zeros(workers)
+    from_worker = schedule.src < workers
+    to_worker = schedule.dst < workers
+    np.add.at(sent, schedule.src[from_worker], (schedule.nbytes * send)[from_worker])
+    np.add.at(received, schedule.dst[to_worker], (schedule.nbytes * recv)[to_worker])
+    return sent, received
+
+
+def link_stats(fabric: Fabric, timing: Timing, time_s: float) -> pd.DataFrame:
+    """One row per resource (link direction, lanes, transform, aggregator).
+
+    utilisation = bytes carried / (rate x time_s): the share of its capacity used on average
+    over the exchange (busy_s counts time with at least one transfer on it).
+    """
+    rates = fabric.capacities()
+    carried = timing.bytes
+    with np.errstate(divide="ignore", invalid="ignore"):
+        utilisation = np.where(
+            (time_s > 0) & np.isfinite(rates), carried * 8.0 / (rates * time_s), 0.0
+        )
+    return pd.DataFrame(
+        {
+            "link": [r.name for r in fabric.resources],
+            "kind": [r.kind for r in fabric.resources],
+            "rate_bps": rates,
+            "busy_s": timing.busy_s,
+            "bytes": carried,
+            "utilisation": utilisation,
+        }
+    )
+
+
+def utilisation_frame(fabric: Fabric, timing: Timing) -> pd.DataFrame:
+    """Piecewise-constant utilisation: one row per (link, interval) with a non-zero share."""
+    columns = ["link", "t0_s", "t1_s", "utilisation"]
+    if timing.samples is None or len(timing.samples[0]) == 0:
+        return pd.DataFrame({c: [] for c in columns})
+    resource, time, share = (np.asarray(c) for c in timing.samples)
+    order = np.lexsort((np.arange(len(time)), time, resource))
+    resource, time, share = resource[order], time[order], share[order]
+    same = resource[1:] == resource[:-1]
+    keep = same & (time[1:] > time[:-1]) & (share[:-1] > 0)
+    names = np.array([r.name for r in fabric.resources], dtype=object)
+    return pd.DataFrame(
+        {
+            "link": names[resource[:-1][keep]],
+            "t0_s": time[:-1][keep],
+            "t1_s": time[1:][keep],
+            "utilisation": share[:-1][keep],
+        }
+    )
+
+
+def critical_path(
+    fabric: Fabric,
+    dag,
+    path_of: Callable[[int], Path | None],
+    timing: Timing,
+    start_s: np.ndarray,
+    finish_s: np.ndarray,
+) -> Breakdown:
+    """transform / wire / wait along the critical path (see the module docstring).
+
+    `dag` is a Schedule or a RingPlan (deps, after_of, bytes_of, last_into); `path_of(m)` is
+    message m's compiled path (None for a JOIN).
+    """
+    start_s = np.asarray(start_s, dtype=float)
+    time_s = float(finish_s.max() - start_s.min())
+    last_worker = int(np.argmax(finish_s))
+    m = dag.last_into(last_worker, timing.arrive_s, finish_s[last_worker])
+    if m is None:
+        return Breakdown(0.0, 0.0, time_s, "wait" if time_s > 0 else "none")
+    shares = {"link": 0.0, "lanes": 0.0, "transform": 0.0, "aggregator": 0.0, "latency": 0.0}
+    transform = wire = 0.0
+    whole = True
+    while True:
+        path = path_of(m)
+        if path is not None:
+            hops = path.hops if whole else path.hops[:1]
+            end = timing.arrive_s[m] if whole else timing.free_s[m]
+            stalled = timing.stall_s[m] if whole else timing.stall0_s[m]
+            moving = end - timing.ready_s[m] - stalled  # sending, delayed, or slowed by sharing
+            bits = dag.bytes_of(m) * 8.0
+            fixed = sum(hop.pre_s + (hop.post_s if whole else 0.0) for hop in hops)
+            latency = path.transform_latency_s if whole else 0.0
+            ingest = 0.0
+            for hop in hops:
+                serial = bits / hop.rate_bps if np.isfinite(hop.rate_bps) else 0.0
+                kind = fabric.resources[hop.limit].kind if hop.limit >= 0 else "link"
+                shares[kind] += serial
+                if kind in INGEST_KINDS:
+                    ingest += serial
+                moving -= serial
+            shares["transform"] += latency
+            shares["latency"] += fixed - latency
+            shared = int(timing.shared_by[m])  # slowed by sharing: charged to what it shared
+            shares[fabric.resources[shared].kind if shared >= 0 else "link"] += max(
+                moving - fixed, 0.0
+            )
+            transform += ingest + latency
+            wire += end - timing.ready_s[m] - stalled - ingest - latency
+        ready = timing.ready_s[m]
+        nxt = next((int(d) for d in dag.deps(m) if timing.arrive_s[d] == ready), None)
+        if nxt is not None:
+            m, whole = nxt, True
+            continue
+        after = dag.after_of(m)
+        if after >= 0 and timing.free_s[after] == ready:
+            m, whole = after, False
+            continue
+        break  # released by its worker's start: the straggler offset is part of wait
+    wait = max(time_s - transform - wire, 0.0)
+    shares["wait"] = wait
+    return Breakdown(transform, wire, wait, max(shares, key=lambda k: shares[k]))
