@@ -1,10 +1,14 @@
 """Run configuration and presets (spec §1.1, §1.2), plus the variant ids of the design's table.
 
 One flat dataclass, like nanoGPT's config: every field can be overridden from the CLI.
+A run is built in three layers: RunConfig defaults, then a preset (model and schedule shape),
+then the variant's defaults (algorithm, chunking, learning rate), then the user's overrides.
 """
 
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
+
+from transitsim.errors import TransitsimError
 
 # Design-table variant id -> (internal algorithm, default band shape).
 VARIANT_IDS: dict[str, tuple[str, str]] = {
@@ -18,9 +22,39 @@ VARIANT_IDS: dict[str, tuple[str, str]] = {
 }
 ALGORITHMS = ("adamw", "topk", "band", "calib", "optics", "optics_switch")
 BANDS = ("low", "zigzag", "high", "random", "calib")
+CHUNK_MODES = ("2d", "1d")
+TOKENIZERS = ("char", "bpe")
 FEEDBACK_MODES = {
     "optics": ("exact", "sent"),
     "optics_switch": ("loopback", "exact", "mean"),
+}
+
+# Peak learning rates chosen by the published LR sweep (spec §1.2, §14.6): AdamW 3e-3, DeMo 1e-3.
+# The CPU sweep (§16.3) agrees for AdamW, and the Shakespeare optics check ran DeMo at 1e-3, so the
+# same pair is the default on every preset.
+ADAMW_LR = 3e-3
+DEMO_LR = 1e-3
+
+# What each variant id means when the user gives nothing else (spec §1.3 grids, design table).
+# E defaults to feedback "sent": the design table's E is the fixed optics, where the sender feeds
+# back what the optics produced; `--feedback exact` gives the published "as designed" runs.
+VARIANT_DEFAULTS: dict[str, dict[str, Any]] = {
+    "A": dict(variant="adamw", band="low", lr=ADAMW_LR),
+    "B": dict(variant="topk", band="low", chunk_mode="2d", chunk=64, lr=DEMO_LR),
+    "C": dict(variant="band", band="low", chunk_mode="2d", chunk=64, lr=DEMO_LR),
+    "D": dict(variant="calib", band="calib", chunk_mode="2d", chunk=64, lr=DEMO_LR),
+    "E": dict(
+        variant="optics", band="low", chunk_mode="1d", chunk=256, feedback="sent", lr=DEMO_LR
+    ),
+    "E'": dict(
+        variant="optics_switch",
+        band="low",
+        chunk_mode="1d",
+        chunk=256,
+        feedback="loopback",
+        lr=DEMO_LR,
+    ),
+    "F": dict(variant="band", band="random", chunk_mode="2d", chunk=64, lr=DEMO_LR),
 }
 
 
@@ -92,6 +126,45 @@ PRESETS: dict[str, dict[str, Any]] = {
         ckpt_every=100,
         lr=1e-3,
     ),
+    # The smallest preset that keeps the published shape (8 workers, 1/16 kept, 2-D 64x64 tiles,
+    # 1-D 256 and 64 runs, the calibration window and optics schedule of the Shakespeare check),
+    # at about 1/8 of the `shakespeare` preset's cost per step: the project's recorded traces.
+    "shakespeare-mini": dict(
+        dataset="shakespeare",
+        n_layer=2,
+        n_head=4,
+        n_embd=128,
+        block=64,
+        batch=4,
+        workers=8,
+        steps=400,
+        warmup=50,
+        calib_start=50,
+        calib_steps=50,
+        eval_every=25,
+        diag_every=50,
+        ckpt_every=50,
+    ),
+    # Spec §1.2 "tinystories (CPU)": 3,492,288 parameters.
+    "tinystories": dict(
+        dataset="tinystories",
+        n_layer=6,
+        n_head=6,
+        n_embd=192,
+        block=256,
+        batch=4,
+        workers=8,
+        steps=1500,
+        warmup=100,
+        calib_start=100,
+        calib_steps=50,
+        eval_every=100,
+        diag_every=100,
+        ckpt_every=100,
+        lr=1e-3,
+        tokenizer="bpe",
+        vocab_size=4096,
+    ),
     # Spec §1.2 "tinystories-gpu": the published GPU profile (15,833,472 parameters).
     "tinystories-gpu": dict(
         dataset="tinystories",
@@ -136,3 +209,86 @@ PRESETS: dict[str, dict[str, Any]] = {
 def preset_config(name: str, **overrides: Any) -> RunConfig:
     """A preset's config with overrides applied (unknown preset or field -> KeyError)."""
     return replace(RunConfig(**PRESETS[name]), **overrides)
+
+
+def make_config(preset: str, variant_id: str, **overrides: Any) -> RunConfig:
+    """Preset, then the variant's defaults, then the user's overrides; validated.
+
+    Raises TransitsimError (one line) for an unknown preset, variant id, field or bad value.
+    """
+    if preset not in PRESETS:
+        raise TransitsimError(f"unknown preset {preset!r} (choose from {', '.join(PRESETS)})")
+    if variant_id not in VARIANT_DEFAULTS:
+        raise TransitsimError(
+            f"unknown variant {variant_id!r} (choose from {', '.join(VARIANT_DEFAULTS)})"
+        )
+    known = {f.name for f in fields(RunConfig)}
+    unknown = sorted(set(overrides) - known)
+    if unknown:
+        raise TransitsimError(f"unknown config field(s): {', '.join(unknown)}")
+    cfg = replace(RunConfig(**PRESETS[preset]), **VARIANT_DEFAULTS[variant_id])
+    cfg = replace(cfg, **overrides)
+    check_config(cfg)
+    return cfg
+
+
+def variant_id(cfg: RunConfig) -> str:
+    """The design-table id (A..F, E') of a config: band shapes other than low are F."""
+    if cfg.variant == "band":
+        return "C" if cfg.band == "low" else "F"
+    for vid, (algorithm, _band) in VARIANT_IDS.items():
+        if algorithm == cfg.variant:
+            return vid
+    raise TransitsimError(f"unknown algorithm {cfg.variant!r} (choose from {ALGORITHMS})")
+
+
+def is_demo(cfg: RunConfig) -> bool:
+    """Every variant but AdamW runs DeMo (spec §6)."""
+    return cfg.variant != "adamw"
+
+
+def check_config(cfg: RunConfig) -> None:
+    """Raise TransitsimError naming the first field with a value the trainer cannot run."""
+
+    def fail(name: str, why: str) -> None:
+        raise TransitsimError(f"bad value {name}={getattr(cfg, name)!r}: {why}")
+
+    if cfg.variant not in ALGORITHMS:
+        fail("variant", f"choose from {', '.join(ALGORITHMS)}")
+    if cfg.band not in BANDS:
+        fail("band", f"choose from {', '.join(BANDS)}")
+    if cfg.chunk_mode not in CHUNK_MODES:
+        fail("chunk_mode", "choose from 2d, 1d")
+    if cfg.tokenizer not in TOKENIZERS:
+        fail("tokenizer", "choose from char, bpe")
+    if cfg.variant in FEEDBACK_MODES and cfg.feedback not in FEEDBACK_MODES[cfg.variant]:
+        fail("feedback", f"choose from {', '.join(FEEDBACK_MODES[cfg.variant])}")
+    if not 0 < cfg.keep <= 1:
+        fail("keep", "must lie in (0, 1]")
+    if not 0 <= cfg.decay < 1:
+        fail("decay", "must lie in [0, 1)")
+    for name in ("chunk", "workers", "batch", "block", "n_layer", "n_head", "n_embd", "steps"):
+        if getattr(cfg, name) < 1:
+            fail(name, "must be at least 1")
+    for name in ("eval_every", "eval_batches", "diag_every", "ckpt_every", "threads", "native"):
+        if getattr(cfg, name) < 1:
+            fail(name, "must be at least 1")
+    for name in ("warmup", "calib_start", "calib_steps", "fs_every", "seed"):
+        if getattr(cfg, name) < 0:
+            fail(name, "must not be negative")
+    if cfg.lr <= 0:
+        fail("lr", "must be positive")
+    if cfg.weight_decay < 0:
+        fail("weight_decay", "must not be negative")
+    if cfg.n_embd % cfg.n_head:
+        fail("n_embd", f"must be a multiple of n_head ({cfg.n_head})")
+    if cfg.planes is not None and not 1 <= cfg.planes <= 31:
+        fail("planes", "must lie in 1..31 (or None)")
+    if cfg.enob is not None and cfg.enob <= 0:
+        fail("enob", "must be positive (or None)")
+    if cfg.kappa <= 0:
+        fail("kappa", "must be positive")
+    if cfg.vocab_size < 257 and cfg.tokenizer == "bpe":
+        fail("vocab_size", "a byte-level BPE needs more than 256 tokens")
+    if cfg.device != "cpu":
+        fail("device", "this trainer runs on the CPU only")

@@ -254,6 +254,7 @@ def write_trace(
     os.close(fd)
     try:
         pq.write_table(table, tmp, compression="zstd")
+        os.chmod(tmp, 0o644)  # mkstemp makes it private; a trace is a shareable result
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

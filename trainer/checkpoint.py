@@ -1,0 +1,53 @@
+"""Checkpoints: everything a run needs to continue bit for bit, written atomically.
+
+A checkpoint is one torch.save file beside the trace. It is written to a temporary file in the
+same folder and renamed into place, so a kill at any moment leaves the previous checkpoint or the
+new one, never half of one.
+"""
+
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from transitsim.errors import TransitsimError
+
+CHECKPOINT_FORMAT = 1
+
+
+def checkpoint_path(out_dir: Path, run_name: str) -> Path:
+    return Path(out_dir) / f"{run_name}.ckpt"
+
+
+def save_checkpoint(path: Path, state: dict[str, Any]) -> None:
+    """Write `state` (tensors, state dicts, plain Python values) atomically."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        torch.save({"format": CHECKPOINT_FORMAT, **state}, tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def load_checkpoint(path: Path) -> dict[str, Any]:
+    """Read a checkpoint this trainer wrote; anything else is a one-line TransitsimError.
+
+    weights_only=False because the file also holds the trace rows (plain Python objects); only
+    files in the run's own output folder are ever read.
+    """
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=False)
+    except Exception as exc:  # noqa: BLE001 - a corrupt file can fail in many ways
+        raise TransitsimError(
+            f"{path}: unreadable checkpoint ({type(exc).__name__}); delete it to start afresh"
+        ) from None
+    if not isinstance(state, dict) or state.get("format") != CHECKPOINT_FORMAT:
+        raise TransitsimError(
+            f"{path}: not a checkpoint of this trainer; delete it to start afresh"
+        )
+    return state

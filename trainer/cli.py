@@ -1,0 +1,333 @@
+"""The trainer's command line, shared by `python -m trainer` and `transitsim train`.
+
+It parses, builds a RunConfig, then either prints the model size and byte accounting
+(`--dry-run`) or trains with a progress bar. Every bad option is a one-line TransitsimError.
+"""
+
+import argparse
+import json
+import math
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import fields, replace
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+from trainer.config import PRESETS, RunConfig, check_config, make_config
+from transitsim.errors import TransitsimError
+
+OPTIONAL_FIELDS = ("enob", "planes")  # None is a meaningful value (no noise / no quantisation)
+VARIANT_ALIASES = {"EP": "E'", "E_PRIME": "E'", "EPRIME": "E'", "E-PRIME": "E'"}
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a bad option raises one line instead of printing usage and exiting."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise TransitsimError(f"{message} (see {self.prog} --help)")
+
+
+def _none_or(kind: type) -> Any:
+    def parse(text: str) -> Any:
+        return None if text.lower() in ("none", "null") else kind(text)
+
+    parse.__name__ = kind.__name__
+    return parse
+
+
+def _fraction(text: str) -> float:
+    """A keep fraction as 0.0625 or 1/16."""
+    try:
+        return float(Fraction(text))
+    except (ValueError, ZeroDivisionError):
+        raise argparse.ArgumentTypeError(f"not a fraction: {text!r}") from None
+
+
+def build_parser(prog: str = "python -m trainer") -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog=prog,
+        description="Train one variant of the DeMo fixed-band experiment and write its trace.",
+        epilog=(
+            "Variants: A adamw, B top-k, C low band, D calibrated band, E optics (1-D 256), "
+            "E' optics summed at a switch (also written EP), F other band shapes. "
+            "Re-running the same command resumes from its checkpoint."
+        ),
+    )
+    parser.add_argument("--preset", default="shakespeare", help=f"one of {', '.join(PRESETS)}")
+    parser.add_argument("--variant", required=True, help="A, B, C, D, E, E' (or EP), F")
+    parser.add_argument("-o", "--out", type=Path, help="output folder for trace and checkpoint")
+    parser.add_argument("--steps", type=int, help="optimiser steps (the schedule follows)")
+    parser.add_argument("--seed", type=int)
+    parser.add_argument("--lr", type=float, help="peak learning rate")
+    parser.add_argument("--band", help="low, zigzag, high, random, calib")
+    parser.add_argument("--chunk-mode", dest="chunk_mode", help="2d or 1d")
+    parser.add_argument("--chunk", type=int, help="target chunk side (2d) or run length (1d)")
+    parser.add_argument("--keep", type=_fraction, help="kept fraction per chunk, e.g. 1/16")
+    # None is a value for these two (no readout noise / no quantisation), so "not given" is
+    # argparse.SUPPRESS: the attribute is then absent.
+    parser.add_argument(
+        "--enob", type=_none_or(float), default=argparse.SUPPRESS, help="E: readout ENOB or none"
+    )
+    parser.add_argument(
+        "--planes", type=_none_or(int), default=argparse.SUPPRESS, help="E: input planes or none"
+    )
+    parser.add_argument("--kappa", type=float, help="E: input full scale in RMS units")
+    parser.add_argument("--fs-every", dest="fs_every", type=int, help="E: full-scale re-set")
+    parser.add_argument("--feedback", help="E: exact|sent; E': loopback|exact|mean")
+    parser.add_argument("--corpus", help="shakespeare, tinystories, synthetic, or a text path")
+    parser.add_argument("--tokenizer", help="char or bpe (path corpora)")
+    parser.add_argument("--threads", type=int, help="torch intra-op threads")
+    parser.add_argument(
+        "--set",
+        dest="sets",
+        action="append",
+        default=[],
+        metavar="FIELD=VALUE",
+        help="any RunConfig field, repeatable (e.g. --set workers=4)",
+    )
+    parser.add_argument("--cache-dir", type=Path, help="tokenizer cache (~/.cache/transitsim)")
+    parser.add_argument("--keep-checkpoint", action="store_true", help="keep it when done")
+    parser.add_argument("--force", action="store_true", help="retrain a complete trace")
+    parser.add_argument("--dry-run", action="store_true", help="print sizes and bytes only")
+    parser.add_argument("--json", action="store_true", help="machine-readable output")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    return parser
+
+
+def _field_value(name: str, text: str) -> Any:
+    """Parse `--set name=text` by the field's default type."""
+    if name not in {f.name for f in fields(RunConfig)} or name == "extra":
+        raise TransitsimError(f"--set {name}=...: unknown config field {name!r}")
+    default = getattr(RunConfig(), name)
+    if name in OPTIONAL_FIELDS and text.lower() in ("none", "null"):
+        return None
+    try:
+        if name == "keep":
+            return float(Fraction(text))
+        if isinstance(default, bool):
+            return {"true": True, "false": False}[text.lower()]
+        if isinstance(default, int):
+            return int(text)
+        if isinstance(default, float):
+            return float(text)
+    except (ValueError, KeyError, ZeroDivisionError):
+        kind = type(default).__name__
+        raise TransitsimError(f"--set {name}={text}: expected a {kind}") from None
+    return text
+
+
+def config_from_args(args: argparse.Namespace) -> RunConfig:
+    """Preset, variant defaults, `--set` values, then the named options (most specific last)."""
+    variant = VARIANT_ALIASES.get(args.variant.upper(), args.variant.upper())
+    overrides: dict[str, Any] = {}
+    for item in args.sets:
+        name, sep, text = item.partition("=")
+        if not sep:
+            raise TransitsimError(f"--set {item!r}: expected FIELD=VALUE")
+        overrides[name.strip()] = _field_value(name.strip(), text.strip())
+    named = {
+        "steps": args.steps,
+        "seed": args.seed,
+        "lr": args.lr,
+        "band": args.band,
+        "chunk_mode": args.chunk_mode,
+        "chunk": args.chunk,
+        "keep": args.keep,
+        "kappa": args.kappa,
+        "fs_every": args.fs_every,
+        "feedback": args.feedback,
+        "dataset": args.corpus,
+        "tokenizer": args.tokenizer,
+        "threads": args.threads,
+    }
+    overrides.update({k: v for k, v in named.items() if v is not None})
+    for name in OPTIONAL_FIELDS:
+        if name in args:
+            overrides[name] = getattr(args, name)
+    cfg = make_config(args.preset, variant, **overrides)
+    if args.corpus is not None and args.tokenizer is None and args.corpus == "tinystories":
+        cfg = replace(cfg, tokenizer="bpe")
+    check_config(cfg)
+    return cfg
+
+
+def main(argv: list[str] | None = None, prog: str = "python -m trainer") -> int:
+    """Parse and run; returns the exit code. Bad input raises TransitsimError (exit 2)."""
+    parser = build_parser(prog)
+    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    cfg = config_from_args(args)
+    if args.dry_run:
+        report = dry_run_report(cfg, args.cache_dir)
+        if args.json:
+            print(json.dumps(report, indent=2))
+        else:
+            print_dry_run(report)
+        return 0
+    if args.out is None:
+        raise TransitsimError("give an output folder with -o DIR (or use --dry-run)")
+    return _train(cfg, args)
+
+
+def _train(cfg: RunConfig, args: argparse.Namespace) -> int:
+    from trainer.run import train
+
+    with progress_bar(cfg.steps, enabled=not (args.quiet or args.json)) as on_step:
+        result = train(
+            cfg,
+            args.out,
+            cache_dir=args.cache_dir,
+            keep_checkpoint=args.keep_checkpoint,
+            force=args.force,
+            on_step=on_step,
+        )
+    final_val = _final_val_loss(result.trace_path)
+    if args.json:
+        print(
+            json.dumps(
+                {
+                    "trace": str(result.trace_path),
+                    "name": result.name,
+                    "status": result.status,
+                    "steps_done": result.steps_done,
+                    "resumed_from": result.resumed_from,
+                    "final_val_loss": None if math.isnan(final_val) else final_val,
+                    "notes": result.notes,
+                }
+            )
+        )
+    elif not args.quiet or result.notes:
+        notes = f" [{'; '.join(result.notes)}]" if result.notes else ""
+        summary = f"{result.steps_done} steps, final val loss {final_val:.4f}"
+        print(f"{result.trace_path}: {summary}{notes}")
+    return 0
+
+
+def _final_val_loss(path: Path) -> float:
+    from transitsim.trace import read_trace
+
+    return read_trace(path).final_val_loss
+
+
+# --- dry run ---------------------------------------------------------------------------------
+
+
+def dry_run_report(cfg: RunConfig, cache_dir: Path | None) -> dict[str, Any]:
+    """Build the model (no training) and account its bytes per worker per step (spec §10)."""
+    from trainer.accounting import byte_accounting
+    from trainer.config import variant_id
+    from trainer.corpus import known_vocab, load_corpus
+    from trainer.model import GPT, param_count
+    from trainer.naming import run_name
+    from trainer.run import model_shape
+
+    vocab = known_vocab(cfg.dataset, cfg.tokenizer, cfg.vocab_size)
+    if vocab is None:
+        vocab = load_corpus(cfg.dataset, cfg.tokenizer, cfg.vocab_size, cache_dir).vocab
+    shape = model_shape(cfg, vocab)
+    model = GPT(shape, cfg.seed)
+    shapes = {name: tuple(p.shape) for name, p in model.named_parameters()}
+    n_params = sum(p.numel() for p in model.parameters())
+    assert n_params == param_count(shape), "parameter count disagrees with spec §3's formula"
+    acc = byte_accounting(shapes, cfg, cfg.workers)
+    return {
+        "name": run_name(cfg),
+        "variant": variant_id(cfg),
+        "algorithm": cfg.variant,
+        "model": {
+            "n_layer": shape.n_layer,
+            "n_head": shape.n_head,
+            "n_embd": shape.n_embd,
+            "block": shape.block,
+            "vocab": shape.vocab,
+        },
+        "n_params": n_params,
+        "workers": cfg.workers,
+        "tokens_per_step": cfg.workers * cfg.batch * cfg.block,
+        "steps": cfg.steps,
+        "dense_bytes_per_step": acc.dense_bytes,
+        "payload_bytes_per_step": acc.payload_bytes,
+        "payload_bytes_int64_per_step": acc.payload_int64_bytes,
+        "wire_bytes_per_step": acc.wire_bytes,
+        "collective": acc.collective,
+        "reducible": acc.reducible,
+        "ratio_vs_dense": acc.dense_bytes / acc.payload_bytes,
+        "ratio_vs_dense_int64": acc.dense_bytes / acc.payload_int64_bytes,
+    }
+
+
+def print_dry_run(report: dict[str, Any]) -> None:
+    """The dry-run report: the run's name, then a two-column rich table of sizes and bytes."""
+    from rich.console import Console
+    from rich.table import Table
+
+    model = report["model"]
+    rows = [
+        ("variant", f"{report['variant']} ({report['algorithm']})"),
+        ("layers / heads / width", f"{model['n_layer']} / {model['n_head']} / {model['n_embd']}"),
+        ("context / vocab", f"{model['block']} / {model['vocab']}"),
+        ("parameters", f"{report['n_params']:,}"),
+        ("tokens per step", f"{report['tokens_per_step']:,}"),
+        ("dense bytes per step", f"{report['dense_bytes_per_step']:,}"),
+        ("payload per worker per step", f"{report['payload_bytes_per_step']:,}"),
+        ("payload with int64 indices", f"{report['payload_bytes_int64_per_step']:,}"),
+        ("collective", f"{report['collective']}, W={report['workers']}"),
+        ("wire per worker per step", f"{report['wire_bytes_per_step']:,.0f}"),
+        ("reducible (same positions)", "yes" if report["reducible"] else "no"),
+        ("dense / payload", f"{report['ratio_vs_dense']:.6g}x"),
+        ("dense / int64 payload", f"{report['ratio_vs_dense_int64']:.6g}x"),
+    ]
+    table = Table(show_header=False, box=None)
+    table.add_column(style="bold")
+    table.add_column(justify="right")
+    for label, value in rows:
+        table.add_row(label, value)
+    console = Console()
+    console.print(report["name"], soft_wrap=True, highlight=False)
+    console.print(table)
+
+
+# --- progress ----------------------------------------------------------------------------------
+
+
+@contextmanager
+def progress_bar(steps: int, enabled: bool) -> Iterator[Callable[[Any], None] | None]:
+    """A rich progress bar on stderr (step, loss, steps/s, ETA); yields its update callback."""
+    if not enabled:
+        yield None
+        return
+    from rich.console import Console
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeRemainingColumn,
+    )
+
+    columns = (
+        TextColumn("step"),
+        MofNCompleteColumn(),
+        BarColumn(),
+        TextColumn("loss {task.fields[loss]}"),
+        TextColumn("val {task.fields[val]}"),
+        TextColumn("{task.fields[rate]} steps/s"),
+        TimeRemainingColumn(),
+    )
+    with Progress(*columns, console=Console(stderr=True), transient=False) as progress:
+        task = progress.add_task("train", total=steps, loss="-", val="-", rate="-")
+        first: list[int] = []
+
+        def update(report: Any) -> None:
+            if not first:  # a resumed run starts its bar where the checkpoint was
+                first.append(report.done - 1)
+                progress.reset(task, completed=report.done - 1)
+            fields_ = {"loss": f"{report.train_loss:.3f}"}
+            if not math.isnan(report.val_loss):
+                fields_["val"] = f"{report.val_loss:.3f}"
+            speed = progress.tasks[0].speed
+            fields_["rate"] = f"{speed:.2f}" if speed else "-"
+            progress.update(task, completed=report.done, **fields_)
+
+        yield update
