@@ -94,10 +94,34 @@ def grid(fs_every: int) -> list[tuple[str, list[str], tuple[int, ...]]]:
     return runs
 
 
-def commands(preset: str, out: Path, fs_every: int, threads: int) -> list[tuple[str, list[str]]]:
+def cpu_check_grid(fs_every: int) -> list[tuple[str, list[str], tuple[int, ...]]]:
+    """The seven runs of the published TinyShakespeare optics check (spec §14.5)."""
+    optics = ["--variant", "E", "--planes", "8"]
+    fixed, reset = ["--fs-every", "0"], ["--fs-every", str(fs_every)]
+    return [
+        ("C exact band 1d256", ["--variant", "C", "--chunk-mode", "1d", "--chunk", "256"], (0,)),
+        ("E fixed fb-exact", [*optics, "--enob", "8", "--feedback", "exact", *fixed], (0,)),
+        ("E agc fb-exact", [*optics, "--enob", "8", "--feedback", "exact", *reset], (0,)),
+        ("E agc fb-exact enob12", [*optics, "--enob", "12", "--feedback", "exact", *reset], (0,)),
+        (
+            "E agc fb-exact no noise",
+            [*optics, "--enob", "none", "--feedback", "exact", *reset],
+            (0,),
+        ),
+        ("E agc fb-sent", [*optics, "--enob", "8", "--feedback", "sent", *reset], (0,)),
+        ("E fixed fb-sent", [*optics, "--enob", "8", "--feedback", "sent", *fixed], (0,)),
+    ]
+
+
+GRIDS = {"issue": grid, "cpu-check": cpu_check_grid}
+
+
+def commands(
+    preset: str, out: Path, fs_every: int, threads: int, grid_name: str = "issue"
+) -> list[tuple[str, list[str]]]:
     """One `python -m trainer` command line per (configuration, seed)."""
     result = []
-    for label, options, seeds in grid(fs_every):
+    for label, options, seeds in GRIDS[grid_name](fs_every):
         for seed in seeds:
             argv = [sys.executable, "-m", "trainer", "--preset", preset, *options]
             argv += ["--seed", str(seed), "--threads", str(threads), "-o", str(out), "--quiet"]
@@ -120,12 +144,13 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=2, help="runs in parallel")
     parser.add_argument("--threads", type=int, default=1, help="torch threads per run")
     parser.add_argument("--fs-every", type=int, default=50)
+    parser.add_argument("--grid", choices=sorted(GRIDS), default="issue")
     parser.add_argument("--only", default="", help="run only labels containing this text")
     parser.add_argument("--list", action="store_true", help="print the runs and exit")
     args = parser.parse_args()
     todo = [
         (label, argv)
-        for label, argv in commands(args.preset, args.out, args.fs_every, args.threads)
+        for label, argv in commands(args.preset, args.out, args.fs_every, args.threads, args.grid)
         if args.only in label
     ]
     if args.list:
