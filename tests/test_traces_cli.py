@@ -73,7 +73,7 @@ def test_list_table_shows_one_row_per_run(traces: Path, capsys) -> None:
         assert text in optics
     diverged = next(line for line in lines if DIVERGED in line)
     assert "214.647" in diverged and "complete, diverged" in diverged
-    order = [line.split("│")[2].strip() for line in lines]
+    order = [line.split("│")[3].strip() for line in lines]
     assert order == sorted(order)  # rows in variant order A..F
 
 
@@ -96,9 +96,11 @@ def test_list_csv_json_markdown(traces: Path, capsys) -> None:
     code, out, _ = run(["traces", "list", str(traces), "--markdown"], capsys)
     lines = out.splitlines()
     assert code == 0
-    assert lines[2].startswith("| Run | Var | Parameters | Seed | Steps | Final val loss |")
-    assert lines[3].startswith("|---|---|---|---:|---:|---:|")
-    assert len([line for line in lines if line.startswith("| tinystories-")]) == 15
+    assert lines[2].startswith(
+        "| Folder | Run | Var | Parameters | Seed | Steps | Final val loss |"
+    )
+    assert lines[3].startswith("|---|---|---|---|---:|---:|---:|")
+    assert len([line for line in lines if line.startswith("| traces | tinystories-")]) == 15
 
 
 def test_list_defaults_to_the_traces_folder(traces: Path, capsys, monkeypatch) -> None:

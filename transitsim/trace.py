@@ -324,12 +324,14 @@ def read_trace(path: Path | str) -> Trace:
 
 
 def find_traces(paths: list[Path | str]) -> list[Path]:
-    """Expand folders (their *.parquet files, sorted) and keep files; a missing path is an error."""
+    """Expand folders (their *.parquet files, sorted, subfolders included) and keep files.
+
+    A missing path is an error."""
     found: list[Path] = []
     for item in paths:
         item = Path(item)
         if item.is_dir():
-            found.extend(sorted(item.glob("*.parquet")))
+            found.extend(sorted(item.rglob("*.parquet")))
         elif item.exists():
             found.append(item)
         else:

@@ -17,6 +17,7 @@ CSV = typer.Option(False, "--csv", help="Print CSV (raw numbers).")
 MARKDOWN = typer.Option(False, "--markdown", help="Print a markdown table.")
 JSON = typer.Option(False, "--json", help="Print JSON (raw numbers).")
 LIST_HEADERS = {
+    "folder": "Folder",
     "name": "Run",
     "variant": "Var",
     "params": "Parameters",
@@ -39,6 +40,7 @@ def traces_table(traces: list[Trace]) -> pd.DataFrame:
     """One row per run, in the experiment's table order."""
     rows = [
         {
+            "folder": trace.path.parent.name if trace.path else "",
             "name": trace.name,
             "variant": trace.variant,
             "params": variant_label(trace.meta),
