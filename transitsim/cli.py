@@ -12,6 +12,7 @@ from transitsim.commands import (
     collective_cmd,
     findings_cmd,
     ladder_cmd,
+    replay_cmd,
     run_cmd,
     traces_cmd,
     train_cmd,
@@ -33,6 +34,7 @@ for module in (
     train_cmd,
     collective_cmd,
     run_cmd,
+    replay_cmd,
     validate_cmd,
 ):
     module.register(app)

@@ -108,6 +108,9 @@ class _Run:
     method: str | None
     reuse: bool
     cache: dict[Any, _Outcome] = field(default_factory=dict)
+    # the exchange from its first worker's ready time on, by (exchange, relative ready times):
+    # steps whose compute differs but not between workers share one simulation
+    relative: dict[Any, _Outcome] = field(default_factory=dict)
     detail: list[dict[str, Any]] = field(default_factory=list)
     # id(outcome) -> (outcome, steps it stood for): link figures are summed once per outcome
     uses: dict[int, tuple[_Outcome, int]] = field(default_factory=dict)
@@ -415,13 +418,24 @@ def _choose_algo(
 def _simulate(
     run: _Run, exchange: Exchange, ready_s: np.ndarray, faults: list[LinkFault]
 ) -> _Outcome:
-    """One exchange on the network floor, its workers joining at `ready_s` (step-relative)."""
-    kwargs: dict[str, Any] = {"start_s": ready_s, "faults": faults}
+    """One exchange on the network floor, its workers joining at `ready_s` (step-relative).
+
+    Simulated from the first worker's ready time on and shifted back, so that a cached relative
+    simulation and a fresh one give the same numbers bit for bit.
+    """
+    offset_s = float(ready_s.min())
+    shifted = [
+        dataclasses.replace(
+            f, down_from_s=f.down_from_s - offset_s, down_until_s=f.down_until_s - offset_s
+        )
+        for f in faults
+    ]
+    kwargs: dict[str, Any] = {"start_s": ready_s - offset_s, "faults": shifted}
     if run.method is not None:
         kwargs["method"] = run.method
     result = simulate_exchange(run.network, exchange, **kwargs)
     return _Outcome(
-        finish_s=float(np.max(result.finish_s)),
+        finish_s=float(np.max(result.finish_s)) + offset_s,
         transform_s=float(result.transform_s),
         wire_s=float(result.wire_s),
         wait_s=float(result.wait_s),
@@ -436,10 +450,17 @@ def _fault_free(run: _Run, exchange: Exchange, ready_s: np.ndarray, cacheable: b
     """The exchange without faults; simulated once per distinct input when reuse is on."""
     if not (cacheable and run.reuse):
         return _simulate(run, exchange, ready_s, [])
-    key = (exchange, ready_s.tobytes())
+    offset_s = float(ready_s.min())
+    relative_s = ready_s - offset_s
+    key = (exchange, relative_s.tobytes(), offset_s)
     outcome = run.cache.get(key)
     if outcome is None:
-        outcome = run.cache[key] = _simulate(run, exchange, ready_s, [])
+        relative = run.relative.get(key[:2])
+        if relative is None:
+            relative = run.relative[key[:2]] = _simulate(run, exchange, relative_s, [])
+        outcome = run.cache[key] = dataclasses.replace(
+            relative, finish_s=relative.finish_s + offset_s
+        )
     return outcome
 
 

@@ -1,7 +1,184 @@
-"""CLI commands (filled in by the issue that owns them)."""
+"""`transitsim run SCENARIO`: replay every (trace, network) of a scenario, print time-to-loss,
+write the timeline, the summary and the interactive report. The work is transitsim.run's."""
 
+import math
+import sys
+from pathlib import Path
+
+import pandas as pd
 import typer
+from rich.markup import escape
+
+from transitsim.run import JobsFailed, RunResult, default_output_dir, is_number, run_scenario
+from transitsim.scenario import load_scenario
+from transitsim.tables import emit_table
+
+SUMMARY_HEADERS = {
+    "label": "Configuration",
+    "network": "Network",
+    "reached": "Seeds",
+    "steps_to_target": "Steps",
+    "time_to_target_s": "Time (s)",
+    "bytes_to_target": "Wire bytes",
+    "speedup_vs_baseline": "Speed-up",
+    "bottleneck": "Bottleneck",
+}
+CROSSOVER_HEADERS = {
+    "target": "Target",
+    "parameter": "Parameter",
+    "value": "At",
+    "previous_label": "Was fastest",
+    "best_label": "Now fastest",
+    "runner_up_ratio": "Runner-up / best",
+}
+MAX_NOTES = 5
+
+
+def show_table(table: pd.DataFrame, fmt: str, title: str | None, headers: dict[str, str]) -> None:
+    """emit_table, with user text (labels, network names like "rack[host_link.rate=...]")
+    escaped for rich, which would otherwise read the brackets as markup and drop them."""
+    if fmt == "table":
+        table = table.map(lambda v: escape(v) if isinstance(v, str) else v)
+        title = escape(title) if title else title
+    emit_table(table, fmt, title=title, headers=headers)
+
+
+_PREFIXES = ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"), (1.0, ""))
+_SMALL = ((1.0, ""), (1e-3, "m"), (1e-6, "u"), (1e-9, "n"))
+_UNIT_OF_KEY = {
+    "rate": "b/s",
+    "host_lane_rate": "b/s",
+    "line_rate": "b/s",
+    "agg_rate": "b/s",
+    "length": "m",
+    "latency": "s",
+    "overhead": "s",
+    "forwarding_latency": "s",
+}
+
+
+def format_param(key: str, value: object) -> str:
+    """A grid value (SI) as a scenario writes it: rate 1e10 -> "10 Gb/s", 5e6 m -> "5000 km"."""
+    if value is None:
+        return "–"
+    if not is_number(value):
+        return str(value)
+    number = float(value)  # type: ignore[arg-type]
+    if math.isnan(number):
+        return "–"
+    unit = _UNIT_OF_KEY.get(key.rsplit(".", 1)[-1])
+    if unit is None or number == 0:
+        return f"{number:g}"
+    if unit == "m":
+        return f"{number / 1e3:g} km" if abs(number) >= 1e3 else f"{number:g} m"
+    scales = _SMALL if unit == "s" else _PREFIXES
+    for factor, prefix in scales:
+        if abs(number) >= factor or factor == scales[-1][0]:
+            return f"{number / factor:g} {prefix}{unit}"
+    return f"{number:g} {unit}"
+
+
+def target_title(value: float, name: str, baseline: str | None) -> str:
+    """ "Val loss 2.482 (final:A)", with what the speed-up is measured against."""
+    text = f"Val loss {value:.3f}" + (f" ({name})" if name.startswith("final:") else "")
+    return text + (f"; speed-up vs {baseline}" if baseline else "")
+
+
+def print_summary(result: RunResult, fmt: str = "table", baseline: str | None = None) -> None:
+    """One table per target (table/markdown), or the whole summary (csv/json, raw numbers)."""
+    if fmt in ("csv", "json"):
+        emit_table(result.summary, fmt)
+        return
+    for value, name in zip(result.targets, result.target_names, strict=True):
+        rows = result.summary[result.summary["target"] == value]
+        table = rows[list(SUMMARY_HEADERS)]
+        show_table(table, fmt, target_title(value, name, baseline), SUMMARY_HEADERS)
+
+
+def print_crossovers(result: RunResult, fmt: str = "table") -> None:
+    """Where the fastest configuration changes along a grid parameter (others held fixed)."""
+    table = result.crossovers
+    if table.empty or "changed" not in table:
+        return
+    changes = table[table["changed"]].copy()
+    if changes.empty:
+        print("No crossovers: the fastest configuration is the same at every grid point.")
+        return
+    changes["best_label"] = changes["best_config"].map(lambda c: result.labels.get(c, c))
+    changes["previous_label"] = changes["previous_config"].map(
+        lambda c: result.labels.get(c, c) if isinstance(c, str) else "–"
+    )
+    held = [p for p in result.params if p in changes.columns]
+    if fmt in ("table", "markdown"):
+        changes["value"] = [
+            format_param(p, v) for p, v in zip(changes["parameter"], changes["value"], strict=True)
+        ]
+        for key in held:
+            changes[key] = changes[key].map(lambda v, key=key: format_param(key, v))
+    columns = [*CROSSOVER_HEADERS, *held]
+    shown = changes[[c for c in columns if c in changes.columns]]
+    title = "Crossovers (other grid parameters held at the values shown)"
+    show_table(shown, fmt, title, CROSSOVER_HEADERS)
+
+
+def report_problems(result: RunResult, quiet: bool = False) -> None:
+    """Failed jobs (one line each) and, unless quiet, the run's caveats, on stderr."""
+    for failure in result.failures:
+        print(f"transitsim: job failed: {failure.describe_failure()}", file=sys.stderr)
+    if quiet:
+        return
+    for note in result.notes[:MAX_NOTES]:
+        print(f"note: {note}", file=sys.stderr)
+    if len(result.notes) > MAX_NOTES:
+        print(f"note: ... and {len(result.notes) - MAX_NOTES} more notes", file=sys.stderr)
+
+
+def report_all_failed(exc: JobsFailed) -> int:
+    """Nothing to summarise: every job's reason, and exit code 1 (the work failed)."""
+    for failure in exc.failures:
+        print(f"transitsim: job failed: {failure.describe_failure()}", file=sys.stderr)
+    print("transitsim: every job failed; nothing written", file=sys.stderr)
+    return 1
+
+
+def run_command(
+    scenario: Path = typer.Argument(..., help="The scenario YAML file."),
+    out: Path | None = typer.Option(
+        None, "--out", "-o", help="Output folder (default: outputs.dir, else out/<name>/)."
+    ),
+    serial: bool = typer.Option(False, "--serial", help="Run the jobs in this process, no Dask."),
+    scheduler: str | None = typer.Option(
+        None, "--scheduler", help="Address of a running Dask scheduler (tcp://host:8786)."
+    ),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar, tables or notes."),
+    trace_events: Path | None = typer.Option(
+        None, "--trace-events", help="Also write one step as Chrome trace events (Perfetto)."
+    ),
+) -> int:
+    """Replay every trace of a scenario on every network point; print steps-, time- and
+    bytes-to-loss per target; write the timeline, summary and report. Exit 0 when every job
+    ran, 1 when some failed (the others are still written), 2 on bad input."""
+    loaded = load_scenario(scenario)
+    out_dir = out if out is not None else default_output_dir(loaded)
+    try:
+        result = run_scenario(
+            loaded,
+            out_dir,
+            serial=serial,
+            scheduler=scheduler,
+            quiet=quiet,
+            trace_events=trace_events,
+        )
+    except JobsFailed as exc:
+        return report_all_failed(exc)
+    report_problems(result, quiet)
+    if not quiet:
+        print_summary(result, baseline=loaded.baseline)
+        print_crossovers(result)
+        print(f"wrote {', '.join(str(path) for path in result.files)}")
+    return result.exit_code
 
 
 def register(app: typer.Typer) -> None:
-    """Add this module's commands to the main app."""
+    """Add `transitsim run` to the main app."""
+    app.command("run")(run_command)

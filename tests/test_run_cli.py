@@ -1,0 +1,368 @@
+"""`transitsim run` and `transitsim replay` end to end, on small traces written here.
+
+The traces are short (a few rows) but carry a large model's bytes (100 MB dense), so that the
+network's rate visibly changes the step time while every simulation stays cheap.
+"""
+
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from transitsim import cli
+from transitsim.run import run_scenario
+from transitsim.scenario import load_scenario
+from transitsim.trace import write_trace
+
+N_PARAMS = 50_000_000
+DENSE_BYTES = 2 * N_PARAMS
+RATES = ("100 Gb/s", "400 Gb/s")
+LOSSES = {"A": (4.0, 2.6), "C": (4.1, 2.9), "E": (4.1, 2.95)}
+
+
+def write_test_trace(folder: Path, variant: str, seed: int, rows: int = 8) -> Path:
+    """A trace of `rows` evaluated steps; A is dense all-reduce, C and E a 1/16 band."""
+    first, last = LOSSES[variant]
+    losses = np.linspace(first, last, rows) + 0.01 * seed
+    dense = variant == "A"
+    steps = pd.DataFrame(
+        {
+            "step": np.arange(1, rows + 1, dtype="int64"),
+            "train_loss": losses,
+            "val_loss": losses,
+            "lr": 1e-3,
+            "payload_bytes": np.full(rows, DENSE_BYTES if dense else DENSE_BYTES // 16, "int64"),
+            "collective": "all_reduce" if dense else "all_gather",
+            "reducible": True,
+            "compute_s": 0.004 + 0.0001 * np.arange(rows),  # measured: differs step to step
+            "compress_s": 0.0 if dense else 0.002,
+            "update_s": 0.001,
+        }
+    )
+    params = {"lr": 1e-3} if dense else {"band": "low", "chunk_mode": "1d", "chunk": 256}
+    if variant == "E":
+        params |= {"enob": 8.0, "planes": 8, "feedback": "sent"}
+    name = {"A": "tiny-adamw", "C": "tiny-band-1d256", "E": "tiny-optics"}[variant]
+    meta = {
+        "name": f"{name}-s{seed}",
+        "variant": variant,
+        "seed": seed,
+        "workers": 8,
+        "n_params": N_PARAMS,
+        "dense_bytes_per_step": DENSE_BYTES,
+        "rows": "every_step",
+        "origin": "trainer",
+        "status": "complete",
+        "batch": 4,
+        "context": 64,
+        "variant_params": {**params, "keep": 1 / 16},
+    }
+    return write_trace(folder / f"{name}-s{seed}.parquet", steps, meta)
+
+
+SCENARIO = """\
+name: tiny
+traces:
+  - traces/tiny-adamw-s*.parquet
+  - path: traces/tiny-band-1d256-s0.parquet
+    label: C [band]
+networks:
+  - preset: 8x200g-switch
+    name: rack
+grid:
+  network: {preset: 8x200g-switch, name: grid}
+  sweep:
+    host_link.rate: ["100 Gb/s", "400 Gb/s"]
+targets: [3.5, "final:A"]
+baseline: A
+"""
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("run")
+    for variant, seed in (("A", 0), ("A", 1), ("C", 0), ("E", 0)):
+        write_test_trace(folder / "traces", variant, seed)
+    (folder / "tiny.yaml").write_text(SCENARIO, encoding="utf-8")
+    return folder
+
+
+def run_cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    """The console script in this process."""
+    with pytest.raises(SystemExit) as exited:
+        cli.main(argv)
+    out, err = capsys.readouterr()
+    return exited.value.code, out, err
+
+
+def first_time_to(timeline: pd.DataFrame, run: str, network: str, target: float) -> float:
+    """Independent of metrics: the simulated time of the first evaluation at or below target."""
+    rows = timeline[(timeline["run"] == run) & (timeline["network"] == network)]
+    return float(rows.loc[rows["val_loss"] <= target, "time_s"].iloc[0])
+
+
+def test_run_writes_consistent_outputs(workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = workdir / "out"
+    events = workdir / "step.json"
+    argv = ["run", str(workdir / "tiny.yaml"), "-o", str(out), "--serial"]
+    code, stdout, stderr = run_cli([*argv, "--trace-events", str(events)], capsys)
+    assert code == 0, stderr
+
+    files = sorted(p.name for p in out.iterdir())
+    assert files == ["ladder.csv", "report.html", "summary.csv", "timeline.parquet"]
+
+    networks = ["rack", 'grid[host_link.rate="100 Gb/s"]', 'grid[host_link.rate="400 Gb/s"]']
+    networks = [n.replace('"', "") for n in networks]
+    timeline = pd.read_parquet(out / "timeline.parquet")
+    assert list(dict.fromkeys(timeline["network"])) == networks
+    assert len(timeline) == 3 * 8 * len(networks)  # three traces of eight rows on each network
+    rates = timeline.groupby("network", sort=False)["host_link.rate"].first()
+    assert rates.iloc[0] != rates.iloc[0] and list(rates.iloc[1:]) == [100e9, 400e9]
+    assert (timeline.groupby(["run", "network"])["time_s"].diff().dropna() > 0).all()
+
+    summary = pd.read_csv(out / "summary.csv")
+    configs = ["tiny-adamw", "tiny-band-1d256"]
+    assert len(summary) == len(configs) * len(networks) * 2  # configs x networks x targets
+    assert not summary.duplicated(["config", "network", "target"]).any()
+    assert set(summary["label"]) == {"A AdamW", "C [band]"}
+    assert set(summary["bottleneck"].str.split().str[0]) <= {"compute", "transform", "wire"}
+
+    final_a = float(np.mean([2.6, 2.61]))  # "final:A": the mean final loss of A's seeds
+    assert sorted(summary["target"].unique()) == pytest.approx([final_a, 3.5])
+    for network in networks:
+        row = summary[
+            (summary["config"] == "tiny-band-1d256")
+            & (summary["network"] == network)
+            & (summary["target"] == 3.5)
+        ].iloc[0]
+        c_s = first_time_to(timeline, "tiny-band-1d256-s0", network, 3.5)
+        a_s = np.mean([first_time_to(timeline, f"tiny-adamw-s{s}", network, 3.5) for s in (0, 1)])
+        assert row["time_to_target_s"] == pytest.approx(c_s)
+        assert row["speedup_vs_baseline"] == pytest.approx(a_s / c_s)
+        assert row["reached"] == "1/1"
+    a_rows = summary[summary["config"] == "tiny-adamw"]
+    assert (a_rows["speedup_vs_baseline"].dropna() == 1.0).all()
+    slow, fast = (
+        summary[(summary["network"] == n) & (summary["target"] == 3.5)] for n in networks[1:]
+    )
+    assert (slow["time_to_target_s"].to_numpy() > fast["time_to_target_s"].to_numpy()).all()
+
+    html = (out / "report.html").read_text(encoding="utf-8")
+    assert "plotly" in html and html.rstrip().endswith("</html>")
+    assert "C [band]" in stdout and networks[1] in stdout  # brackets survive the rich table
+    assert f"wrote {out / 'timeline.parquet'}" in stdout
+
+    document = json.loads(events.read_text(encoding="utf-8"))
+    spans = [e for e in document["traceEvents"] if e["ph"] == "X"]
+    names = {e["name"] for e in spans}
+    assert {"compute", "exchange", "busy"} <= names
+    assert all(e["dur"] >= 0 and math.isfinite(e["ts"]) for e in spans)
+
+
+@pytest.mark.slow
+def test_dask_gives_the_serial_results(workdir: Path) -> None:
+    """Two worker processes of a LocalCluster, finishing in any order: the same numbers."""
+    scenario = load_scenario(workdir / "tiny.yaml")
+    serial = run_scenario(scenario, workdir / "serial", serial=True, quiet=True)
+    parallel = run_scenario(scenario, workdir / "dask", serial=False, quiet=True)
+    pd.testing.assert_frame_equal(serial.timeline, parallel.timeline, check_exact=True)
+    pd.testing.assert_frame_equal(serial.summary, parallel.summary, check_exact=True)
+    assert (workdir / "serial" / "summary.csv").read_bytes() == (
+        workdir / "dask" / "summary.csv"
+    ).read_bytes()
+
+
+def test_failed_job_is_reported_and_the_others_kept(
+    workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """E's band cannot be made at a switch that does not sum (an all-gather passes it by)."""
+    text = """\
+traces: [traces/tiny-adamw-s0.parquet, traces/tiny-optics-s0.parquet]
+networks:
+  - {preset: 8x200g-switch, name: plain}
+  - preset: 8x200g-switch
+    name: odd switch
+    switch: {transform: {size: 256, planes: 8, rate: "1 GHz"}}
+    placement: {transform: switch}
+targets: [3.5]
+baseline: A
+"""
+    (workdir / "odd.yaml").write_text(text, encoding="utf-8")
+    out = workdir / "odd-out"
+    argv = ["run", str(workdir / "odd.yaml"), "-o", str(out), "--serial"]
+    code, stdout, stderr = run_cli(argv, capsys)
+    assert code == 1
+    failures = [line for line in stderr.splitlines() if "job failed" in line]
+    assert len(failures) == 1
+    assert failures[0].startswith("transitsim: job failed: tiny-optics-s0 on odd switch: ")
+    assert "switch_sum" in failures[0] and "Traceback" not in stderr
+    summary = pd.read_csv(out / "summary.csv")
+    pairs = set(zip(summary["config"], summary["network"], strict=True))
+    assert pairs == {
+        ("tiny-adamw", "plain"),
+        ("tiny-optics", "plain"),
+        ("tiny-adamw", "odd switch"),
+    }
+
+
+def test_every_job_failing_is_exit_1_and_writes_nothing(
+    workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    text = """\
+traces: [traces/tiny-optics-s0.parquet]
+networks:
+  - preset: 8x200g-switch
+    switch: {transform: {size: 256, planes: 8, rate: "1 GHz"}}
+    placement: {transform: switch}
+targets: [3.5]
+"""
+    (workdir / "all-odd.yaml").write_text(text, encoding="utf-8")
+    out = workdir / "all-odd-out"
+    code, stdout, stderr = run_cli(["run", str(workdir / "all-odd.yaml"), "-o", str(out)], capsys)
+    assert code == 1 and stdout == ""
+    assert stderr.splitlines()[0].startswith("transitsim: job failed: tiny-optics-s0 on ")
+    assert stderr.splitlines()[-1] == "transitsim: every job failed; nothing written"
+    assert not out.exists()
+
+
+def test_kill_9_leaves_only_whole_outputs(workdir: Path, tmp_path: Path) -> None:
+    """Killed at the moment its first output appears, a run leaves every output file either
+    absent or complete; its temp files are dot-files, and the next run removes them."""
+    traces = tmp_path / "traces"
+    for variant, seed in (("A", 0), ("C", 0)):
+        write_test_trace(traces, variant, seed, rows=300)
+    sweep = ", ".join(f'"{rate} Gb/s"' for rate in range(100, 500, 50))
+    scenario = tmp_path / "big.yaml"
+    scenario.write_text(
+        "traces: [traces/]\n"
+        "grid:\n  network: 8x200g-switch\n"
+        f"  sweep:\n    host_link.rate: [{sweep}]\n"
+        "targets: [3.5]\nbaseline: A\n"
+        "outputs: {files: [timeline, summary, ladder, sweep, link_util, report, trace_events]}\n",
+        encoding="utf-8",
+    )
+    out = tmp_path / "out"
+    argv = [sys.executable, "-m", "transitsim.cli", "run", str(scenario), "-o", str(out)]
+    process = subprocess.Popen([*argv, "--serial", "--quiet"], stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and process.poll() is None:
+        if out.is_dir() and any(not p.name.startswith(".") for p in out.iterdir()):
+            break
+        time.sleep(0.01)
+    os.kill(process.pid, signal.SIGKILL)
+    process.wait(timeout=30)
+    assert process.returncode == -signal.SIGKILL, "the run ended before it could be killed"
+
+    readers = {
+        "timeline.parquet": pd.read_parquet,
+        "summary.csv": pd.read_csv,
+        "ladder.csv": pd.read_csv,
+        "sweep.csv": pd.read_csv,
+        "link_util.csv": pd.read_csv,
+        "trace_events.json": lambda p: json.loads(p.read_text()),
+        "report.html": lambda p: p.read_text().rstrip().endswith("</html>") or 1 / 0,
+    }
+    outputs = [p for p in out.iterdir() if not p.name.startswith(".")]
+    assert outputs, "nothing written before the kill"
+    for path in outputs:
+        assert path.name in readers, f"unexpected visible file {path.name}"
+        readers[path.name](path)  # whole: parses to the end
+    if (out / "summary.csv").exists():
+        assert len(pd.read_csv(out / "summary.csv")) == 2 * 8
+
+    done = subprocess.run([*argv, "--serial", "--quiet"], capture_output=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert sorted(p.name for p in out.iterdir()) == sorted(readers)  # no temp file left
+
+
+def test_replay_with_a_preset_and_set(workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    traces = [
+        str(workdir / "traces" / f"{name}.parquet")
+        for name in ("tiny-adamw-s0", "tiny-band-1d256-s0")
+    ]
+    times = {}
+    for rate in RATES:
+        argv = ["replay", *traces, "--network", "8x200g-switch", "--set", f"host_link.rate={rate}"]
+        code, stdout, stderr = run_cli(
+            [*argv, "--targets", "3.5", "--baseline", "A", "--json"], capsys
+        )
+        assert code == 0, stderr
+        rows = json.loads(stdout)
+        assert [row["config"] for row in rows] == ["tiny-adamw", "tiny-band-1d256"]
+        assert {row["network"] for row in rows} == {f"8x200g-switch[host_link.rate={rate}]"}
+        times[rate] = [row["time_to_target_s"] for row in rows]
+        assert rows[0]["speedup_vs_baseline"] == 1.0
+    assert all(slow > fast for slow, fast in zip(times[RATES[0]], times[RATES[1]], strict=True))
+
+    network = workdir / "net.yaml"
+    network.write_text('preset: 8x200g-switch\nhost_link: {rate: "100 Gb/s"}\n', encoding="utf-8")
+    out = workdir / "replay-out"
+    code, stdout, stderr = run_cli(
+        ["replay", *traces, "--network", str(network), "--targets", "3.5", "--csv", "-o", str(out)],
+        capsys,
+    )
+    assert code == 0, stderr
+    from_file = pd.read_csv(pd.io.common.StringIO(stdout))
+    assert list(from_file["time_to_target_s"]) == pytest.approx(times[RATES[0]], rel=0, abs=0)
+    assert sorted(p.name for p in out.iterdir()) == [
+        "report.html",
+        "summary.csv",
+        "timeline.parquet",
+    ]
+
+    code, stdout, stderr = run_cli(["replay", *traces, "--network", "8x200g-switch"], capsys)
+    assert code == 0 and "AdamW" in stdout and "Final val loss" in stdout
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["run", "{bad}"], "host_link.rate"),
+        (["run", "{missing}"], "no such scenario file"),
+        (["replay", "{trace}", "--network", "no-such-net"], "neither a preset"),
+        (
+            ["replay", "{trace}", "--network", "8x200g-switch", "--set", "host_link.rate=fast"],
+            "rate",
+        ),
+        (["replay", "{trace}", "--network", "8x200g-switch", "--set", "nonsense"], "KEY=VALUE"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(
+    workdir: Path, capsys: pytest.CaptureFixture[str], argv: list[str], message: str
+) -> None:
+    bad = workdir / "bad.yaml"
+    bad.write_text(
+        "traces: [traces/]\nnetworks:\n  - {preset: 8x200g-switch, host_link: {rate: fast}}\n"
+        "targets: [3.5]\n",
+        encoding="utf-8",
+    )
+    trace = workdir / "traces" / "tiny-adamw-s0.parquet"
+    argv = [a.format(bad=bad, missing=workdir / "nope.yaml", trace=trace) for a in argv]
+    code, stdout, stderr = run_cli(argv, capsys)
+    assert code == 2
+    assert len(stderr.splitlines()) == 1, stderr
+    assert stderr.startswith("transitsim: error: ") and message in stderr
+
+
+def test_bad_scenario_process_prints_no_traceback(workdir: Path) -> None:
+    (workdir / "typo.yaml").write_text(
+        "traces: [traces/]\nnetwork: [8x200g-switch]\ntargets: [3]\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "transitsim.cli", "run", str(workdir / "typo.yaml")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2
+    assert done.stdout == ""
+    assert len(done.stderr.splitlines()) == 1 and "unknown key" in done.stderr
+    assert "Traceback" not in done.stderr

@@ -1,0 +1,214 @@
+"""`transitsim replay TRACE... --network NET`: one-off questions without a scenario file.
+
+The network is a preset name or a YAML file written as a scenario's network (a mapping, or a
+preset name with keys to change); `--set host_link.rate="100 Gb/s"` changes one dotted key, with
+units, as a scenario grid would. The work is transitsim.run.replay_traces'.
+"""
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import typer
+import yaml
+
+from transitsim.commands.run_cmd import (
+    print_summary,
+    report_all_failed,
+    report_problems,
+    show_table,
+)
+from transitsim.errors import TransitsimError
+from transitsim.metrics import run_sort_key
+from transitsim.network import NetworkSpec
+from transitsim.network_presets import preset_names
+from transitsim.run import (
+    JobsFailed,
+    RunResult,
+    bottlenecks,
+    default_placement,
+    load_traces,
+    replay_traces,
+    write_outputs,
+)
+from transitsim.scenario import network_from_dict
+from transitsim.tables import output_format
+from transitsim.trace import find_traces
+
+PLACEMENTS = ("auto", "none", "pluggable", "switch")
+SUMS = ("auto", "receivers", "switch")
+RUN_HEADERS = {
+    "label": "Configuration",
+    "network": "Network",
+    "steps": "Steps",
+    "time_s": "Time (s)",
+    "step_s": "Mean step (s)",
+    "final_val_loss": "Final val loss",
+    "wire_bytes": "Wire bytes",
+    "bottleneck": "Bottleneck",
+}
+
+
+def _parse_set(item: str) -> tuple[str, Any]:
+    """'host_link.rate=100 Gb/s' -> ('host_link.rate', '100 Gb/s'); values read as YAML, so
+    `workers=16` is a number and `switch.aggregator=true` a bool."""
+    key, sep, text = item.partition("=")
+    key = key.strip()
+    if not sep or not key or any(not part for part in key.split(".")):
+        raise TransitsimError(f'--set {item!r}: expected KEY=VALUE, e.g. host_link.rate="100 Gb/s"')
+    try:
+        value = yaml.safe_load(text) if text.strip() else ""
+    except yaml.YAMLError:
+        value = text
+    return key, value
+
+
+def _as_text(value: Any) -> str:
+    """A --set value as it reads in a network name: text as written, the rest as JSON."""
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def _set_dotted(raw: dict[str, Any], key: str, value: Any) -> None:
+    """Set `key` ("a.b.c") in the nested mapping, creating mappings on the way."""
+    node = raw
+    parts = key.split(".")
+    for part in parts[:-1]:
+        if not isinstance(node.get(part), dict):
+            node[part] = {}
+        node = node[part]
+    node[parts[-1]] = value
+
+
+def network_description(network: str, settings: list[str]) -> dict[str, Any]:
+    """The network as a scenario would write it: a preset by name, or a YAML file's mapping,
+    with --set keys applied (named after them unless the description names itself)."""
+    path = Path(network)
+    if network in preset_names():
+        raw: Any = {"preset": network}
+        name = network
+    elif path.is_file():
+        try:
+            raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+            first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise TransitsimError(f"{path}: cannot read the network: {first}") from None
+        raw = {"preset": raw} if isinstance(raw, str) else raw
+        if not isinstance(raw, dict):
+            raise TransitsimError(f"{path}: a network is a mapping of keys (or a preset name)")
+        name = raw.get("name") or raw.get("preset") or path.stem
+    else:
+        raise TransitsimError(
+            f"--network {network!r}: neither a preset ({', '.join(preset_names())}) nor a file"
+        )
+    pairs = [_parse_set(item) for item in settings]
+    for key, value in pairs:
+        _set_dotted(raw, key, value)
+    if "name" not in raw or pairs:
+        changed = ", ".join(f"{key}={_as_text(value)}" for key, value in pairs)
+        raw["name"] = f"{name}[{changed}]" if changed else name
+    return raw
+
+
+def _placement(network: NetworkSpec, transform_at: str, sum_at: str) -> tuple[str | None, str]:
+    auto_transform, auto_sum = default_placement(network)
+    transform = auto_transform if transform_at == "auto" else transform_at
+    return (None if transform == "none" else transform), auto_sum if sum_at == "auto" else sum_at
+
+
+def runs_table(result: RunResult) -> pd.DataFrame:
+    """Per run without targets: steps, total and mean step time, final loss, bottleneck."""
+    timeline = result.timeline
+    parts = bottlenecks(timeline)
+    rows = []
+    for (run, network), steps in timeline.groupby(["run", "network"], sort=False):
+        last = steps.iloc[-1]
+        config = str(last["config"])
+        evaluated = steps["val_loss"].dropna()
+        rows.append(
+            {
+                "run": run,
+                "label": result.labels.get(config, config),
+                "network": network,
+                "steps": int(last["step"]),
+                "time_s": float(last["time_s"]),
+                "step_s": float(last["time_s"]) / int(last["step"]),
+                "final_val_loss": float(evaluated.iloc[-1]) if len(evaluated) else float("nan"),
+                "wire_bytes": float(last["wire_bytes"]),
+                "bottleneck": parts[(config, network)],
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def replay_command(
+    traces: list[Path] = typer.Argument(..., help="Trace files or folders of them."),
+    network: str = typer.Option(..., "--network", "-n", help="A preset name or a YAML file."),
+    settings: list[str] = typer.Option(
+        [], "--set", help='Change one network key: --set host_link.rate="100 Gb/s" (repeatable).'
+    ),
+    targets: str | None = typer.Option(
+        None, "--targets", "-t", help='Losses: "2.7,final:A" (default: final:BASELINE if given).'
+    ),
+    baseline: str | None = typer.Option(
+        None, "--baseline", "-b", help="Speed-ups against this config or variant id (e.g. A)."
+    ),
+    transform_at: str = typer.Option(
+        "auto",
+        "--transform-at",
+        help="E/E' band made at: auto (the hardware), none, pluggable, switch.",
+    ),
+    sum_at: str = typer.Option(
+        "auto", "--sum-at", help="Reducible payloads summed at: auto, receivers, switch."
+    ),
+    out: Path | None = typer.Option(
+        None, "--out", "-o", help="Also write timeline, summary and report here."
+    ),
+    csv: bool = typer.Option(False, "--csv", help="Print CSV (raw numbers)."),
+    markdown: bool = typer.Option(False, "--markdown", help="Print a markdown table."),
+    json_: bool = typer.Option(False, "--json", help="Print JSON records."),
+) -> int:
+    """Replay traces on one network and print time-to-loss per target (or, without targets,
+    each run's total time). Exit 0 ok, 1 when a trace could not be replayed, 2 on bad input."""
+    fmt = output_format(csv, markdown, json_)
+    if transform_at not in PLACEMENTS:
+        raise TransitsimError(f"--transform-at must be one of {', '.join(PLACEMENTS)}")
+    if sum_at not in SUMS:
+        raise TransitsimError(f"--sum-at must be one of {', '.join(SUMS)}")
+    spec = network_from_dict(network_description(network, settings))
+    placed_transform, placed_sum = _placement(spec, transform_at, sum_at)
+    loaded = load_traces(find_traces(traces))
+    loaded = dict(sorted(loaded.items(), key=lambda item: run_sort_key(item[1].meta)))
+    if not loaded:
+        raise TransitsimError(f"no traces in {', '.join(map(str, traces))}")
+    try:
+        result = replay_traces(
+            loaded,
+            spec,
+            targets=targets,
+            baseline=baseline,
+            transform_at=placed_transform,
+            sum_at=placed_sum,
+            quiet=fmt != "table",
+        )
+    except JobsFailed as exc:
+        return report_all_failed(exc)
+    if out is not None:
+        write_outputs(result, out, ("timeline", "summary", "report"))
+    report_problems(result)
+    if result.targets:
+        print_summary(result, fmt, baseline=baseline)
+    else:
+        table = runs_table(result)
+        if fmt in ("table", "markdown"):
+            table = table.drop(columns="run")
+        show_table(table, fmt, None, RUN_HEADERS)
+    if out is not None and fmt == "table":
+        print(f"wrote {', '.join(str(path) for path in result.files)}", file=sys.stderr)
+    return result.exit_code
+
+
+def register(app: typer.Typer) -> None:
+    """Add `transitsim replay` to the main app (the lead wires it in transitsim/cli.py)."""
+    app.command("replay")(replay_command)

@@ -1,0 +1,508 @@
+"""Run a scenario: every (trace, network point) replayed, summarised and written to a folder.
+
+    scenario = load_scenario("scenarios/quickstart.yaml")
+    result = run_scenario(scenario, Path("out/quickstart"))
+    result.summary      # steps-, time- and bytes-to-loss per config, network and target
+
+The replays run on `transitsim.sweep` (serially or on Dask); this module turns their timelines
+into the summary (`metrics.time_to_target`, grid parameters as timeline columns), the ladder,
+the crossovers of a grid and the report, and writes every file atomically (a temp file in the
+same folder, then os.replace): a run killed at any moment leaves each output whole or absent.
+"""
+
+import contextlib
+import json
+import os
+import tempfile
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from transitsim.errors import TransitsimError
+from transitsim.metrics import (
+    LADDER_COLUMNS,
+    SUMMARY_COLUMNS,
+    crossovers,
+    ladder,
+    parse_targets,
+    resolve_config,
+    time_to_target,
+)
+from transitsim.metrics import TIMELINE_COLUMNS as METRIC_COLUMNS
+from transitsim.network import NetworkSpec
+from transitsim.replay import placement_for
+from transitsim.report import write_report
+from transitsim.scenario import OUTPUT_FILES, Scenario, network_placement, scenario_to_networks
+from transitsim.sweep import JobResult, ReplayJob, run_jobs
+from transitsim.tables import config_labels
+from transitsim.trace import Trace, read_trace
+from transitsim.trace_events import write_trace_events
+
+# Where a step's time goes, as the summary names it: GPU work, making the band (on the GPU or
+# in the network), serialisation and flight on the wire, and waiting (stragglers, contention).
+BOTTLENECK_PARTS = {
+    "compute": ("compute_s", "update_s"),
+    "transform": ("compress_s", "transform_s"),
+    "wire": ("wire_s",),
+    "wait": ("wait_s",),
+}
+LINKS_PER_NETWORK = 12  # busiest links shown in the report's utilisation chart
+DEFAULT_FILES = ("timeline", "summary", "ladder", "report")
+
+
+class JobsFailed(TransitsimError):
+    """Every job failed, so there is nothing to summarise (the CLI lists them and exits 1)."""
+
+    def __init__(self, failures: list[JobResult]) -> None:
+        super().__init__(f"every job failed ({len(failures)})")
+        self.failures = failures
+
+
+@dataclass
+class RunResult:
+    """Everything a run produced. summary: one row per (config, network, target) with label,
+    grid parameters, bottleneck and extrapolated; crossovers: where the fastest config changes
+    along each grid parameter; failures: the jobs that failed (the rest are in the tables)."""
+
+    title: str
+    timeline: pd.DataFrame
+    summary: pd.DataFrame
+    ladder: pd.DataFrame
+    crossovers: pd.DataFrame
+    link_util: pd.DataFrame
+    step_events: pd.DataFrame | None
+    labels: dict[str, str]
+    targets: list[float]
+    target_names: list[str]
+    params: list[str]
+    failures: list[JobResult] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    files: list[Path] = field(default_factory=list)
+
+    @property
+    def exit_code(self) -> int:
+        """0 when every job ran, 1 when some failed."""
+        return 1 if self.failures else 0
+
+
+# ---------------------------------------------------------------------------------------------
+# Scenario -> jobs
+
+
+def load_traces(paths: list[Path]) -> dict[str, Trace]:
+    """Traces by run name, read (and validated) once, in the given order."""
+    traces: dict[str, Trace] = {}
+    for path in paths:
+        trace = read_trace(path)
+        if trace.name in traces:
+            raise TransitsimError(
+                f"run {trace.name!r} appears twice ({traces[trace.name].path} and {path})"
+            )
+        traces[trace.name] = trace
+    return traces
+
+
+def is_number(value: Any) -> bool:
+    """A grid value a crossover can run along: a number, not a bool."""
+    return isinstance(value, int | float | np.number) and not isinstance(value, bool | np.bool_)
+
+
+def _param_value(value: Any) -> Any:
+    """A grid value as a table cell: numbers and text as they are, a mapping as JSON text."""
+    if isinstance(value, bool | int | float | str) or value is None:
+        return value
+    return json.dumps(value, sort_keys=True, default=str)
+
+
+def scenario_jobs(scenario: Scenario, traces: dict[str, Trace]) -> list[ReplayJob]:
+    """One job per (network point, trace), networks in scenario order (grid points last)."""
+    compute = scenario.compute.to_compute_model()
+    stragglers = scenario.stragglers.to_stragglers()
+    faults = tuple(fault.to_link_fault() for fault in scenario.faults)
+    jobs = []
+    for name, network, params in scenario_to_networks(scenario):
+        placement = network_placement(scenario, name)
+        for position, trace in enumerate(traces.values()):
+            jobs.append(
+                ReplayJob(
+                    index=len(jobs),
+                    trace_name=trace.name,
+                    network=network,
+                    params={key: _param_value(value) for key, value in params.items()},
+                    transform_at=placement_for(trace.variant, placement.transform_at),
+                    sum_at=placement.sum_at,
+                    compute=compute,
+                    stragglers=stragglers,
+                    faults=faults,
+                    seed=scenario.stragglers.seed,
+                    record_step=position == 0,
+                )
+            )
+    return jobs
+
+
+def default_output_dir(scenario: Scenario) -> Path:
+    """outputs.dir of the scenario (relative to its file), else out/<scenario name>/."""
+    return scenario.output_dir or Path("out") / (scenario.name or "scenario")
+
+
+def _resolve_label(name: str, scenario_labels: dict[str, str]) -> str:
+    """A label written in a scenario ("final:<label>", baseline) as its config name."""
+    by_label = {label: config for config, label in scenario_labels.items()}
+    return by_label.get(name, name)
+
+
+def run_scenario(
+    scenario: Scenario,
+    out_dir: Path | None = None,
+    *,
+    serial: bool = False,
+    scheduler: str | None = None,
+    quiet: bool = False,
+    trace_events: Path | None = None,
+) -> RunResult:
+    """Replay every (trace, network point) of a loaded scenario, summarise, write the outputs.
+
+    out_dir: default `default_output_dir(scenario)`. Files: those of outputs.files (timeline in
+    outputs.table_format, summary/ladder/sweep/link_util as CSV, report.html, trace_events.json);
+    trace_events: also write one step's trace events to this file. Jobs that fail are in
+    `failures`; the tables hold the others. Raises JobsFailed when no job succeeds.
+    The local Dask cluster starts worker processes by spawning: a script that calls this
+    without serial=True needs the `if __name__ == "__main__":` guard.
+    """
+    traces = load_traces([trace.path for trace in scenario.trace_files])
+    own_labels = {
+        trace.config: trace.label for trace in scenario.trace_files if trace.label is not None
+    }
+    target_names = [
+        target if isinstance(target, str) else f"{target:g}" for target in scenario.targets
+    ]
+    spec = ",".join(
+        f"final:{_resolve_label(t[len('final:') :], own_labels)}" if t.startswith("final:") else t
+        for t in target_names
+    )
+    targets = parse_targets(spec, list(traces.values()))
+    baseline = _resolve_label(scenario.baseline, own_labels) if scenario.baseline else None
+    jobs = scenario_jobs(scenario, traces)
+    results = run_jobs(traces, jobs, serial=serial, scheduler=scheduler, quiet=quiet)
+    result = assemble(
+        results,
+        traces,
+        targets,
+        target_names,
+        baseline,
+        title=f"transitsim: {scenario.name}",
+        own_labels=own_labels,
+    )
+    out_dir = default_output_dir(scenario) if out_dir is None else Path(out_dir)
+    files = list(dict.fromkeys(scenario.outputs.files))
+    write_outputs(result, out_dir, files, scenario.outputs.table_format, trace_events)
+    return result
+
+
+def default_placement(network: NetworkSpec) -> tuple[str | None, str]:
+    """(transform_at, sum_at) as a scenario places them when it does not say: the transform
+    where the hardware has one (the pluggable first), sums in the switch when it can."""
+    if network.pluggable is not None and network.pluggable.transform is not None:
+        transform_at = "pluggable"
+    else:
+        transform_at = "switch" if network.switch.transform is not None else None
+    return transform_at, "switch" if network.switch.aggregator else "receivers"
+
+
+def replay_traces(
+    traces: dict[str, Trace],
+    network: NetworkSpec,
+    *,
+    targets: str | None = None,
+    baseline: str | None = None,
+    transform_at: str | None = None,
+    sum_at: str = "receivers",
+    quiet: bool = False,
+) -> RunResult:
+    """Traces on one network (the `transitsim replay` question), in this process.
+
+    targets: a spec for metrics.parse_targets ("2.7,final:A"); None: the baseline's final loss
+    when a baseline is named, else no time-to-target (timeline only). transform_at applies to the
+    optical variants (replay.placement_for).
+    """
+    if targets is None and baseline is not None:
+        targets = f"final:{baseline}"
+    target_values = parse_targets(targets, list(traces.values())) if targets else []
+    target_names = [item.strip() for item in targets.split(",")] if targets else []
+    jobs = [
+        ReplayJob(
+            index=index,
+            trace_name=name,
+            network=network,
+            transform_at=placement_for(trace.variant, transform_at),
+            sum_at=sum_at,
+            record_step=index == 0,
+        )
+        for index, (name, trace) in enumerate(traces.items())
+    ]
+    results = run_jobs(traces, jobs, serial=True, quiet=quiet)
+    return assemble(
+        results,
+        traces,
+        target_values,
+        target_names,
+        baseline,
+        title=f"transitsim: replay on {network.name}",
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Results -> tables
+
+
+def assemble(
+    results: list[JobResult],
+    traces: dict[str, Trace],
+    targets: list[float],
+    target_names: list[str],
+    baseline: str | None,
+    *,
+    title: str,
+    own_labels: dict[str, str] | None = None,
+) -> RunResult:
+    """The run's tables from its job results (failed jobs are listed, not tabulated)."""
+    done = [r for r in results if r.ok]
+    failures = [r for r in results if not r.ok]
+    if not done:
+        raise JobsFailed(failures)
+    params = list(dict.fromkeys(key for r in done for key in r.job.params))
+    timeline = pd.concat([r.timeline for r in done], ignore_index=True)
+    rows = [len(r.timeline) for r in done]
+    for key in params:
+        values = [r.job.params.get(key) for r in done]
+        timeline[key] = pd.Series(np.repeat(np.array(values, dtype=object), rows)).astype(
+            "float64" if all(is_number(v) or v is None for v in values) else "object"
+        )
+    notes = list(dict.fromkeys(n for r in done for n in r.timeline.attrs.get("notes", [])))
+    timeline.attrs = {"notes": notes}
+    metas = {trace.config_name: trace.meta for trace in traces.values()}
+    labels = config_labels(metas) | (own_labels or {})
+    if baseline is not None and targets:
+        replayed = dict(zip(timeline["config"], timeline["variant"], strict=True))
+        try:
+            resolve_config(baseline, replayed)
+        except TransitsimError as exc:  # e.g. every baseline job failed: keep the rest
+            notes.append(f"no speed-ups: baseline {baseline!r}: {exc}")
+            baseline = None
+    summary = summarise(timeline, params, targets, baseline, labels) if targets else _no_summary()
+    return RunResult(
+        title=title,
+        timeline=timeline,
+        summary=summary,
+        ladder=ladder(list(traces.values()), targets) if targets else pd.DataFrame(),
+        crossovers=grid_crossovers(summary, params) if targets else pd.DataFrame(),
+        link_util=link_utilisation(done),
+        step_events=next((r.step_events for r in done if r.step_events is not None), None),
+        labels=labels,
+        targets=targets,
+        target_names=target_names,
+        params=params,
+        failures=failures,
+        notes=notes,
+    )
+
+
+def _no_summary() -> pd.DataFrame:
+    return pd.DataFrame(columns=list(SUMMARY_COLUMNS))
+
+
+def summarise(
+    timeline: pd.DataFrame,
+    params: list[str],
+    targets: list[float],
+    baseline: str | None,
+    labels: dict[str, str],
+) -> pd.DataFrame:
+    """time_to_target per (config, network, grid parameters, target), plus the config's label,
+    what a step's time mostly goes to on that network, and whether it is extrapolated."""
+    summary = time_to_target(timeline[[*METRIC_COLUMNS, *params]], targets, baseline)
+    summary.insert(1, "label", summary["config"].map(lambda c: labels.get(c, c)))
+    parts = bottlenecks(timeline)
+    flagged = timeline.groupby(["config", "network"], sort=False)["extrapolated"].any()
+    keys = list(zip(summary["config"], summary["network"], strict=True))
+    summary["bottleneck"] = [parts[key] for key in keys]
+    summary["extrapolated"] = [bool(flagged[key]) for key in keys]
+    return summary
+
+
+def bottlenecks(timeline: pd.DataFrame) -> dict[tuple[str, str], str]:
+    """Per (config, network): the largest of compute, transform, wire and wait, as a share of
+    the mean step (over every step of every seed), e.g. "wire 71%"."""
+    weights = timeline["interval_steps"].astype("float64")
+    frame = pd.DataFrame({"config": timeline["config"], "network": timeline["network"]})
+    for part, columns in BOTTLENECK_PARTS.items():
+        frame[part] = sum(timeline[c].astype("float64").fillna(0.0) for c in columns) * weights
+    totals = frame.groupby(["config", "network"], sort=False)[list(BOTTLENECK_PARTS)].sum()
+    result = {}
+    for key, row in totals.iterrows():
+        total = float(row.sum())
+        part = str(row.idxmax())
+        result[key] = f"{part} {row[part] / total:.0%}" if total > 0 else "none"
+    return result
+
+
+def grid_crossovers(summary: pd.DataFrame, params: list[str]) -> pd.DataFrame:
+    """metrics.crossovers along each numeric grid parameter with two or more values (the others
+    held fixed), with the parameter's name and the previous winner on each row."""
+    frames = []
+    for param in params:
+        column = summary[param]
+        if not pd.api.types.is_float_dtype(column) or column.dropna().nunique() < 2:
+            continue  # text and bool values (collective, aggregator) are held, not run along
+        points = summary.dropna(subset=[param])[[*SUMMARY_COLUMNS, *params]]
+        table = crossovers(points, param)
+        others = [c for c in params if c != param]
+        groups = table.groupby(["target", *others], sort=False, dropna=False)["best_config"]
+        table.insert(0, "parameter", param)
+        table.insert(1, "value", table[param])
+        table["previous_config"] = groups.shift(1)
+        frames.append(table.drop(columns=[param]))
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def link_utilisation(results: list[JobResult]) -> pd.DataFrame:
+    """The report's link chart: per network, the busiest links over one recorded step, as a
+    step function (utilisation from t0, back to 0 at t1)."""
+    rows = []
+    for r in results:
+        events = r.step_events
+        if events is None:
+            continue
+        links = events[events["process"] == "links"]
+        if links.empty:
+            continue
+        busy = (links["end_s"] - links["start_s"]) * links["utilisation"]
+        top = busy.groupby(links["track"], sort=False).sum().nlargest(LINKS_PER_NETWORK)
+        for link in sorted(top.index):
+            spans = links[links["track"] == link].sort_values("start_s", kind="stable")
+            for start, end, share in spans[["start_s", "end_s", "utilisation"]].itertuples(
+                index=False
+            ):
+                rows.append((r.job.network.name, link, start, share))
+                rows.append((r.job.network.name, link, end, 0.0))
+    return pd.DataFrame(rows, columns=["network", "link", "t_s", "utilisation"])
+
+
+# ---------------------------------------------------------------------------------------------
+# Writing
+
+
+@contextlib.contextmanager
+def atomic_path(path: Path) -> Iterator[Path]:
+    """A temp path beside `path` (".<name>.<random>.tmp") that replaces it when the block ends
+    without error; on error it is removed and `path` is left as it was."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        yield Path(tmp)
+        os.chmod(tmp, 0o644)  # mkstemp makes it private; results are meant to be shared
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _write_csv(frame: pd.DataFrame) -> Callable[[Path], None]:
+    return lambda tmp: frame.to_csv(tmp, index=False, lineterminator="\n")
+
+
+def _write_parquet(frame: pd.DataFrame) -> Callable[[Path], None]:
+    plain = frame.copy()
+    plain.attrs = {}  # pandas would store attrs as metadata: keep the file plain
+    return lambda tmp: plain.to_parquet(tmp, index=False)
+
+
+def output_names(table_format: str = "parquet") -> dict[str, str]:
+    """The file each outputs.files entry writes."""
+    return {
+        "timeline": f"timeline.{table_format}",
+        "summary": "summary.csv",
+        "ladder": "ladder.csv",
+        "sweep": "sweep.csv",
+        "link_util": "link_util.csv",
+        "report": "report.html",
+        "trace_events": "trace_events.json",
+    }
+
+
+def write_outputs(
+    result: RunResult,
+    out_dir: Path,
+    files: list[str] | tuple[str, ...] = DEFAULT_FILES,
+    table_format: str = "parquet",
+    trace_events: Path | None = None,
+) -> list[Path]:
+    """Write the chosen outputs into out_dir, each atomically; the report last (slowest)."""
+    unknown = [name for name in files if name not in OUTPUT_FILES]
+    if unknown:
+        raise TransitsimError(f"unknown output(s) {', '.join(unknown)} (known: {OUTPUT_FILES})")
+    names = output_names(table_format)
+    tables = {
+        "timeline": result.timeline,
+        "summary": result.summary,
+        "ladder": result.ladder,
+        "sweep": result.crossovers,
+        "link_util": result.link_util,
+    }
+    written: list[Path] = []
+    for name in ("timeline", "summary", "ladder", "sweep", "link_util"):
+        if name not in files:
+            continue
+        path = out_dir / names[name]
+        writer = (
+            _write_parquet(tables[name]) if path.suffix == ".parquet" else _write_csv(tables[name])
+        )
+        with atomic_path(path) as tmp:
+            writer(tmp)
+        written.append(path)
+    events_paths = [out_dir / names["trace_events"]] if "trace_events" in files else []
+    events_paths += [Path(trace_events)] if trace_events is not None else []
+    for path in events_paths:
+        if result.step_events is None:
+            result.notes.append(
+                f"no trace events written to {path}: no network of at most 64 workers replayed"
+            )
+            continue
+        written.append(write_trace_events(path, result.step_events))
+    if "report" in files:
+        written.append(_write_report(result, out_dir / names["report"]))
+    _remove_stale_temps(out_dir, names.values())
+    result.files.extend(written)
+    return written
+
+
+def _write_report(result: RunResult, path: Path) -> Path:
+    sweep = None
+    if result.params and len(result.summary):
+        grid_rows = result.summary.dropna(subset=result.params, how="all")
+        sweep = grid_rows[[*SUMMARY_COLUMNS, *result.params]]
+    return write_report(
+        path,
+        result.timeline,
+        result.summary,
+        result.ladder if len(result.ladder) else pd.DataFrame(columns=list(LADDER_COLUMNS)),
+        link_util=result.link_util,
+        sweep=sweep,
+        title=result.title,
+        labels=result.labels,
+    )
+
+
+def _remove_stale_temps(out_dir: Path, names: Any) -> None:
+    """Temp files of our outputs left by an earlier run that was killed mid-write."""
+    if not out_dir.is_dir():
+        return
+    for name in names:
+        for stale in out_dir.glob(f".{name}.*.tmp"):
+            stale.unlink(missing_ok=True)

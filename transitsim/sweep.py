@@ -1,0 +1,304 @@
+"""A grid of (trace, network point) replay jobs, run one after another or in parallel on Dask.
+
+Every job is independent and deterministic, so where and in which order jobs run cannot change
+a number: results come back in job order, whatever order they finished in. A job that fails
+becomes a result with a one-line reason (which trace, which network, why); the others carry on.
+
+Dask costs seconds to start (worker processes import pandas and the simulator), so it is used
+only when it can pay: more than one job and no `serial=True`. A local cluster has at most
+MAX_LOCAL_WORKERS processes of one thread each; `scheduler="tcp://host:8786"` uses an existing
+cluster instead (its workers need transitsim installed; traces are sent to them, not read there).
+"""
+
+import contextlib
+import logging
+import os
+import socket
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    ProgressColumn,
+    TextColumn,
+    TimeElapsedColumn,
+)
+from rich.text import Text
+
+from transitsim.compute import ComputeModel, Stragglers
+from transitsim.errors import TransitsimError
+from transitsim.network import Exchange, LinkFault, NetworkSpec, simulate_exchange
+from transitsim.replay import replay
+from transitsim.trace import Trace
+
+MAX_LOCAL_WORKERS = 2  # this project's machines have two cores
+# One step is re-simulated with link use recorded (report, trace events) on networks this small;
+# larger ones would record millions of intervals for a chart nobody can read.
+MAX_RECORDED_WORKERS = 64
+STEP_EVENT_COLUMNS = ["process", "track", "name", "start_s", "end_s", "utilisation"]
+
+
+@dataclass(frozen=True)
+class ReplayJob:
+    """One trace on one network point, with everything replay needs besides the trace itself."""
+
+    index: int
+    trace_name: str
+    network: NetworkSpec
+    params: dict[str, Any] = field(default_factory=dict)  # grid parameters of the point (SI)
+    transform_at: str | None = None
+    sum_at: str = "receivers"
+    compute: ComputeModel = field(default_factory=ComputeModel)
+    stragglers: Stragglers | None = None
+    faults: tuple[LinkFault, ...] = ()
+    seed: int = 0
+    scale_params: int | None = None  # what-if model size (replay's scale_params)
+    record_step: bool = False  # also simulate the last step with link use recorded
+
+
+@dataclass
+class JobResult:
+    """What one job gave: its replay, or the one-line reason it failed."""
+
+    job: ReplayJob
+    timeline: pd.DataFrame | None = None
+    link_stats: pd.DataFrame | None = None
+    step_events: pd.DataFrame | None = None  # one step's intervals (STEP_EVENT_COLUMNS)
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    def describe_failure(self) -> str:
+        return f"{self.job.trace_name} on {self.job.network.name}: {self.error}"
+
+
+def one_line(exc: BaseException) -> str:
+    """An exception as one line: our own errors as they are, anything else with its type."""
+    text = " ".join(str(exc).split()) if str(exc).strip() else ""
+    if isinstance(exc, TransitsimError):
+        return text or type(exc).__name__
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def run_job(trace: Trace, job: ReplayJob) -> JobResult:
+    """Replay one trace on one network point; never raises (a failure is the result's error)."""
+    try:
+        result = replay(
+            trace,
+            job.network,
+            compute=job.compute,
+            transform_at=job.transform_at,
+            sum_at=job.sum_at,
+            stragglers=job.stragglers,
+            faults=list(job.faults),
+            scale_params=job.scale_params,
+            seed=job.seed,
+        )
+        step_events = None
+        if job.record_step and job.network.workers <= MAX_RECORDED_WORKERS:
+            step_events = _last_step_events(trace, job, result.timeline, result.step_detail)
+    except Exception as exc:  # a job's failure must not lose the others
+        return JobResult(job=job, error=one_line(exc))
+    return JobResult(
+        job=job, timeline=result.timeline, link_stats=result.link_stats, step_events=step_events
+    )
+
+
+def _last_step_events(
+    trace: Trace, job: ReplayJob, timeline: pd.DataFrame, step_detail: pd.DataFrame
+) -> pd.DataFrame:
+    """The last step as intervals: each worker's compute, compression, exchange and update, and
+    each link's busy spells. Straggler jitter is left out (one representative step); fixed
+    per-worker factors are kept."""
+    row = timeline.iloc[-1]
+    detail = step_detail.iloc[-1]
+    workers = job.network.workers
+    exchange = Exchange(
+        algo=str(detail["algo"]),
+        payload_bytes=int(detail["payload_bytes"]),
+        dense_bytes=int(detail["dense_bytes"]),
+        transform_at=job.transform_at,
+        # as replay decides it: the sender gets its own band back over a loopback
+        loopback=(trace.meta.get("variant_params") or {}).get("feedback") == "loopback",
+    )
+    stragglers = job.stragglers or Stragglers(distribution="none")
+    factors = stragglers.factors(workers)
+    compute_s = float(row["compute_s"]) * factors / float(factors.min())
+    ready_s = compute_s + float(row["compress_s"])
+    result = simulate_exchange(job.network, exchange, start_s=ready_s, record_utilisation=True)
+    update_s = float(row["update_s"])
+    rows: list[dict[str, Any]] = []
+    for worker in range(workers):
+        track = f"worker {worker}"
+        spans = [
+            ("compute", 0.0, compute_s[worker]),
+            ("compress", compute_s[worker], ready_s[worker]),
+            ("exchange", ready_s[worker], float(result.finish_s[worker])),
+            ("update", float(result.finish_s[worker]), float(result.finish_s[worker]) + update_s),
+        ]
+        for name, start, end in spans:
+            if end > start:
+                rows.append(
+                    {"process": "workers", "track": track, "name": name}
+                    | {"start_s": start, "end_s": end, "utilisation": np.nan}
+                )
+    util = result.utilisation if result.utilisation is not None else pd.DataFrame()
+    for link, t0, t1, share in util[["link", "t0_s", "t1_s", "utilisation"]].itertuples(
+        index=False
+    ):
+        rows.append(
+            {"process": "links", "track": link, "name": "busy"}
+            | {"start_s": float(t0), "end_s": float(t1), "utilisation": float(share)}
+        )
+    return pd.DataFrame(rows, columns=STEP_EVENT_COLUMNS)
+
+
+# ---------------------------------------------------------------------------------------------
+# Running many jobs
+
+
+def show_progress(quiet: bool) -> bool:
+    """A bar only for a person watching: not under --quiet, in CI, or when stderr is a file."""
+    return not quiet and sys.stderr.isatty() and not os.environ.get("CI")
+
+
+class _RateColumn(ProgressColumn):
+    """Jobs per second, once there is a measurement."""
+
+    def render(self, task: Any) -> Text:
+        speed = task.finished_speed or task.speed
+        return Text(f"{speed:.2f} jobs/s" if speed else "", style="progress.data.speed")
+
+
+@contextlib.contextmanager
+def _progress(total: int, quiet: bool) -> Iterator[Any]:
+    """A callable that advances the bar by one job (a no-op when no bar is shown)."""
+    if not show_progress(quiet) or total == 0:
+        yield lambda: None
+        return
+    bar = Progress(
+        TextColumn("replaying"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        _RateColumn(),
+        TimeElapsedColumn(),
+        console=Console(stderr=True),
+        transient=True,
+    )
+    with bar:
+        task = bar.add_task("replaying", total=total)
+        yield lambda: bar.advance(task)
+
+
+def run_jobs(
+    traces: dict[str, Trace],
+    jobs: list[ReplayJob],
+    *,
+    serial: bool = False,
+    scheduler: str | None = None,
+    max_workers: int = MAX_LOCAL_WORKERS,
+    quiet: bool = False,
+) -> list[JobResult]:
+    """Run every job (traces by name) and return the results in job order.
+
+    serial: in this process, one after another. scheduler: the address of a running Dask
+    scheduler. Otherwise a local Dask cluster of up to `max_workers` single-threaded processes.
+    One job, or serial, never starts Dask.
+    """
+    if serial and scheduler:
+        raise TransitsimError("--serial and --scheduler exclude each other: choose one")
+    missing = sorted({job.trace_name for job in jobs} - set(traces))
+    if missing:
+        raise TransitsimError(f"jobs name trace(s) that were not given: {', '.join(missing)}")
+    with _progress(len(jobs), quiet) as advance:
+        if serial or (len(jobs) <= 1 and scheduler is None):
+            results = []
+            for job in jobs:
+                results.append(run_job(traces[job.trace_name], job))
+                advance()
+            return results
+        return _run_on_dask(traces, jobs, scheduler, max_workers, advance)
+
+
+@contextlib.contextmanager
+def _quiet_dask() -> Iterator[None]:
+    """Dask's loggers say nothing below ERROR while we use it (start-up chatter, shutdown)."""
+    loggers = [logging.getLogger(name) for name in ("distributed", "dask", "tornado", "asyncio")]
+    levels = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        for logger, level in zip(loggers, levels, strict=True):
+            logger.setLevel(level)
+
+
+def _check_reachable(address: str) -> None:
+    """A quick TCP connect first: a Client that fails to connect takes 20 s more to give up
+    (in its destructor) and prints a traceback while it does."""
+    from distributed.comm.addressing import parse_address, parse_host_port
+
+    try:
+        protocol, location = parse_address(address)
+        if protocol != "tcp":
+            return  # tls://, ucx://, ...: leave it to the client
+        host, port = parse_host_port(location)
+        socket.create_connection((host, port), timeout=5).close()
+    except (OSError, ValueError, TypeError) as exc:
+        raise TransitsimError(
+            f"cannot reach the Dask scheduler at {address!r}: {one_line(exc)}"
+        ) from None
+
+
+def _run_on_dask(
+    traces: dict[str, Trace],
+    jobs: list[ReplayJob],
+    scheduler: str | None,
+    max_workers: int,
+    advance: Any,
+) -> list[JobResult]:
+    from dask.distributed import Client, LocalCluster, as_completed  # seconds to import: lazily
+
+    with _quiet_dask(), contextlib.ExitStack() as stack:
+        if scheduler is None:
+            workers = max(1, min(max_workers, len(jobs), os.cpu_count() or 1))
+            cluster = stack.enter_context(
+                LocalCluster(
+                    n_workers=workers,
+                    threads_per_worker=1,
+                    processes=True,
+                    dashboard_address=None,
+                    silence_logs=logging.ERROR,
+                )
+            )
+            client = stack.enter_context(Client(cluster, set_as_default=False))
+        else:
+            _check_reachable(scheduler)
+            try:
+                client = stack.enter_context(Client(scheduler, timeout="10s", set_as_default=False))
+            except (OSError, TimeoutError, ValueError) as exc:
+                raise TransitsimError(
+                    f"cannot reach the Dask scheduler at {scheduler}: {one_line(exc)}"
+                ) from None
+        used = sorted({job.trace_name for job in jobs})
+        shared = client.scatter({name: traces[name] for name in used}, hash=False)
+        futures = [client.submit(run_job, shared[job.trace_name], job, pure=False) for job in jobs]
+        for _ in as_completed(futures, loop=client.loop):
+            advance()
+        results = []
+        for job, future in zip(jobs, futures, strict=True):
+            try:
+                results.append(future.result())
+            except Exception as exc:  # the worker itself died (killed, out of memory)
+                results.append(JobResult(job=job, error=f"Dask worker failed: {one_line(exc)}"))
+        return results
