@@ -1,1 +1,1 @@
-"""The torch trainer that produces transitsim traces (needs the `train` extra: torch, tokenizers)."""
+"""The torch trainer that produces transitsim traces (needs the `train` extra: torch)."""
