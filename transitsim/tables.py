@@ -14,6 +14,7 @@ import pandas as pd
 from rich.console import Console
 from rich.measure import Measurement
 from rich.table import Table
+from rich.text import Text
 
 from transitsim.errors import TransitsimError
 
@@ -30,8 +31,14 @@ def output_format(csv: bool = False, markdown: bool = False, json_: bool = False
 
 
 def format_gb(n_bytes: float) -> str:
-    """Decimal gigabytes, as the published slides print them (12.67 GB = 12,666,777,600 B)."""
-    return f"{n_bytes / 1e9:,.2f} GB"
+    """Decimal units, as the published slides print them (12.67 GB = 12,666,777,600 B).
+
+    Gigabytes from 1 GB up, so published-scale tables read as the slides do; smaller runs get the
+    largest decimal unit that keeps three significant figures visible (MB, kB, B)."""
+    for unit, size in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if abs(n_bytes) >= size:
+            return f"{n_bytes / size:,.2f} {unit}"
+    return f"{n_bytes:,.0f} B"
 
 
 def _is_missing(value: Any) -> bool:
@@ -108,11 +115,17 @@ def _markdown(df: pd.DataFrame, headers: list[str], title: str | None) -> str:
 
 
 def _rich_table(df: pd.DataFrame, headers: list[str], title: str | None) -> Table:
-    table = Table(title=title, title_justify="left", header_style="bold")
+    """Every cell, header and the title as rich Text, never markup: a network called
+    "rack[host_link.rate=100 Gb/s]" prints as it is written."""
+    table = Table(
+        title=Text(title) if title is not None else None,
+        title_justify="left",
+        header_style="bold",
+    )
     for column, header in zip(df.columns, headers, strict=True):
-        table.add_column(header, justify="right" if _is_numeric(df[column]) else "left")
+        table.add_column(Text(header), justify="right" if _is_numeric(df[column]) else "left")
     for row in df.itertuples(index=False):
-        table.add_row(*(format_cell(c, v) for c, v in zip(df.columns, row, strict=True)))
+        table.add_row(*(Text(format_cell(c, v)) for c, v in zip(df.columns, row, strict=True)))
     return table
 
 

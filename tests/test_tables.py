@@ -1,0 +1,13 @@
+"""Byte formatting: published-scale tables read in GB as the slides do; small runs stay readable."""
+
+from transitsim.tables import format_gb
+
+
+def test_published_scale_reads_in_gigabytes() -> None:
+    assert format_gb(400 * 31_666_944) == "12.67 GB"
+
+
+def test_small_runs_use_the_largest_unit_that_keeps_figures() -> None:
+    assert format_gb(100 * 836_864) == "83.69 MB"
+    assert format_gb(52_304) == "52.30 kB"
+    assert format_gb(512) == "512 B"
