@@ -44,24 +44,39 @@ def chunk_transform_matrix(
     return torch.kron(dct_matrix(h, device=device), dct_matrix(w, device=device))
 
 
-def dct_chunks(x: torch.Tensor, mats: tuple[torch.Tensor, ...]) -> torch.Tensor:
+def dct_chunks(
+    x: torch.Tensor,
+    mats: tuple[torch.Tensor, ...],
+    *,
+    out: torch.Tensor | None = None,
+    work: torch.Tensor | None = None,
+) -> torch.Tensor:
     """Forward DCT of a batch of chunks.
 
     1-D: x (..., m), mats = (D_m,), returns x @ D_m.T.
     2-D: x (..., h, w), mats = (D_h, D_w), returns D_h @ x @ D_w.T per tile.
+    out / work: optional buffers shaped like x for the result and the 2-D half-transform. A step
+    that reuses them skips allocating (and page-faulting) fresh memory for every transform; the
+    matmuls, and so the results, are the same bit for bit.
     """
     if len(mats) == 1:
-        return x @ mats[0].T
+        return torch.matmul(x, mats[0].T, out=out)
     d_rows, d_cols = mats
-    return torch.matmul(d_rows, x @ d_cols.T)
+    return torch.matmul(d_rows, torch.matmul(x, d_cols.T, out=work), out=out)
 
 
-def idct_chunks(c: torch.Tensor, mats: tuple[torch.Tensor, ...]) -> torch.Tensor:
-    """Inverse of `dct_chunks` (the transposes, since the basis is orthonormal)."""
+def idct_chunks(
+    c: torch.Tensor,
+    mats: tuple[torch.Tensor, ...],
+    *,
+    out: torch.Tensor | None = None,
+    work: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """Inverse of `dct_chunks` (the transposes, since the basis is orthonormal); same buffers."""
     if len(mats) == 1:
-        return c @ mats[0]
+        return torch.matmul(c, mats[0], out=out)
     d_rows, d_cols = mats
-    return torch.matmul(d_rows.T, c @ d_cols)
+    return torch.matmul(d_rows.T, torch.matmul(c, d_cols, out=work), out=out)
 
 
 def transform_rows(chunk_shape: tuple[int, ...], positions: torch.Tensor) -> torch.Tensor:

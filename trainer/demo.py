@@ -10,11 +10,16 @@ tensor order, and they are drawn per tensor in parameter order.
 Paths: a fixed band shared by all chunks of a group is computed as x @ T_band.T (k MACs per
 value) when that is cheaper than the full separable DCT; otherwise the full DCT is taken and the
 band gathered from it (top-k, calibrated bands, 64x64 tiles at k = 256).
+
+Speed without changing a bit of the result: each group keeps its work buffers (transforms, masks,
+quantised input) across steps, since fresh memory of this size is page-faulted in on every use;
+top-k selects with a partition (`topk_mask`) and feeds back and aggregates densely through the
+mask, with the same floating-point operations in the same order as scattering indices would do.
 """
 
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -24,7 +29,7 @@ from trainer.config import FEEDBACK_MODES, RunConfig
 from trainer.dct import dct_chunks, dct_matrix, idct_chunks, transform_rows
 from trainer.diagnostics import EnergyTally, row_energies
 from trainer.optics import OpticsEmulator, chunk_full_scale, input_scale, readout_sigma
-from trainer.selection import FIXED_SHAPES, band_positions, calibrated_positions, topk_select
+from trainer.selection import FIXED_SHAPES, band_positions, calibrated_positions, topk_mask
 
 DEMO_VARIANTS = ("topk", "band", "calib", "optics", "optics_switch")
 OPTICS_VARIANTS = ("optics", "optics_switch")
@@ -68,6 +73,7 @@ class _Group:
     emulator: OpticsEmulator | None = None
     scale_rows: torch.Tensor | None = None  # (rows, 1) input full scale per row
     diag_bands: dict[str, torch.Tensor] | None = None
+    buffers: dict[str, torch.Tensor] = field(default_factory=dict)  # work memory reused per step
 
     @property
     def rows(self) -> int:
@@ -250,6 +256,17 @@ class DeMo:
     def _emulating(self, group: _Group) -> bool:
         return self.optics_active and group.emulator is not None and not group.emulator.exact
 
+    def _buffer(
+        self, group: _Group, name: str, shape: tuple[int, ...], dtype: torch.dtype = torch.float32
+    ) -> torch.Tensor:
+        """Work memory of `group` kept across steps: a fresh buffer of this size is page-faulted
+        in on every use, which costs about as much as the arithmetic done on it."""
+        buf = group.buffers.get(name)
+        if buf is None or buf.shape != shape or buf.dtype != dtype:
+            buf = torch.empty(shape, dtype=dtype, device=self.device)
+            group.buffers[name] = buf
+        return buf
+
     # ------------------------------------------------------------------------------- the step
 
     def _sync(self) -> None:
@@ -369,7 +386,11 @@ class DeMo:
         use_band_matrix = group.band is not None and group.band_matrix_cheaper
         calib_energy = self.variant == "calib" and in_window
         need_coef = not use_band_matrix or calib_energy
-        coef = dct_chunks(group.delta, group.mats).view(W, -1, m) if need_coef else None
+        full = group.delta.shape
+        coef = None
+        if need_coef:  # into reused buffers: "work" is free again once coef is done
+            coef_buf, work = self._buffer(group, "coef", full), self._buffer(group, "work", full)
+            coef = dct_chunks(group.delta, group.mats, out=coef_buf, work=work).view(W, -1, m)
 
         if tally is not None:
             t0 = time.perf_counter()
@@ -387,23 +408,35 @@ class DeMo:
                 mm.sumsq += float(row_sq[:, mm.start : mm.stop].sum(dtype=torch.float64))
                 mm.count += W * mm.chunker.numel
 
-        # Selection (spec §6.2 step 6).
+        # Top-k: selection (spec §6.2 step 6) as a mask of the chosen positions, and error
+        # feedback (step 8) of the masked coefficients `sent` (zeros elsewhere): the tensor that
+        # scattering the chosen (index, value) pairs would build. Top-k sends values exactly.
         if self.variant == "topk":
-            idx, val = topk_select(coef, k)
-        else:
-            idx = group.pos_rows.expand(W, group.rows, k)
-            val = delta_flat @ group.t_band.T if use_band_matrix else coef.gather(-1, idx)
+            chosen = self._buffer(group, "chosen", coef.shape, torch.bool)
+            topk_mask(coef, k, scratch=work, out=chosen)
+            sent = self._buffer(group, "sent", full)
+            zero = torch.zeros((), device=self.device)  # +0.0, as scattering into zeros leaves
+            torch.where(chosen, coef, zero, out=sent.view_as(coef))
+            group.delta.sub_(idct_chunks(sent, group.mats, out=coef_buf, work=work))
+            return ("topk", chosen, sent.view_as(coef))
+
+        # Band selection (step 6).
+        idx = group.pos_rows.expand(W, group.rows, k)
+        val = delta_flat @ group.t_band.T if use_band_matrix else coef.gather(-1, idx)
 
         # What goes on the wire (step 7).
         tx = val
         if self._emulating(group):
-            tx, clipped = group.emulator.readout(delta_flat, group.scale_rows, noise)
+            quantised = self._buffer(group, "quantised", delta_flat.shape)
+            tx, clipped = group.emulator.readout(
+                delta_flat, group.scale_rows, noise, work=quantised
+            )
             self._clipped += clipped
             if group.emulator.planes is not None:
                 self._clip_total += W * sum(mm.chunker.numel for mm in group.members)
 
         # Error feedback (step 8).
-        band_mean = None if self.variant == "topk" else tx.sum(0) / W
+        band_mean = tx.sum(0) / W
         if self.variant in OPTICS_VARIANTS and cfg.feedback in ("sent", "loopback"):
             fb = tx
         elif self.variant == "optics_switch" and cfg.feedback == "mean":
@@ -414,36 +447,39 @@ class DeMo:
             delta_flat.view(W * group.rows, m).addmm_(
                 fb.reshape(W * group.rows, k), group.t_band, alpha=-1.0
             )
-        else:
-            sent = torch.zeros_like(delta_flat).scatter_(-1, idx, fb)
-            group.delta.sub_(idct_chunks(sent.view_as(group.delta), group.mats))
+        else:  # coef and work are free again: val, tx and fb are copies
+            sent = self._buffer(group, "sent", full)
+            sent.view(W, group.rows, m).zero_().scatter_(-1, idx, fb)
+            group.delta.sub_(idct_chunks(sent, group.mats, out=coef_buf, work=work))
 
-        if self.variant == "topk":
-            return ("topk", idx, tx)
         return ("band", use_band_matrix, band_mean)
 
     def _apply_update(self, group: _Group, aggregate: tuple, lr: float) -> None:
         """Aggregate (step 9), inverse transform and p <- p - lr * sign(u) (step 10)."""
-        W, rows, k, m = self.workers, group.rows, group.k, group.m
+        W, rows, m = self.workers, group.rows, group.m
         if aggregate[0] == "topk":
-            _, idx, tx = aggregate
-            # All workers' (idx, tx) concatenated along the chunk's last axis, worker 0 first,
-            # then scatter-mean over the contributors of each position (include_self=False).
-            idx_all = idx.permute(1, 0, 2).reshape(rows, W * k)
-            tx_all = tx.permute(1, 0, 2).reshape(rows, W * k)
-            dense = torch.zeros(rows, m, device=self.device).scatter_reduce_(
-                -1, idx_all, tx_all, reduce="mean", include_self=False
-            )
-            update = idct_chunks(dense.view(rows, *group.chunk_shape), group.mats)
+            _, chosen, sent = aggregate
+            # The mean over the contributors of each position: all workers' (index, value)
+            # pairs scatter-added worker 0 first, divided by the number of contributors (1 where
+            # there are none). Added densely in the same worker order from +0, with +0 where a
+            # worker did not pick the position, each sum is bit for bit the scattered one.
+            total = self._buffer(group, "dense", (rows, m)).zero_()
+            count_dtype = torch.uint8 if W < 256 else torch.int32  # integer adds are cheap
+            count = self._buffer(group, "count", (rows, m), count_dtype).zero_()
+            picks = chosen.view(torch.uint8)
+            for w in range(W):
+                total.add_(sent[w])
+                count.add_(picks[w])
+            divisor = self._buffer(group, "divisor", (rows, m)).copy_(count).clamp_(min=1)
+            update = self._decode(group, total.div_(divisor))
         else:
             _, use_band_matrix, band_mean = aggregate
             if use_band_matrix:
                 update = (band_mean @ group.t_band).view(rows, *group.chunk_shape)
             else:
-                dense = torch.zeros(rows, m, device=self.device).scatter_(
-                    -1, group.pos_rows, band_mean
-                )
-                update = idct_chunks(dense.view(rows, *group.chunk_shape), group.mats)
+                dense = self._buffer(group, "dense", (rows, m)).zero_()
+                dense.scatter_(-1, group.pos_rows, band_mean)
+                update = self._decode(group, dense)
         signs = torch.sign(update)
         for mm in group.members:
             param_view = (
@@ -452,6 +488,12 @@ class DeMo:
                 else mm.param.data.view(mm.chunker.chunks, mm.chunker.m)
             )
             param_view.add_(self._member_view(signs, mm), alpha=-lr)
+
+    def _decode(self, group: _Group, dense: torch.Tensor) -> torch.Tensor:
+        """Inverse transform of the aggregate's coefficients (rows, m), in reused buffers."""
+        shape = (group.rows, *group.chunk_shape)
+        out, work = self._buffer(group, "update", shape), self._buffer(group, "update_work", shape)
+        return idct_chunks(dense.view(shape), group.mats, out=out, work=work)
 
     def _end_of_step(self, step: int) -> None:
         """Close calibration (§8.3, §9.2) or re-set the optics' full scale when due (§9.6)."""

@@ -13,6 +13,7 @@ tests compare against (they agree to float32 rounding).
 import math
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 from trainer.dct import dct_matrix
@@ -43,6 +44,17 @@ def input_scale(sumsq: float, count: int, kappa: float) -> float:
     """Input full scale kappa * RMS of the pooled delta values; 1 when the RMS is 0 (§9.2)."""
     rms = math.sqrt(sumsq / count) if count > 0 else 0.0
     return kappa * rms if rms > 0 else 1.0
+
+
+def count_outside(q: torch.Tensor, limit: float) -> int:
+    """How many values have |q| > limit (a NaN is not counted), as q > limit plus q < -limit.
+
+    On the CPU numpy's vectorised comparisons do this several times faster than torch's.
+    """
+    if q.device.type == "cpu":
+        values = q.detach().numpy()
+        return int(np.count_nonzero(values > limit)) + int(np.count_nonzero(values < -limit))
+    return int(torch.count_nonzero(q > limit)) + int(torch.count_nonzero(q < -limit))
 
 
 @dataclass
@@ -77,26 +89,36 @@ class OpticsEmulator:
         weights[-1] = -(2.0 ** (self.planes - 1))
         return torch.tensor(weights, dtype=self.t_band.dtype, device=self.t_band.device)
 
-    def quantise(self, x: torch.Tensor, scale: torch.Tensor | float) -> tuple[torch.Tensor, int]:
-        """q = round(x / scale * qmax) (half to even), clamped to +-qmax; also the clip count."""
-        q = torch.round(x / scale * self.qmax)
-        clipped = int((q.abs() > self.qmax).sum())
+    def quantise(
+        self, x: torch.Tensor, scale: torch.Tensor | float, out: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, int]:
+        """q = round(x / scale * qmax) (half to even), clamped to +-qmax; also the clip count.
+
+        out: optional buffer shaped like x for q (the same operations, done in place in it).
+        """
+        q = torch.div(x, scale, out=out).mul_(self.qmax).round_()
+        clipped = count_outside(q, self.qmax)
         return q.clamp_(-self.qmax, self.qmax), clipped
 
     def readout(
-        self, x: torch.Tensor, scale: torch.Tensor | float, noise: torch.Tensor | None
+        self,
+        x: torch.Tensor,
+        scale: torch.Tensor | float,
+        noise: torch.Tensor | None,
+        work: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, int]:
         """Band estimate of the chunks x (..., m) and the number of clipped inputs.
 
         scale: input full scale, broadcastable to x (one value per tensor, so per chunk row).
         noise: standard normal draws of shape (P, ..., k) (or (..., k) without planes), or None.
+        work: optional buffer shaped like x for the quantised input.
         """
         if self.planes is None:
             y = x @ self.t_band.T
             if noise is not None and self.sigma > 0:
                 y = y + self.sigma * noise
             return y, 0
-        q, clipped = self.quantise(x, scale)
+        q, clipped = self.quantise(x, scale, out=work)
         y = q @ self.t_band.T
         if noise is not None and self.sigma > 0:
             weighted = torch.tensordot(self.plane_weights(), noise, dims=1)

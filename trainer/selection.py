@@ -7,6 +7,7 @@ indices into the flattened chunk: p = i * w + j for vertical frequency i, horizo
 
 import functools
 
+import numpy as np
 import torch
 
 FIXED_SHAPES = ("low", "zigzag", "high", "random")
@@ -72,6 +73,51 @@ def topk_select(coef: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]
     """Per chunk (last axis), the k positions of largest |coef| and the values there (spec §8.1)."""
     idx = torch.topk(coef.abs(), k, dim=-1, sorted=False).indices
     return idx, coef.gather(-1, idx)
+
+
+# Below this many coefficients torch.topk is cheap enough; the partition path pays off above.
+_PARTITION_MIN_NUMEL = 1 << 16
+
+
+def topk_mask(
+    coef: torch.Tensor,
+    k: int,
+    *,
+    scratch: torch.Tensor | None = None,
+    out: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """Per chunk (last axis), a boolean mask of the k positions `topk_select` picks.
+
+    The same set as torch.topk(coef.abs(), k), found several times faster on the CPU: torch.topk
+    runs a branchy nth_element over (value, index) pairs per chunk, while numpy's vectorised
+    in-place partition needs only the values. Where a chunk's k-th largest |coef| is strictly
+    larger than every value left out, its top-k set is unique and is one comparison away; a chunk
+    with a tie at the boundary, or a NaN, is handed to torch.topk itself, whose tie-breaking is
+    the reference. A mask rather than indices: the error feedback and the aggregation are dense
+    operations on it, with results bit for bit those of scattering the indices.
+
+    scratch (float, like coef) and out (bool, like coef): optional reused buffers.
+    """
+    m = coef.shape[-1]
+    chosen = out if out is not None else torch.empty_like(coef, dtype=torch.bool)
+    if coef.device.type != "cpu" or k >= m or coef.numel() < _PARTITION_MIN_NUMEL:
+        indices = torch.topk(coef.abs(), k, dim=-1, sorted=False).indices
+        return chosen.zero_().scatter_(-1, indices, True)
+    rows = coef.numel() // m
+    flat = coef.reshape(rows, m)
+    mag = torch.abs(flat, out=scratch.view(rows, m) if scratch is not None else None)
+    mag.numpy().partition(m - k, axis=-1)
+    kth = mag[:, m - k :].amin(-1, keepdim=True)  # amin / amax propagate NaN,
+    unique = mag[:, : m - k].amax(-1, keepdim=True) < kth  # so a NaN row is never "unique"
+    mag = torch.abs(flat, out=mag)  # the partition reordered the magnitudes; take them afresh
+    flat_chosen = chosen.view(rows, m)
+    np.greater_equal(mag.numpy(), kth.numpy(), out=flat_chosen.numpy())
+    if not bool(unique.all()):
+        tied = (~unique).squeeze(-1).nonzero().squeeze(-1)
+        reference = torch.topk(mag[tied], k, dim=-1, sorted=False).indices
+        flat_chosen[tied] = False
+        flat_chosen[tied.unsqueeze(-1), reference] = True
+    return chosen
 
 
 def topk_energy(coef_sq: torch.Tensor, k: int) -> torch.Tensor:
