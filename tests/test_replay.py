@@ -219,6 +219,60 @@ def test_compute_models(tmp_path):
     np.testing.assert_allclose(bigger["compute_s"], 2 * timeline["compute_s"], rtol=1e-12)
 
 
+def _varied_trace(tmp_path, compute_s: list[float], compress_s: list[float]) -> Trace:
+    """A trace whose measured compute, compression and update differ from row to row."""
+    trace = make_trace(tmp_path, variant="B", collective="all_gather", reducible=False)
+    steps = trace.steps.copy()
+    steps["compute_s"] = compute_s
+    steps["compress_s"] = compress_s
+    steps["update_s"] = [0.5 * value for value in compress_s]
+    return read_trace(write_trace(tmp_path / "varied-s0.parquet", steps, trace.meta))
+
+
+@pytest.mark.parametrize(
+    "compute",
+    [
+        ComputeModel(kind="trace"),
+        ComputeModel(kind="scaled", factor=0.25),
+        ComputeModel(kind="flops", peak_flops=1e12, mfu=0.5),
+    ],
+    ids=lambda c: c.kind,
+)
+def test_compression_and_update_keep_their_measured_ratio_to_compute(tmp_path, compute):
+    """Each row's compression and update scale by that row's modelled / measured compute, so a
+    GPU FLOP model never pairs GPU forward+backward with CPU-measured compression."""
+    measured = [0.05, 0.10, 0.02, 0.08, 0.04, 0.06]
+    compress = [0.06, 0.05, 0.03, 0.10, 0.01, 0.07]
+    trace = _varied_trace(tmp_path, measured, compress)
+    for scale in (None, 3 * N_PARAMS):
+        timeline = replay(trace, SWITCH, compute=compute, scale_params=scale).timeline
+        np.testing.assert_allclose(
+            timeline["compress_s"] / timeline["compute_s"],
+            np.array(compress) / np.array(measured),
+            rtol=1e-12,
+        )
+        np.testing.assert_allclose(
+            timeline["update_s"] / timeline["compute_s"],
+            0.5 * np.array(compress) / np.array(measured),
+            rtol=1e-12,
+        )
+    if compute.kind == "flops":  # the modelled compute is the same every row; compression is not
+        timeline = replay(trace, SWITCH, compute=compute).timeline
+        assert timeline["compute_s"].nunique() == 1
+        assert timeline["compress_s"].nunique() == len(measured)
+        np.testing.assert_allclose(timeline["compress_s"].iloc[0], 6 * N_PARAMS * 512 / 5e11 * 1.2)
+
+
+def test_rows_without_measured_compute_take_the_median_ratio(tmp_path):
+    trace = _varied_trace(tmp_path, [0.05, 0.0, 0.10, 0.02, 0.0, 0.04], [0.01] * 6)
+    flops = ComputeModel(kind="flops", peak_flops=1e12, mfu=0.5)
+    timeline = replay(trace, SWITCH, compute=flops).timeline
+    modelled = 6 * N_PARAMS * 512 / 5e11
+    median_ratio = np.median([modelled / m for m in (0.05, 0.10, 0.02, 0.04)])
+    assert np.isfinite(timeline["compress_s"]).all()
+    np.testing.assert_allclose(timeline["compress_s"].iloc[[1, 4]], 0.01 * median_ratio)
+
+
 def _pluggable_network(host_lane_bps: float) -> NetworkSpec:
     transform = TransformSpec(size=256, planes=8, passes_per_s=1e9, keep=1 / 16)
     return NetworkSpec(
@@ -257,9 +311,9 @@ def test_loopback_feedback_costs_more(tmp_path):
     )
     kwargs = {"variant": "E'", "payload_bytes": DENSE_BYTES // 16, "collective": "reduce_at_switch"}
     loop = make_trace(tmp_path, **kwargs, variant_params={"feedback": "loopback"}, name="L-s0")
-    sent = make_trace(tmp_path, **kwargs, variant_params={"feedback": "sent"}, name="S-s0")
+    exact = make_trace(tmp_path, **kwargs, variant_params={"feedback": "exact"}, name="X-s0")
     looped = replay(loop, network, transform_at="switch")
-    plain = replay(sent, network, transform_at="switch")
+    plain = replay(exact, network, transform_at="switch")
     assert (looped.timeline["algo"] == "switch_sum").all()
     assert (looped.timeline["step_s"] > plain.timeline["step_s"]).all()
 
@@ -268,6 +322,30 @@ def test_loopback_feedback_costs_more(tmp_path):
         return float(stats.loc[stats["link"] == "sw->h0", "bytes"].iloc[0])
 
     assert down_bytes(looped) == 2 * down_bytes(plain)  # each worker's own band comes back too
+    # feedback of the band sent (E's fix) needs the sender's own optical band just the same
+    sent = make_trace(tmp_path, **kwargs, variant_params={"feedback": "sent"}, name="S-s0")
+    assert down_bytes(replay(sent, network, transform_at="switch")) == down_bytes(looped)
+
+
+def test_loopback_is_free_when_the_pluggable_made_the_band(tmp_path):
+    """The sender's own module made its band: it is copied back over the host lanes, and the
+    switch sends each worker the sum only."""
+    transform = TransformSpec(size=256, planes=8, passes_per_s=1e9, keep=1 / 16)
+    network = NetworkSpec(
+        name="sum",
+        topology="switch",
+        workers=WORKERS,
+        host_link=RACK,
+        pluggable=PluggableSpec(host_lane_bps=400e9, line_bps=100e9, transform=transform),
+        switch=SwitchSpec(aggregator=True),
+    )
+    kwargs = {"variant": "E'", "payload_bytes": DENSE_BYTES // 16, "collective": "reduce_at_switch"}
+    loop = make_trace(tmp_path, **kwargs, variant_params={"feedback": "loopback"}, name="L-s0")
+    exact = make_trace(tmp_path, **kwargs, variant_params={"feedback": "exact"}, name="X-s0")
+    looped = replay(loop, network, transform_at="pluggable").link_stats.set_index("link")
+    plain = replay(exact, network, transform_at="pluggable").link_stats.set_index("link")
+    assert looped.loc["sw->h0", "bytes"] == plain.loc["sw->h0", "bytes"]
+    assert looped.loc["h0:lanes_in", "bytes"] > plain.loc["h0:lanes_in", "bytes"]
 
 
 def test_all_reduce_across_two_datacentres_is_hierarchical(tmp_path):

@@ -222,6 +222,11 @@ def test_crossover_marks_where_the_fastest_configuration_changes() -> None:
     assert note.text.startswith("C-&lt;b&gt;") and note.text.endswith("… → A-adamw")
     assert views[0].args[1]["xaxis.type"] == "log"
     assert views[0].args[1]["xaxis.title.text"] == "wan_link.rate (b/s)"
+    # times spanning a decade or more on a log axis: the rate views (100x), and the length view
+    # at 1e12 b/s (A: 1.1 s at 10 km, 11 s at 1,000 km); the other length views within 2x
+    assert views[0].args[1]["yaxis.type"] == fig.layout.yaxis.type == "log"
+    assert [view.args[1]["yaxis.type"] for view in views[2:]] == ["linear", "linear", "log"]
+    assert note.yanchor == "top" and note.y <= 1  # inside the plot, clear of the view menu
 
 
 def test_missing_inputs_keep_their_panel_with_a_note() -> None:

@@ -366,3 +366,54 @@ def test_bad_scenario_process_prints_no_traceback(workdir: Path) -> None:
     assert done.stdout == ""
     assert len(done.stderr.splitlines()) == 1 and "unknown key" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_what_if_scale_is_replayed_and_said_everywhere(
+    workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """scale: {params: ...} replays every trace as a bigger model: bytes and compute grow with it,
+    losses do not, every row is marked, and the printed run and the report say so."""
+    base = SCENARIO.replace("name: tiny\n", "name: tiny-scaled\n")
+    (workdir / "scaled.yaml").write_text(base + "scale: {params: 2e8}\n", encoding="utf-8")
+    (workdir / "unscaled.yaml").write_text(base, encoding="utf-8")
+    out, plain_out = workdir / "scaled-out", workdir / "unscaled-out"
+    code, stdout, stderr = run_cli(
+        ["run", str(workdir / "scaled.yaml"), "-o", str(out), "--serial"], capsys
+    )
+    assert code == 0, stderr
+    said = "extrapolated to 200,000,000 parameters"
+    assert said in stdout + stderr
+    assert said in (out / "report.html").read_text(encoding="utf-8")
+    code, _, stderr = run_cli(
+        ["run", str(workdir / "unscaled.yaml"), "-o", str(plain_out), "--serial", "-q"], capsys
+    )
+    assert code == 0, stderr
+    assert "extrapolated to" not in (plain_out / "report.html").read_text(encoding="utf-8")
+
+    scaled = pd.read_parquet(out / "timeline.parquet")
+    plain = pd.read_parquet(plain_out / "timeline.parquet")
+    assert scaled["extrapolated"].all() and not plain["extrapolated"].any()
+    ratio = 2e8 / N_PARAMS
+    assert (scaled["payload_bytes"] == ratio * plain["payload_bytes"]).all()
+    np.testing.assert_allclose(scaled["compute_s"], ratio * plain["compute_s"], rtol=1e-12)
+    assert scaled["val_loss"].tolist() == plain["val_loss"].tolist()
+    assert (scaled["time_s"] > plain["time_s"]).all()
+    summary = pd.read_csv(out / "summary.csv")
+    assert summary["extrapolated"].all()
+
+
+def test_rich_tables_print_brackets_as_written() -> None:
+    """Cells, headers and titles are text, not rich markup: "[...]" is kept, never eaten."""
+    import io
+
+    from transitsim.tables import emit_table
+
+    table = pd.DataFrame(
+        {"network": ["rack[host_link.rate=100 Gb/s]", "[bold]x[/bold]"], "time_s": [1.5, 2.0]}
+    )
+    out = io.StringIO()
+    emit_table(table, "table", title="runs [on a rack]", headers={"network": "Net [name]"}, out=out)
+    text = out.getvalue()
+    for written in ("rack[host_link.rate=100 Gb/s]", "[bold]x[/bold]", "runs [on a rack]"):
+        assert written in text
+    assert "Net [name]" in text and "\\[" not in text

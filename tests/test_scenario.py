@@ -271,6 +271,14 @@ APPENDED = [
     ("placement: {transform: pluggable}\n", 3, "networks[0].pluggable", "no pluggable.transform"),
     ("placement: {sum: switch}\n", 3, "networks[0].switch", "aggregator is off"),
     ("outputs: {files: [pdf]}\n", 8, "outputs.files[0]", 'got "pdf"'),
+    ("scale: {params: 0}\n", 8, "scale.params", "positive whole number of parameters"),
+    ("scale: {params: -1e9}\n", 8, "scale.params", "positive whole number of parameters"),
+    ("scale: {params: 1.5}\n", 8, "scale.params", "got 1.5"),
+    ("scale: {params: lots}\n", 8, "scale.params", 'got "lots"'),
+    ("scale: {params: true}\n", 8, "scale.params", "got True"),
+    ("scale: {params: 1e16}\n", 8, "scale.params", "less than or equal to"),
+    ("scale: {}\n", 8, "scale.params", "missing required key"),
+    ("scale: {params: 1e9, tokens: 5}\n", 8, "scale.tokens", "unknown key (allowed: params)"),
     ("on: 1\n", 8, "", 'key "on" must be text'),
     (
         "grid:\n  network: 2dc-wan\n  sweep:\n    wan_link.rate: ['1 Gb/s', slow]\n",
@@ -319,6 +327,19 @@ def test_errors_name_file_line_and_key(workdir: Path, change, line, key, fragmen
 @pytest.mark.parametrize(("extra", "line", "key", "fragment"), APPENDED)
 def test_appended_errors_name_file_line_and_key(workdir: Path, extra, line, key, fragment) -> None:
     _expect(write_yaml(workdir, BASE + extra, "bad.yaml"), line, key, fragment)
+
+
+@pytest.mark.parametrize(
+    ("written", "params"),
+    [("1e9", 10**9), ("7.0e9", 7 * 10**9), ("1_000_000_000", 10**9), ('"2,500,000"', 2_500_000)],
+)
+def test_scale_params_is_a_positive_whole_number(workdir: Path, written: str, params: int) -> None:
+    scenario = sc.load_scenario(write_yaml(workdir, BASE + f"scale: {{params: {written}}}\n"))
+    assert scenario.scale_params == params and isinstance(scenario.scale_params, int)
+
+
+def test_no_scale_means_each_traces_own_size(workdir: Path) -> None:
+    assert sc.load_scenario(write_yaml(workdir, BASE)).scale_params is None
 
 
 def test_duplicate_network_names(workdir: Path) -> None:

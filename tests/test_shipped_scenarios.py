@@ -45,6 +45,18 @@ def test_scenario_says_what_question_it_answers(path: Path) -> None:
 
 
 @pytest.mark.parametrize("path", SCENARIOS, ids=lambda p: p.name)
+def test_scenario_explains_its_modelling_choices(path: Path) -> None:
+    """A what-if size and a FLOP model are choices a reader must be told about, up front."""
+    text = path.read_text(encoding="utf-8")
+    header = "\n".join(line for line in text.splitlines() if line.startswith("#")).lower()
+    data = yaml.safe_load(text)
+    if "scale" in data:
+        assert "extrapolated" in header and "parameter" in header
+    if (data.get("compute") or {}).get("model") == "flops":
+        assert "flop" in header and "mfu" in header
+
+
+@pytest.mark.parametrize("path", SCENARIOS, ids=lambda p: p.name)
 def test_scenario_validates_on_the_recorded_traces(path: Path) -> None:
     try:
         scenario = load_scenario(path)
@@ -120,6 +132,7 @@ def test_scenario_validates_on_stand_in_traces(path: Path, tmp_path: Path) -> No
     traces = {t.name: read_trace(t.path) for t in scenario.trace_files}
     jobs = scenario_jobs(scenario, traces)
     assert len(jobs) == len(traces) * len(scenario_to_networks(scenario))
+    assert {job.scale_params for job in jobs} == {scenario.scale_params}
     assert scenario.baseline is None or scenario.baseline in {
         t.variant for t in scenario.trace_files
     } | {t.label for t in scenario.trace_files}

@@ -4,6 +4,14 @@ Replay needs a per-worker compute time for every step. It comes from the trace a
 the trace scaled by a factor (a faster or slower GPU), or from a FLOP model of a target GPU. On top
 of that, stragglers: fixed per-worker factors (one slow machine) and seeded random jitter per step
 and worker, so that no two steps of a run need to take the same time.
+
+The GPU-side work of a step has three parts the trace measures on the same machine: forward and
+backward (`compute_s`), compression (`compress_s`) and the optimiser update (`update_s`). Every
+compute model maps the measured `compute_s` of a row to a modelled one; the compression and the
+update of that row are scaled by the same ratio, modelled / measured compute. So the measured
+ratio of compression (and update) to forward+backward is kept whatever the model: a FLOP model of
+a GPU never mixes GPU forward+backward with CPU-measured compression. (Where a row measured no
+compute at all, the run's median ratio stands in for it.)
 """
 
 from dataclasses import dataclass
@@ -25,6 +33,7 @@ class ComputeModel:
     kind "trace": the trace's measured `compute_s`; "scaled": that times `factor`;
     "flops": 6 * params * tokens_per_worker_step / (peak_flops * mfu), tokens = batch * context
     from the trace metadata (the trainer runs one micro-batch per worker per step).
+    Compression and update follow forward+backward by the same per-row ratio (`step_times`).
     """
 
     kind: str = "trace"
@@ -47,6 +56,31 @@ class ComputeModel:
             if not 0 < self.mfu <= 1:
                 raise TransitsimError(f"compute mfu must lie in (0, 1], got {self.mfu!r}")
 
+    def step_times(
+        self,
+        trace_compute_s: np.ndarray,
+        trace_compress_s: np.ndarray,
+        trace_update_s: np.ndarray,
+        meta: dict[str, Any],
+        params: int,
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per-row (compute_s, compress_s, update_s) of one worker's step, all on the target.
+
+        compute_s is `step_compute_s`; compress_s and update_s are the measured ones times the
+        row's ratio of modelled to measured compute (see the module docstring).
+        """
+        measured = np.asarray(trace_compute_s, dtype=np.float64)
+        modelled = self.step_compute_s(measured, meta, params)
+        size_ratio = params / meta["n_params"]
+        if self.kind == "flops":
+            ratio = compute_ratio(measured, modelled, fallback=size_ratio)
+        else:  # modelled = measured * factor * size_ratio: the ratio, without rounding
+            factor = self.factor if self.kind == "scaled" else 1.0
+            ratio = np.full(measured.shape, factor * size_ratio, dtype=np.float64)
+        compress = np.asarray(trace_compress_s, dtype=np.float64) * ratio
+        update = np.asarray(trace_update_s, dtype=np.float64) * ratio
+        return modelled, compress, update
+
     def step_compute_s(
         self, trace_compute_s: np.ndarray, meta: dict[str, Any], params: int
     ) -> np.ndarray:
@@ -63,6 +97,24 @@ class ComputeModel:
         ratio = params / meta["n_params"]
         factor = self.factor if self.kind == "scaled" else 1.0
         return measured * (factor * ratio)
+
+
+def compute_ratio(
+    measured_s: np.ndarray, modelled_s: np.ndarray, fallback: float = 1.0
+) -> np.ndarray:
+    """Per row, modelled / measured compute: the factor the row's other GPU work scales by.
+
+    Rows that measured no compute (an imported log may say 0) take the median ratio of the rows
+    that did; when no row did, `fallback` (replay passes the what-if size ratio).
+    """
+    measured = np.asarray(measured_s, dtype=np.float64)
+    modelled = np.asarray(modelled_s, dtype=np.float64)
+    timed = measured > 0
+    ratio = np.full(measured.shape, fallback, dtype=np.float64)
+    ratio[timed] = modelled[timed] / measured[timed]
+    if timed.any() and not timed.all():
+        ratio[~timed] = float(np.median(ratio[timed]))
+    return ratio
 
 
 def tokens_per_worker_step(meta: dict[str, Any]) -> int:

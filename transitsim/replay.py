@@ -31,6 +31,8 @@ TRANSFORM_AT = ("pluggable", "switch")
 TRANSFORM_VARIANTS = ("C", "D", "E", "E'", "F")
 # Variants trained with the (emulated) optical transform: a network-wide placement applies to these.
 OPTICAL_VARIANTS = ("E", "E'")
+# Error feedback modes that subtract the sender's own optical output, so need it back.
+LOOPBACK_FEEDBACK = ("sent", "loopback")
 
 TIMELINE_COLUMNS = [
     "run",
@@ -139,7 +141,9 @@ def replay(
     payloads are summed in an aggregating switch. collective: force one of COLLECTIVE_ALGOS.
     stragglers: seeded per-step, per-worker compute jitter (from `seed`). faults: link outages
     on the replay clock. scale_params: what-if model size (bytes and compute scaled, losses kept,
-    rows marked extrapolated). reuse False simulates every step (the reference for reuse);
+    rows marked extrapolated). The compute model maps each row's measured compute to modelled
+    seconds and scales its compression and update by the same ratio (compute.ComputeModel).
+    reuse False simulates every step (the reference for reuse);
     method is passed to the network floor's simulate_exchange.
     """
     compute = ComputeModel() if compute is None else compute
@@ -151,16 +155,16 @@ def replay(
     ratio = params / trace.meta["n_params"]
     extrapolated = scale_params is not None and scale_params != trace.meta["n_params"]
     if extrapolated:
-        notes.append(
-            f"extrapolated: {trace.name} replayed as a {params:,}-parameter model "
-            f"(trace: {trace.meta['n_params']:,}); bytes and compute scaled by {ratio:.6g}, "
+        notes.append(  # no run name: one note for every trace of the same size
+            f"extrapolated: {trace.meta['n_params']:,}-parameter traces replayed as a "
+            f"{params:,}-parameter model; bytes and compute scaled by {ratio:.6g}, "
             "loss per step kept from the trace"
         )
     if network.workers != trace.workers:
         extrapolated = True
         notes.append(
-            f"extrapolated: {trace.name} was trained with {trace.workers} workers and is replayed "
-            f"on {network.workers}; loss per step kept from the trace"
+            f"extrapolated: traces trained with {trace.workers} workers replayed on "
+            f"{network.workers}; loss per step kept from the trace"
         )
 
     plan = _plan(trace, network, compute, transform_at, sum_at, collective, params, notes)
@@ -182,6 +186,17 @@ def placement_for(variant: str, transform_at: str | None) -> str | None:
     band on the GPU unless replay is asked for them explicitly (C, D, F: a what-if).
     """
     return transform_at if variant in OPTICAL_VARIANTS else None
+
+
+def needs_loopback(meta: dict[str, Any]) -> bool:
+    """Whether each sender must get its own optical band back: error feedback of the band sent
+    ("sent", E's fix) or over a loopback ("loopback", E') subtracts what the optics produced.
+
+    The network floor charges it where it costs: nothing extra without a transform, a copy back
+    over the host lanes when the pluggable made the band, twice the bytes down when the switch
+    made and summed it.
+    """
+    return (meta.get("variant_params") or {}).get("feedback") in LOOPBACK_FEEDBACK
 
 
 @dataclass
@@ -208,17 +223,22 @@ def _plan(
 ) -> _Plan:
     steps = trace.steps
     ratio = params / trace.meta["n_params"]
-    compress_s = steps["compress_s"].to_numpy(dtype=np.float64) * ratio
+    compute_s, compress_s, update_s = compute.step_times(
+        steps["compute_s"].to_numpy(dtype=np.float64),
+        steps["compress_s"].to_numpy(dtype=np.float64),
+        (
+            steps["update_s"].fillna(0.0).to_numpy(dtype=np.float64)
+            if "update_s" in steps.columns
+            else np.zeros(len(steps))
+        ),
+        trace.meta,
+        params,
+    )
     if transform_at is not None:
         compress_s = np.zeros_like(compress_s)  # the module transforms, not the GPU
-    update_s = (
-        steps["update_s"].fillna(0.0).to_numpy(dtype=np.float64) * ratio
-        if "update_s" in steps.columns
-        else np.zeros(len(steps))
-    )
     payload = np.rint(steps["payload_bytes"].to_numpy(dtype=np.float64) * ratio).astype(np.int64)
     dense_bytes = int(round(trace.meta["dense_bytes_per_step"] * ratio)) if transform_at else 0
-    loopback = (trace.meta.get("variant_params") or {}).get("feedback") == "loopback"
+    loopback = needs_loopback(trace.meta)
     kinds = list(zip(steps["collective"].astype(str), steps["reducible"].astype(bool), strict=True))
     algo_of = {
         kind: _choose_algo(kind[0], kind[1], network, collective, sum_at, notes)
@@ -238,9 +258,7 @@ def _plan(
     return _Plan(
         step=steps["step"].astype(np.int64).tolist(),
         interval=_intervals(trace).tolist(),
-        compute_s=compute.step_compute_s(
-            steps["compute_s"].to_numpy(), trace.meta, params
-        ).tolist(),
+        compute_s=compute_s.tolist(),
         compress_s=compress_s.tolist(),
         update_s=update_s.tolist(),
         exchange=[

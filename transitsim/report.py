@@ -372,7 +372,8 @@ def _winner_changes(
 ) -> tuple[list[dict], list[dict]]:
     """A dotted line and an 'old -> new' note at each value where the fastest config changes.
     (On a log axis plotly places annotations by log10 of the value, shapes by the value.)"""
-    shapes, annotations = [], []
+    shapes: list[dict] = []
+    annotations: list[dict] = []
     previous = None
     for value, winner in zip(best[param], best["best_config"], strict=True):
         if previous is not None and winner != previous:
@@ -390,14 +391,16 @@ def _winner_changes(
             )
             old = _text(_short(labels.get(previous, previous), 30))
             new = _text(_short(labels.get(winner, winner), 30))
-            annotations.append(
+            annotations.append(  # inside the plot, below the view menu; stacked if several
                 {
                     "x": math.log10(value) if log_x else value,
                     "xref": "x",
-                    "y": 1,
+                    "xanchor": "left",
+                    "y": 1 - 0.08 * (len(annotations) % 4),
                     "yref": "paper",
-                    "yanchor": "bottom",
+                    "yanchor": "top",
                     "showarrow": False,
+                    "bgcolor": "rgba(255,255,255,0.85)",
                     "text": f"{old} → {new}",
                 }
             )
@@ -478,6 +481,8 @@ def _crossover_figure(sweep: pd.DataFrame, labels: dict[str, str]) -> tuple[go.F
             log_x = bool(
                 (usable[param] > 0).all() and usable[param].max() / usable[param].min() >= 100
             )
+            times = part["time_to_target_s"].dropna()
+            log_y = bool(len(times) and (times > 0).all() and times.max() / times.min() >= 10)
             shapes, annotations = _winner_changes(best, param, labels, log_x)
             held_text = ", ".join(
                 f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in held.items()
@@ -488,6 +493,7 @@ def _crossover_figure(sweep: pd.DataFrame, labels: dict[str, str]) -> tuple[go.F
                 "annotations": annotations,
                 "xaxis.title.text": _text(_param_title(param)),
                 "xaxis.type": "log" if log_x else "linear",
+                "yaxis.type": "log" if log_y else "linear",  # times spanning a decade or more
             }
             views.append((_text(label), indices, layout))
     if not views:
@@ -501,7 +507,7 @@ def _crossover_figure(sweep: pd.DataFrame, labels: dict[str, str]) -> tuple[go.F
             "type": first["xaxis.type"],
             "exponentformat": "SI",
         },
-        yaxis={"title": {"text": "time to target (s)"}},
+        yaxis={"title": {"text": "time to target (s)"}, "type": first["yaxis.type"]},
         legend={"title": {"text": "configuration"}},
     )
     count = len(fig.data)
@@ -600,7 +606,8 @@ def _summary_html(summary: pd.DataFrame, labels: dict[str, str]) -> str:
         if len(summary) > MAX_TABLE_ROWS
         else ""
     )
-    return f"<table><thead><tr>{header}</tr></thead><tbody>{''.join(body)}</tbody></table>{more}"
+    table = f"<table><thead><tr>{header}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+    return f"<div class='wide'>{table}</div>{more}"  # scrolls sideways, never past the page
 
 
 _STYLE = """
@@ -609,6 +616,7 @@ h1 { font-size: 1.6em; } h2 { font-size: 1.2em; margin-top: 2em; }
 nav a { margin-right: 1em; } .note { color: #666; font-size: 0.9em; }
 table { border-collapse: collapse; font-size: 0.85em; } th, td { padding: 2px 8px; }
 th { background: #eee; text-align: left; } tr:nth-child(even) td { background: #f8f8f8; }
+.wide { overflow-x: auto; }
 """
 
 

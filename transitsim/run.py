@@ -139,6 +139,7 @@ def scenario_jobs(scenario: Scenario, traces: dict[str, Trace]) -> list[ReplayJo
                     stragglers=stragglers,
                     faults=faults,
                     seed=scenario.stragglers.seed,
+                    scale_params=scenario.scale_params,
                     record_step=position == 0,
                 )
             )
@@ -189,19 +190,38 @@ def run_scenario(
     baseline = _resolve_label(scenario.baseline, own_labels) if scenario.baseline else None
     jobs = scenario_jobs(scenario, traces)
     results = run_jobs(traces, jobs, serial=serial, scheduler=scheduler, quiet=quiet)
+    title = f"transitsim: {scenario.name}"
+    if scenario.scale_params is not None:
+        title += f" ({extrapolated_to(scenario.scale_params)})"
     result = assemble(
         results,
         traces,
         targets,
         target_names,
         baseline,
-        title=f"transitsim: {scenario.name}",
+        title=title,
         own_labels=own_labels,
     )
+    if scenario.scale_params is not None:  # first, so that the printed notes always show it
+        result.notes.insert(0, _scale_note(scenario.scale_params, traces))
     out_dir = default_output_dir(scenario) if out_dir is None else Path(out_dir)
     files = list(dict.fromkeys(scenario.outputs.files))
     write_outputs(result, out_dir, files, scenario.outputs.table_format, trace_events)
     return result
+
+
+def extrapolated_to(params: int) -> str:
+    """How a run's title says it replays a what-if model size."""
+    return f"extrapolated to {params:,} parameters"
+
+
+def _scale_note(params: int, traces: dict[str, Trace]) -> str:
+    recorded = sorted({trace.meta["n_params"] for trace in traces.values()})
+    sizes = ", ".join(f"{n:,}" for n in recorded)
+    return (
+        f"{extrapolated_to(params)}: bytes, compute, compression and update scaled from the "
+        f"traces' {sizes}-parameter model(s); loss per step is the traces' own"
+    )
 
 
 def default_placement(network: NetworkSpec) -> tuple[str | None, str]:

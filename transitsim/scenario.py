@@ -56,6 +56,7 @@ from transitsim.units import (
 
 OUTPUT_FILES = ("timeline", "summary", "ladder", "sweep", "link_util", "report", "trace_events")
 MAX_GRID_POINTS = 4096
+MAX_SCALE_PARAMS = 10**15  # what-if model sizes beyond this are typos, not questions
 _GLOB_CHARS = re.compile(r"[*?\[]")
 _TEXT_TAG = "tag:yaml.org,2002:str"
 
@@ -332,6 +333,51 @@ class FlopsCompute(_Strict):
 Compute = Annotated[FromTraceCompute | ScaledCompute | FlopsCompute, Field(discriminator="model")]
 
 
+def _parse_params(value: object) -> int:
+    """A parameter count: a whole number, written 1000000000, 1_000_000_000, 1.0e9 or "1e9"
+    (YAML reads a bare 1e9 as text)."""
+    number: float | int | None = None
+    if isinstance(value, int) and not isinstance(value, bool):
+        number = value
+    elif isinstance(value, float):
+        number = value
+    elif isinstance(value, str):
+        try:
+            number = float(value.strip().replace("_", "").replace(",", ""))
+        except ValueError:
+            number = None
+    if number is None or not math.isfinite(number) or number < 1 or number != int(number):
+        raise ValueError(
+            f"expected a positive whole number of parameters like 1e9, got {show_value(value)}"
+        )
+    return int(number)
+
+
+class ScaleModel(_Strict):
+    """What-if scale: replay every trace as a model of `params` parameters.
+
+    Bytes per step and compute (with compression and update) scale with params / the trace's
+    n_params; loss per step is kept from the trace, so every row is marked extrapolated.
+    """
+
+    params: Annotated[
+        int,
+        Field(le=MAX_SCALE_PARAMS),
+        BeforeValidator(_parse_params),
+        WithJsonSchema(
+            {
+                "anyOf": [
+                    {"type": "integer", "minimum": 1, "maximum": MAX_SCALE_PARAMS},
+                    {"type": "string"},
+                ],
+                "description": "parameters of the what-if model: a whole number, e.g. 1e9",
+                "examples": ["1e9"],
+            },
+            mode="validation",
+        ),
+    ]
+
+
 class StragglersModel(_Strict):
     """Seeded per-step, per-worker compute jitter, plus fixed per-worker slowness.
 
@@ -449,6 +495,9 @@ class Scenario(_Strict):
     grid: GridModel | None = None
     placement: PlacementModel = Field(default_factory=PlacementModel)
     compute: Compute = Field(default_factory=FromTraceCompute)
+    scale: ScaleModel | None = Field(
+        None, description="what-if model size; absent: each trace's own (no extrapolation)"
+    )
     stragglers: StragglersModel = Field(default_factory=StragglersModel)
     faults: list[FaultModel] = []
     targets: list[Target] = Field(min_length=1)
@@ -468,6 +517,11 @@ class Scenario(_Strict):
     def base_dir(self) -> Path:
         """Relative paths in the scenario are relative to this folder."""
         return self._source_path.parent if self._source_path else Path.cwd()
+
+    @property
+    def scale_params(self) -> int | None:
+        """The what-if parameter count replay should use (None: each trace's own)."""
+        return self.scale.params if self.scale is not None else None
 
     @property
     def trace_files(self) -> list[TraceFile]:

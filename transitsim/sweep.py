@@ -35,7 +35,7 @@ from rich.text import Text
 from transitsim.compute import ComputeModel, Stragglers
 from transitsim.errors import TransitsimError
 from transitsim.network import Exchange, LinkFault, NetworkSpec, simulate_exchange
-from transitsim.replay import replay
+from transitsim.replay import needs_loopback, replay
 from transitsim.trace import Trace
 
 MAX_LOCAL_WORKERS = 2  # this project's machines have two cores
@@ -127,8 +127,7 @@ def _last_step_events(
         payload_bytes=int(detail["payload_bytes"]),
         dense_bytes=int(detail["dense_bytes"]),
         transform_at=job.transform_at,
-        # as replay decides it: the sender gets its own band back over a loopback
-        loopback=(trace.meta.get("variant_params") or {}).get("feedback") == "loopback",
+        loopback=needs_loopback(trace.meta),  # as replay decides it
     )
     stragglers = job.stragglers or Stragglers(distribution="none")
     factors = stragglers.factors(workers)

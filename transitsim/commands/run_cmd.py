@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pandas as pd
 import typer
-from rich.markup import escape
 
 from transitsim.run import JobsFailed, RunResult, default_output_dir, is_number, run_scenario
 from transitsim.scenario import load_scenario
@@ -35,11 +34,7 @@ MAX_NOTES = 5
 
 
 def show_table(table: pd.DataFrame, fmt: str, title: str | None, headers: dict[str, str]) -> None:
-    """emit_table, with user text (labels, network names like "rack[host_link.rate=...]")
-    escaped for rich, which would otherwise read the brackets as markup and drop them."""
-    if fmt == "table":
-        table = table.map(lambda v: escape(v) if isinstance(v, str) else v)
-        title = escape(title) if title else title
+    """emit_table (which prints user text such as "rack[host_link.rate=...]" as written)."""
     emit_table(table, fmt, title=title, headers=headers)
 
 
@@ -173,6 +168,7 @@ def run_command(
         return report_all_failed(exc)
     report_problems(result, quiet)
     if not quiet:
+        print(result.title)
         print_summary(result, baseline=loaded.baseline)
         print_crossovers(result)
         print(f"wrote {', '.join(str(path) for path in result.files)}")
