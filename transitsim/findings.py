@@ -123,13 +123,6 @@ def key_label(key: ConfigKey) -> str:
     """A readable label for a configuration key, as tables.variant_label writes run labels."""
     params = {name: value for name, value in key._asdict().items() if value is not None}
     label = f"{key.variant} {variant_label({'variant': key.variant, 'variant_params': params})}"
-    return _with_switch_feedback(label, key)
-
-
-def _with_switch_feedback(label: str, key: ConfigKey) -> str:
-    """E' names its feedback mode even when it is "exact" (its default is loopback)."""
-    if key.variant == "E'" and key.feedback == "exact" and "fb-" not in label:
-        return f"{label} fb-exact"
     return label
 
 
@@ -215,7 +208,7 @@ def summarise(traces: list[Trace]) -> list[ConfigResult]:
         results.append(
             ConfigResult(
                 name=name,
-                label=_with_switch_feedback(labels[name], key),
+                label=labels[name],
                 key=key,
                 scale=run_scale(meta),
                 params=dict(meta.get("variant_params") or {}),

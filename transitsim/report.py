@@ -19,21 +19,12 @@ import plotly.graph_objects as go
 from plotly.colors import qualitative
 
 from transitsim.errors import TransitsimError
-from transitsim.metrics import crossovers
+from transitsim.metrics import TIMELINE_COLUMNS, crossovers
 from transitsim.trace_events import write_text_atomic, write_trace_events
+from transitsim.units import key_unit
 
 __all__ = ["Panel", "build_panels", "render_html", "write_report", "write_trace_events"]
 
-TIMELINE_COLUMNS = (
-    "run",
-    "config",
-    "variant",
-    "network",
-    "step",
-    "val_loss",
-    "time_s",
-    "wire_bytes",
-)
 LADDER_COLUMNS = ("config", "variant", "target", "steps")
 LINK_UTIL_COLUMNS = ("network", "link", "t_s", "utilisation")
 SWEEP_COLUMNS = ("network", "config", "variant", "target", "time_to_target_s")
@@ -334,23 +325,9 @@ def _link_figure(link_util: pd.DataFrame) -> go.Figure:
     return fig
 
 
-# Units of the scenario keys a grid sweeps (values arrive in SI units).
-_PARAM_UNITS = {
-    "rate": "b/s",
-    "host_lane_rate": "b/s",
-    "line_rate": "b/s",
-    "agg_rate": "b/s",
-    "length": "m",
-    "latency": "s",
-    "overhead": "s",
-    "forwarding_latency": "s",
-    "agg_slot_size": "B",
-}
-
-
 def _param_title(param: str) -> str:
     """'wan_link.rate' -> 'wan_link.rate (b/s)': the unit of a swept scenario key."""
-    unit = _PARAM_UNITS.get(param.rsplit(".", 1)[-1])
+    unit = key_unit(param)
     return f"{param} ({unit})" if unit else param
 
 

@@ -188,8 +188,9 @@ def variant_label(meta: dict[str, Any]) -> str:
         parts.append("no-quant" if planes is None else f"p{planes}")
         if params.get("fs_every"):
             parts.append(f"fs{params['fs_every']}")
-        if params.get("feedback", "exact") != "exact":
-            parts.append(f"fb-{params['feedback']}")
+        # E' always names its feedback mode: its default is loopback, not exact.
+        if variant == "E'" or params.get("feedback", "exact") != "exact":
+            parts.append(f"fb-{params.get('feedback', 'exact')}")
         if chunks != "1d256":
             parts.append(chunks)
         return " ".join(parts) + sparsity

@@ -146,3 +146,38 @@ def parse_bytes(text: object) -> int:
     if value != value.to_integral_value():
         raise TransitsimError(f"{expected}: not a whole number of bytes, got {show_value(text)}")
     return int(value)
+
+
+# Units of the scenario keys a grid may sweep (their values arrive in SI units).
+KEY_UNITS = {
+    "rate": "b/s",
+    "host_lane_rate": "b/s",
+    "line_rate": "b/s",
+    "agg_rate": "b/s",
+    "length": "m",
+    "latency": "s",
+    "overhead": "s",
+    "forwarding_latency": "s",
+    "agg_slot_size": "B",
+}
+_PREFIXES = ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"), (1.0, ""))
+_SMALL = ((1.0, ""), (1e-3, "m"), (1e-6, "u"), (1e-9, "n"))
+
+
+def key_unit(key: str) -> str | None:
+    """The SI unit of a (dotted) scenario key such as "wan_link.rate", or None."""
+    return KEY_UNITS.get(key.rsplit(".", 1)[-1])
+
+
+def format_key_value(key: str, value: float) -> str:
+    """A grid value (SI) as a scenario writes it: rate 1e10 -> "10 Gb/s", 5e6 m -> "5000 km"."""
+    unit = key_unit(key)
+    if unit is None or value == 0:
+        return f"{value:g}"
+    if unit == "m":
+        return f"{value / 1e3:g} km" if abs(value) >= 1e3 else f"{value:g} m"
+    scales = _SMALL if unit == "s" else _PREFIXES
+    for factor, prefix in scales:
+        if abs(value) >= factor or factor == scales[-1][0]:
+            return f"{value / factor:g} {prefix}{unit}"
+    return f"{value:g} {unit}"

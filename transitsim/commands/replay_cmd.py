@@ -18,7 +18,6 @@ from transitsim.commands.run_cmd import (
     print_summary,
     report_all_failed,
     report_problems,
-    show_table,
 )
 from transitsim.errors import TransitsimError
 from transitsim.metrics import run_sort_key
@@ -34,7 +33,7 @@ from transitsim.run import (
     write_outputs,
 )
 from transitsim.scenario import network_from_dict
-from transitsim.tables import output_format
+from transitsim.tables import emit_table, output_format
 from transitsim.trace import find_traces
 
 PLACEMENTS = ("auto", "none", "pluggable", "switch")
@@ -203,7 +202,7 @@ def replay_command(
         table = runs_table(result)
         if fmt in ("table", "markdown"):
             table = table.drop(columns="run")
-        show_table(table, fmt, None, RUN_HEADERS)
+        emit_table(table, fmt, headers=RUN_HEADERS)
     if out is not None and fmt == "table":
         print(f"wrote {', '.join(str(path) for path in result.files)}", file=sys.stderr)
     return result.exit_code

@@ -5,12 +5,12 @@ import math
 import sys
 from pathlib import Path
 
-import pandas as pd
 import typer
 
 from transitsim.run import JobsFailed, RunResult, default_output_dir, is_number, run_scenario
 from transitsim.scenario import load_scenario
 from transitsim.tables import emit_table
+from transitsim.units import format_key_value
 
 SUMMARY_HEADERS = {
     "label": "Configuration",
@@ -33,25 +33,6 @@ CROSSOVER_HEADERS = {
 MAX_NOTES = 5
 
 
-def show_table(table: pd.DataFrame, fmt: str, title: str | None, headers: dict[str, str]) -> None:
-    """emit_table (which prints user text such as "rack[host_link.rate=...]" as written)."""
-    emit_table(table, fmt, title=title, headers=headers)
-
-
-_PREFIXES = ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"), (1.0, ""))
-_SMALL = ((1.0, ""), (1e-3, "m"), (1e-6, "u"), (1e-9, "n"))
-_UNIT_OF_KEY = {
-    "rate": "b/s",
-    "host_lane_rate": "b/s",
-    "line_rate": "b/s",
-    "agg_rate": "b/s",
-    "length": "m",
-    "latency": "s",
-    "overhead": "s",
-    "forwarding_latency": "s",
-}
-
-
 def format_param(key: str, value: object) -> str:
     """A grid value (SI) as a scenario writes it: rate 1e10 -> "10 Gb/s", 5e6 m -> "5000 km"."""
     if value is None:
@@ -61,16 +42,7 @@ def format_param(key: str, value: object) -> str:
     number = float(value)  # type: ignore[arg-type]
     if math.isnan(number):
         return "–"
-    unit = _UNIT_OF_KEY.get(key.rsplit(".", 1)[-1])
-    if unit is None or number == 0:
-        return f"{number:g}"
-    if unit == "m":
-        return f"{number / 1e3:g} km" if abs(number) >= 1e3 else f"{number:g} m"
-    scales = _SMALL if unit == "s" else _PREFIXES
-    for factor, prefix in scales:
-        if abs(number) >= factor or factor == scales[-1][0]:
-            return f"{number / factor:g} {prefix}{unit}"
-    return f"{number:g} {unit}"
+    return format_key_value(key, number)
 
 
 def target_title(value: float, name: str, baseline: str | None) -> str:
@@ -87,7 +59,7 @@ def print_summary(result: RunResult, fmt: str = "table", baseline: str | None = 
     for value, name in zip(result.targets, result.target_names, strict=True):
         rows = result.summary[result.summary["target"] == value]
         table = rows[list(SUMMARY_HEADERS)]
-        show_table(table, fmt, target_title(value, name, baseline), SUMMARY_HEADERS)
+        emit_table(table, fmt, title=target_title(value, name, baseline), headers=SUMMARY_HEADERS)
 
 
 def print_crossovers(result: RunResult, fmt: str = "table") -> None:
@@ -113,7 +85,7 @@ def print_crossovers(result: RunResult, fmt: str = "table") -> None:
     columns = [*CROSSOVER_HEADERS, *held]
     shown = changes[[c for c in columns if c in changes.columns]]
     title = "Crossovers (other grid parameters held at the values shown)"
-    show_table(shown, fmt, title, CROSSOVER_HEADERS)
+    emit_table(shown, fmt, title=title, headers=CROSSOVER_HEADERS)
 
 
 def report_problems(result: RunResult, quiet: bool = False) -> None:
