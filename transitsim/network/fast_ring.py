@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from transitsim.network.des import Timing
+from transitsim.network.des import Timing, unshared_timing
 from transitsim.network.fabric import LOCAL_XFORM, PLAIN, Fabric, Path, Weights
 from transitsim.network.fluid import SETTLE_REL, ExactEnvironment
 from transitsim.network.schedule import RingPlan
@@ -195,19 +195,7 @@ def run_fast_ring(
     if phases > 1:
         account(usages[1], tables[1], phases - 1)
     samples = tuple(np.concatenate(c) for c in zip(*sampled, strict=True)) if sampled else None
-    still = np.zeros(plan.count)  # nothing ever stalls without faults
-    return Timing(
-        ready_s=ready,
-        free_s=free,
-        arrive_s=arrive,
-        events=env.processed,
-        stall_s=still,
-        stall0_s=still,
-        shared_by=np.full(plan.count, -1, dtype=np.int64),
-        busy_s=busy,
-        bytes=carried,
-        samples=samples,
-    )
+    return unshared_timing(ready, free, arrive, env.processed, busy, carried, samples)
 
 
 def ring_finish(plan: RingPlan, timing: Timing, start_s: np.ndarray) -> np.ndarray:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from transitsim.network.des import Timing
+from transitsim.network.des import Timing, unshared_timing
 from transitsim.network.fabric import PLAIN, Fabric, Path, Weights
 from transitsim.network.fluid import ExactEnvironment
 
@@ -193,19 +193,7 @@ def run_fast_switch(
         gaps = np.maximum(began[1:] - ended[:-1], 0.0).sum()
         for r in shared:
             busy[r] = ended[-1] - began[0] - gaps
-    still = np.zeros(plan.count)
-    return Timing(
-        ready_s=ready,
-        free_s=free,
-        arrive_s=arrive,
-        events=env.processed,
-        stall_s=still,
-        stall0_s=still,
-        shared_by=np.full(plan.count, -1, dtype=np.int64),
-        busy_s=busy,
-        bytes=carried,
-        samples=None,
-    )
+    return unshared_timing(ready, free, arrive, env.processed, busy, carried, None)
 
 
 def switch_finish(plan: SwitchPlan, timing: Timing, start_s: np.ndarray) -> np.ndarray:
