@@ -10,8 +10,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from transitsim.claims import FAILS, HOLDS, UNKNOWN
 from transitsim.commands import findings_cmd
-from transitsim.findings import FAILS, HOLDS, UNKNOWN, findings
+from transitsim.findings import findings
 from transitsim.published import (
     TINYSTORIES_GPU,
     TINYSTORIES_GPU_ENERGY,

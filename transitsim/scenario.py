@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import yaml
 from pydantic import (
     BaseModel,
     BeforeValidator,
@@ -43,6 +42,19 @@ from transitsim.network.spec import (
     TransformSpec,
 )
 from transitsim.network_presets import preset_dict, preset_names
+from transitsim.scenario_yaml import (
+    KeyPathIssue,
+    check_keys,
+    descend,
+    error_message,
+    fields_of,
+    first_error,
+    format_path,
+    is_dict,
+    line_of,
+    read_yaml,
+    visible_path,
+)
 from transitsim.trace import config_name, read_meta
 from transitsim.units import (
     parse_bytes,
@@ -58,7 +70,6 @@ OUTPUT_FILES = ("timeline", "summary", "ladder", "sweep", "link_util", "report",
 MAX_GRID_POINTS = 4096
 MAX_SCALE_PARAMS = 10**15  # what-if model sizes beyond this are typos, not questions
 _GLOB_CHARS = re.compile(r"[*?\[]")
-_TEXT_TAG = "tag:yaml.org,2002:str"
 
 # ---------------------------------------------------------------------------------------------
 # Quantities with units: validated by transitsim.units, documented as strings in the JSON Schema.
@@ -548,16 +559,6 @@ class Scenario(_Strict):
 _Point = tuple[str, NetworkSpec, dict[str, Any], "Placement"]
 
 
-class _Issue(Exception):
-    """A problem found after pydantic validation, with the key path it belongs to."""
-
-    def __init__(self, path: tuple[str | int, ...], message: str, line: int | None = None) -> None:
-        super().__init__(message)
-        self.path = path
-        self.message = message
-        self.line = line  # when the path cannot find it (a key that is not text)
-
-
 @dataclass(frozen=True)
 class Placement:
     """Where replay computes the transform (None: on the GPU) and where payloads are summed."""
@@ -580,19 +581,21 @@ def _placement(
             "pluggable" if has_plug_transform else "switch" if has_switch_transform else "none"
         )
     elif transform == "pluggable" and not has_plug_transform:
-        raise _Issue(
+        raise KeyPathIssue(
             (*where, "pluggable"),
             'placement.transform is "pluggable" but the network has no pluggable.transform',
         )
     elif transform == "switch" and not has_switch_transform:
-        raise _Issue(
+        raise KeyPathIssue(
             (*where, "switch"),
             'placement.transform is "switch" but the network has no switch.transform',
         )
     if total is None:
         total = "switch" if model.switch.aggregator else "receivers"
     elif total == "switch" and not model.switch.aggregator:
-        raise _Issue((*where, "switch"), 'placement.sum is "switch" but switch.aggregator is off')
+        raise KeyPathIssue(
+            (*where, "switch"), 'placement.sum is "switch" but switch.aggregator is off'
+        )
     return Placement(transform_at=None if transform == "none" else transform, sum_at=total)
 
 
@@ -638,12 +641,12 @@ def _sweep_key_error(key: str) -> str | None:
         return f"{parts[0]} cannot be swept"
     models: list[Any] = [NetworkModel]
     for index, part in enumerate(parts):
-        fields = _fields_of(models)
-        if part not in fields and not any(_is_dict(m) for m in models):
+        fields = fields_of(models)
+        if part not in fields and not any(is_dict(m) for m in models):
             prefix = ".".join(parts[:index]) or "a network"
             allowed = ", ".join(sorted(fields))
             return f'unknown key "{part}" in {prefix} (allowed: {allowed})'
-        models = _descend(models, part)
+        models = descend(models, part)
     return None
 
 
@@ -671,13 +674,6 @@ def _point_text(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, default=str)
 
 
-def _first_error(exc: ValidationError, root: type[BaseModel], data: Any) -> tuple[str, str]:
-    """(key path, message) of the first pydantic error, for messages without line numbers."""
-    error = exc.errors()[0]
-    shown = _visible_path(error["loc"], data, root, error["type"])
-    return _format_path(shown), _error_message(error, root)
-
-
 def _expand_grid(scenario: Scenario) -> list[_Point]:
     grid = scenario.grid
     assert grid is not None
@@ -687,19 +683,21 @@ def _expand_grid(scenario: Scenario) -> list[_Point]:
     for key, values in grid.sweep.items():
         problem = _sweep_key_error(key)
         if problem:
-            raise _Issue(("grid", "sweep", key), problem)
+            raise KeyPathIssue(("grid", "sweep", key), problem)
         for index, value in enumerate(values):  # each value alone, so errors point at it
             candidate = _set_dotted(raw, key, value)
             try:
                 NetworkModel.model_validate(candidate)
             except ValidationError as exc:
-                inner, message = _first_error(exc, NetworkModel, candidate)
+                inner, message = first_error(exc, NetworkModel, candidate)
                 detail = message if inner in ("", key) else f"{inner}: {message}"
-                raise _Issue(("grid", "sweep", key, index), detail) from None
+                raise KeyPathIssue(("grid", "sweep", key, index), detail) from None
     keys = list(grid.sweep)
     count = math.prod(len(values) for values in grid.sweep.values())
     if count > MAX_GRID_POINTS:
-        raise _Issue(("grid", "sweep"), f"{count} points is too many (at most {MAX_GRID_POINTS})")
+        raise KeyPathIssue(
+            ("grid", "sweep"), f"{count} points is too many (at most {MAX_GRID_POINTS})"
+        )
     points = []
     for combination in itertools.product(*(grid.sweep[key] for key in keys)):
         candidate = raw
@@ -710,24 +708,26 @@ def _expand_grid(scenario: Scenario) -> list[_Point]:
         try:
             model = NetworkModel.model_validate(candidate)
         except ValidationError as exc:
-            inner, message = _first_error(exc, NetworkModel, candidate)
-            raise _Issue(("grid", "sweep"), f"point {label}: {inner}: {message}") from None
+            inner, message = first_error(exc, NetworkModel, candidate)
+            raise KeyPathIssue(("grid", "sweep"), f"point {label}: {inner}: {message}") from None
         params = {}
         for key, value in zip(keys, combination, strict=True):
             parsed = _get_dotted(model, key)
             params[key] = value if isinstance(parsed, BaseModel) else parsed
         try:
             placement = _placement(model, scenario.placement, ())
-        except _Issue as issue:
-            inner = _format_path(issue.path)
-            raise _Issue(("grid", "sweep"), f"point {label}: {inner}: {issue.message}") from None
+        except KeyPathIssue as issue:
+            inner = format_path(issue.path)
+            raise KeyPathIssue(
+                ("grid", "sweep"), f"point {label}: {inner}: {issue.message}"
+            ) from None
         points.append((name, _network_spec(model, name), params, placement))
     return points
 
 
 def _expand_networks(scenario: Scenario) -> list[_Point]:
     if not scenario.networks and scenario.grid is None:
-        raise _Issue(
+        raise KeyPathIssue(
             ("networks",), "give at least one network (a preset name or a mapping) or a grid"
         )
     expanded: list[_Point] = []
@@ -741,14 +741,14 @@ def _expand_networks(scenario: Scenario) -> list[_Point]:
     for index, (name, spec, _, _) in enumerate(expanded):
         in_list = index < len(scenario.networks)
         if name in seen:
-            raise _Issue(
+            raise KeyPathIssue(
                 ("networks", index, "name") if in_list else ("grid",),
                 f'network name "{name}" is used twice: give each network its own name',
             )
         seen.add(name)
         factors = scenario.stragglers.worker_factors
         if factors and len(factors) != spec.workers:
-            raise _Issue(
+            raise KeyPathIssue(
                 ("stragglers", "worker_factors"),
                 f"{len(factors)} factors for network {name} of {spec.workers} workers",
             )
@@ -759,8 +759,8 @@ def _expanded(scenario: Scenario) -> list[_Point]:
     if scenario._expanded is None:
         try:
             scenario._expanded = _expand_networks(scenario)
-        except _Issue as issue:
-            raise TransitsimError(f"{_format_path(issue.path)}: {issue.message}") from None
+        except KeyPathIssue as issue:
+            raise TransitsimError(f"{format_path(issue.path)}: {issue.message}") from None
     return scenario._expanded
 
 
@@ -785,7 +785,7 @@ def network_from_dict(raw: Any) -> NetworkSpec:
     try:
         model = NetworkModel.model_validate(raw)
     except ValidationError as exc:
-        inner, message = _first_error(exc, NetworkModel, raw)
+        inner, message = first_error(exc, NetworkModel, raw)
         raise TransitsimError(f"network: {inner}: {message}" if inner else message) from None
     return _network_spec(model, model.name or "network")
 
@@ -811,13 +811,13 @@ def _resolve_traces(scenario: Scenario, base_dir: Path) -> list[TraceFile]:
             matches = sorted(Path(p) for p in glob.glob(str(pattern), recursive=True))
             matches = [p for p in matches if p.is_file()]
             if not matches:
-                raise _Issue(where, f"no trace file matches {pattern}")
+                raise KeyPathIssue(where, f"no trace file matches {pattern}")
         elif pattern.is_dir():
             matches = sorted(pattern.glob("*.parquet"))
             if not matches:
-                raise _Issue(where, f"no *.parquet trace in folder {pattern}")
+                raise KeyPathIssue(where, f"no *.parquet trace in folder {pattern}")
         elif not pattern.exists():
-            raise _Issue(where, f"trace file not found: {pattern}")
+            raise KeyPathIssue(where, f"trace file not found: {pattern}")
         else:
             matches = [pattern]
         entry_configs = set()
@@ -828,7 +828,7 @@ def _resolve_traces(scenario: Scenario, base_dir: Path) -> list[TraceFile]:
             try:
                 meta = read_meta(path)
             except TransitsimError as exc:
-                raise _Issue(where, str(exc)) from None
+                raise KeyPathIssue(where, str(exc)) from None
             config = config_name(meta["name"])
             entry_configs.add(config)
             files.append(
@@ -845,7 +845,7 @@ def _resolve_traces(scenario: Scenario, base_dir: Path) -> list[TraceFile]:
             )
         if entry.label and len(entry_configs) > 1:
             configs = ", ".join(sorted(entry_configs))
-            raise _Issue(
+            raise KeyPathIssue(
                 ("traces", index, "label"),
                 f'label "{entry.label}" would name several configs ({configs}): '
                 "give each its own entry",
@@ -853,7 +853,7 @@ def _resolve_traces(scenario: Scenario, base_dir: Path) -> list[TraceFile]:
     labels: dict[str, str] = {}
     for trace in files:
         if trace.label and labels.setdefault(trace.config, trace.label) != trace.label:
-            raise _Issue(
+            raise KeyPathIssue(
                 ("traces",),
                 f'config "{trace.config}" has two labels: '
                 f'"{labels[trace.config]}" and "{trace.label}"',
@@ -877,210 +877,26 @@ def _check_names(scenario: Scenario, files: list[TraceFile]) -> None:
         try:
             resolve_config(query, variants)
         except TransitsimError as exc:
-            raise _Issue(where, str(exc)) from None
+            raise KeyPathIssue(where, str(exc)) from None
 
 
 # ---------------------------------------------------------------------------------------------
-# Loading: YAML with line numbers, errors as one line
-
-
-def _read_yaml(path: Path) -> tuple[yaml.Node | None, Any]:
-    """The YAML's node tree (for line numbers) and its data."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise TransitsimError(f"{path}: no such scenario file") from None
-    except IsADirectoryError:
-        raise TransitsimError(f"{path}: is a folder, not a scenario file") from None
-    except UnicodeDecodeError:
-        raise TransitsimError(f"{path}: not a UTF-8 text file") from None
-    except OSError as exc:
-        raise TransitsimError(f"{path}: cannot read ({exc.strerror})") from None
-    loader = None
-    try:
-        loader = yaml.SafeLoader(text)
-        node = loader.get_single_node()
-        data = loader.construct_document(node) if node is not None else None
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        line = f"{mark.line + 1}:" if mark else ""
-        problem = " ".join(str(exc.problem or exc.context or "invalid YAML").split())
-        raise TransitsimError(f"{path}:{line} invalid YAML: {problem}") from None
-    except (yaml.YAMLError, RecursionError, ValueError, TypeError) as exc:
-        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise TransitsimError(f"{path}: invalid YAML: {first}") from None
-    finally:
-        if loader is not None:
-            loader.dispose()
-    return node, data
-
-
-def _check_keys(node: yaml.Node | None, path: tuple[str | int, ...] = ()) -> None:
-    """Keys must be text and appear once (YAML would silently keep the last of two)."""
-    if isinstance(node, yaml.MappingNode):
-        seen: set[str] = set()
-        for key_node, value_node in node.value:
-            if key_node.tag != _TEXT_TAG:
-                line = key_node.start_mark.line + 1
-                raise _Issue(
-                    path, f"key {show_value(key_node.value)} must be text (quote it)", line
-                )
-            if key_node.value in seen:
-                line = key_node.start_mark.line + 1
-                raise _Issue((*path, key_node.value), "duplicate key", line)
-            seen.add(key_node.value)
-            _check_keys(value_node, (*path, key_node.value))
-    elif isinstance(node, yaml.SequenceNode):
-        for index, item in enumerate(node.value):
-            _check_keys(item, (*path, index))
-
-
-def _line_of(node: yaml.Node | None, path: tuple[str | int, ...]) -> int:
-    """The line of the deepest part of `path` present in the YAML (1 when nothing matches)."""
-    line = node.start_mark.line + 1 if node is not None else 1
-    for part in path:
-        if isinstance(node, yaml.MappingNode):
-            for key_node, value_node in node.value:
-                if key_node.value == part:
-                    line, node = key_node.start_mark.line + 1, value_node
-                    break
-            else:
-                return line
-        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int):
-            if not 0 <= part < len(node.value):
-                return line
-            node = node.value[part]
-            line = node.start_mark.line + 1
-        else:
-            return line
-    return line
-
-
-def _visible_path(
-    loc: tuple[Any, ...], data: Any, root: type[BaseModel], error_type: str
-) -> tuple[str | int, ...]:
-    """Pydantic's error location without its union tags: only keys the user wrote or could."""
-    shown: list[str | int] = []
-    current, kinds = data, [root]
-    for index, part in enumerate(loc):
-        is_key = (
-            isinstance(part, int)
-            or part in _fields_of(kinds)
-            or any(_is_dict(kind) for kind in kinds)
-        )
-        kinds = _descend(kinds, part)
-        if isinstance(current, dict) and part in current:
-            current = current[part]
-        elif isinstance(current, list) and isinstance(part, int) and 0 <= part < len(current):
-            current = current[part]
-        elif index == len(loc) - 1 and (is_key or error_type == "extra_forbidden"):
-            current = None  # a missing key, or an unknown one
-        else:
-            continue  # a union member's tag, not a key
-        shown.append(part)
-    return tuple(shown)
-
-
-def _format_path(path: tuple[Any, ...]) -> str:
-    """('networks', 0, 'host_link') -> 'networks[0].host_link'; odd keys in ["..."]."""
-    text = ""
-    for part in path:
-        if isinstance(part, int):
-            text += f"[{part}]"
-        elif re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", str(part)):
-            text += f".{part}" if text else str(part)
-        else:
-            text += f"[{json.dumps(str(part), ensure_ascii=False)}]"
-    return text
-
-
-def _unwrap(annotation: Any) -> list[Any]:
-    """The concrete types behind Annotated / unions / Optional."""
-    origin = typing.get_origin(annotation)
-    if origin is Annotated:
-        return _unwrap(typing.get_args(annotation)[0])
-    if origin in (typing.Union, type(int | None)):
-        return [t for arg in typing.get_args(annotation) for t in _unwrap(arg)]
-    return [annotation]
-
-
-def _is_model(kind: Any) -> bool:
-    return isinstance(kind, type) and issubclass(kind, BaseModel)
-
-
-def _is_dict(kind: Any) -> bool:
-    return typing.get_origin(kind) is dict
-
-
-def _fields_of(kinds: list[Any]) -> set[str]:
-    return {name for kind in kinds if _is_model(kind) for name in kind.model_fields}
-
-
-def _descend(kinds: list[Any], part: Any) -> list[Any]:
-    """The types one step further along an error location (tags keep their model)."""
-    result: list[Any] = []
-    for kind in kinds:
-        if _is_model(kind) and part in kind.model_fields:
-            result.extend(_unwrap(kind.model_fields[part].annotation))
-        elif _is_model(kind) and isinstance(part, str):
-            if any(part in typing.get_args(f.annotation) for f in kind.model_fields.values()):
-                result.append(kind)  # discriminator tag of this union member
-        elif typing.get_origin(kind) is list and isinstance(part, int):
-            result.extend(_unwrap(typing.get_args(kind)[0]))
-        elif _is_dict(kind) and isinstance(part, str):
-            result.extend(_unwrap(typing.get_args(kind)[1]))
-    return result
-
-
-def _allowed_keys(root: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
-    kinds: list[Any] = [root]
-    for part in loc:
-        kinds = _descend(kinds, part)
-    return sorted(_fields_of(kinds))
-
-
-def _error_message(error: Any, root: type[BaseModel]) -> str:
-    """One pydantic error in our words."""
-    kind, ctx, value = error["type"], error.get("ctx") or {}, error.get("input")
-    if kind == "extra_forbidden":
-        allowed = ", ".join(_allowed_keys(root, error["loc"][:-1]))
-        return f"unknown key (allowed: {allowed})" if allowed else "unknown key"
-    if kind == "missing":
-        return "missing required key"
-    if kind in ("value_error", "assertion_error"):
-        return str(ctx.get("error", error["msg"]))
-    if kind == "literal_error":
-        return f"expected {ctx['expected']}, got {show_value(value)}"
-    if kind == "union_tag_invalid":
-        return (
-            f"unknown {ctx['discriminator'].strip(chr(39))} {show_value(ctx['tag'])} "
-            f"(expected {ctx['expected_tags']})"
-        )
-    if kind == "union_tag_not_found":
-        return f"missing required key {ctx['discriminator'].strip(chr(39))}"
-    if kind in ("model_type", "model_attributes_type", "dict_type"):
-        return f"expected a mapping of keys, got {show_value(value)}"
-    if kind == "too_short":
-        return f"expected at least {ctx.get('min_length', 1)} item(s), got {show_value(value)}"
-    if kind == "list_type":
-        return f"expected a list, got {show_value(value)}"
-    message = str(error["msg"])
-    return f"{message[:1].lower()}{message[1:]}, got {show_value(value)}"
+# Loading
 
 
 def load_scenario(path: Path | str) -> Scenario:
     """Read, validate and resolve a scenario file; any mistake is one TransitsimError line."""
     path = Path(path)
-    node, data = _read_yaml(path)
+    node, data = read_yaml(path)
 
     def fail(where: tuple[Any, ...], message: str, line: int | None = None) -> TransitsimError:
-        key = _format_path(where)
-        prefix = f"{path}:{line or _line_of(node, where)}:"
+        key = format_path(where)
+        prefix = f"{path}:{line or line_of(node, where)}:"
         return TransitsimError(f"{prefix} {key}: {message}" if key else f"{prefix} {message}")
 
     try:
-        _check_keys(node)
-    except _Issue as issue:
+        check_keys(node)
+    except KeyPathIssue as issue:
         raise fail(issue.path, issue.message, issue.line) from None
     if not isinstance(data, dict):
         raise fail(
@@ -1091,20 +907,18 @@ def load_scenario(path: Path | str) -> Scenario:
     try:
         scenario = Scenario.model_validate(data)
     except ValidationError as exc:
-        errors = [(_visible_path(e["loc"], data, Scenario, e["type"]), e) for e in exc.errors()]
+        errors = [(visible_path(e["loc"], data, Scenario, e["type"]), e) for e in exc.errors()]
         # by line; on one line an unknown key first (a typo also makes a key "missing")
-        errors.sort(
-            key=lambda item: (_line_of(node, item[0]), item[1]["type"] != "extra_forbidden")
-        )
+        errors.sort(key=lambda item: (line_of(node, item[0]), item[1]["type"] != "extra_forbidden"))
         where, first = errors[0]
         more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
-        raise fail(where, _error_message(first, Scenario) + more) from None
+        raise fail(where, error_message(first, Scenario) + more) from None
     scenario._source_path = path
     try:
         scenario._expanded = _expand_networks(scenario)
         scenario._trace_files = _resolve_traces(scenario, path.parent)
         _check_names(scenario, scenario._trace_files)
-    except _Issue as issue:
+    except KeyPathIssue as issue:
         raise fail(issue.path, issue.message) from None
     return scenario
 
