@@ -124,7 +124,7 @@ def test_bad_input_is_a_transitsim_error(traces, tmp_path):
         lambda: simulate([traces], [SLOW, SLOW], targets=[3.5]),
         lambda: simulate([traces], SLOW, targets=[]),
         lambda: simulate([traces], SLOW, targets=["low"]),
-        lambda: simulate([traces], SLOW, targets=None, baseline=None),
+        lambda: simulate([traces / "C-tiny-s0.parquet"], SLOW, targets=None),  # no A, no targets
         lambda: simulate([traces], SLOW, targets=[3.5], baseline="B"),
         lambda: simulate([42], SLOW, targets=[3.5]),
     ):
@@ -169,3 +169,13 @@ def test_simulate_callable_after_importing_the_module_first():
         "else:\n"
         "    raise SystemExit('no error')\n"
     )
+
+
+def test_baseline_defaults_to_a_only_when_there_is_an_a_run(traces):
+    # With an A run, speed-ups are against A; without one, there are none (and no error).
+    with_a = simulate([traces], SLOW, targets=[3.5]).summary
+    assert np.allclose(with_a.loc[with_a["variant"] == "A", "speedup_vs_baseline"], 1.0)
+    only_c = [read_trace(path) for path in sorted(traces.glob("*.parquet"))]
+    only_c = [trace for trace in only_c if trace.variant == "C"]
+    summary = simulate(only_c, SLOW, targets=[3.5]).summary
+    assert len(summary) == 1 and summary["speedup_vs_baseline"].isna().all()

@@ -43,7 +43,7 @@ def simulate(
     *,
     compute: ComputeModel | None = None,
     targets: list[float] | str | None = None,
-    baseline: str | None = "A",
+    baseline: str | None = None,
     transform_at: str | dict[str, str | None] | None = None,
     sum_at: str = "receivers",
     collective: str | None = None,
@@ -56,13 +56,16 @@ def simulate(
 
     traces: trace files, folders of them, or Trace objects. targets: validation losses, or a
     spec such as "3.5,final:A" (see metrics.parse_targets); None: the baseline's mean final
-    loss. baseline: a variant id or configuration name (None: no speed-ups). transform_at: a
+    loss. baseline: a variant id or configuration name (None: A when the traces hold an A run,
+    else no speed-ups). transform_at: a
     placement ("pluggable" | "switch") for the optical variants E and E', or a
     {variant: placement} dict. The other keywords are replay's (transitsim.replay.replay),
     applied to every pair. Caveats (extrapolation, fallbacks) are in `notes` and in the
     tables' attrs["notes"]; the summary's `extrapolated` column marks what they concern.
     """
     loaded = _load(traces)
+    if baseline is None and any(trace.variant == "A" for trace in loaded):
+        baseline = "A"
     target_list = _targets(targets, loaded, baseline)
     network_list = _networks(networks)
     timelines: list[pd.DataFrame] = []
