@@ -5,13 +5,12 @@ same folder and renamed into place, so a kill at any moment leaves the previous 
 new one, never half of one.
 """
 
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from transitsim.atomic import atomic_path
 from transitsim.errors import TransitsimError
 
 CHECKPOINT_FORMAT = 1
@@ -23,15 +22,8 @@ def checkpoint_path(out_dir: Path, run_name: str) -> Path:
 
 def save_checkpoint(path: Path, state: dict[str, Any]) -> None:
     """Write `state` (tensors, state dicts, plain Python values) atomically."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
+    with atomic_path(path, shared=False) as tmp:
         torch.save({"format": CHECKPOINT_FORMAT, **state}, tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def load_checkpoint(path: Path) -> dict[str, Any]:

@@ -18,9 +18,10 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.colors import qualitative
 
+from transitsim.atomic import write_text_atomic
 from transitsim.errors import TransitsimError
 from transitsim.metrics import TIMELINE_COLUMNS, crossovers
-from transitsim.trace_events import write_text_atomic, write_trace_events
+from transitsim.trace_events import write_trace_events
 from transitsim.units import key_unit
 
 __all__ = ["Panel", "build_panels", "render_html", "write_report", "write_trace_events"]

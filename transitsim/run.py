@@ -10,11 +10,8 @@ the crossovers of a grid and the report, and writes every file atomically (a tem
 same folder, then os.replace): a run killed at any moment leaves each output whole or absent.
 """
 
-import contextlib
 import json
-import os
-import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,6 +19,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from transitsim.atomic import atomic_path
 from transitsim.errors import TransitsimError
 from transitsim.metrics import (
     LADDER_COLUMNS,
@@ -415,22 +413,6 @@ def link_utilisation(results: list[JobResult]) -> pd.DataFrame:
 
 # ---------------------------------------------------------------------------------------------
 # Writing
-
-
-@contextlib.contextmanager
-def atomic_path(path: Path) -> Iterator[Path]:
-    """A temp path beside `path` (".<name>.<random>.tmp") that replaces it when the block ends
-    without error; on error it is removed and `path` is left as it was."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
-        yield Path(tmp)
-        os.chmod(tmp, 0o644)  # mkstemp makes it private; results are meant to be shared
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def _write_csv(frame: pd.DataFrame) -> Callable[[Path], None]:

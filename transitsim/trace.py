@@ -7,9 +7,7 @@ pyarrow, pandas, duckdb or polars read the step table without this module; the m
 
 import json
 import math
-import os
 import re
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,6 +17,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from transitsim.atomic import atomic_path
 from transitsim.errors import TraceError
 
 FORMAT_NAME = "transitsim.trace"
@@ -249,16 +248,8 @@ def write_trace(
             DIAG_KEY: json.dumps(diag_json),
         }
     )
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
+    with atomic_path(path) as tmp:
         pq.write_table(table, tmp, compression="zstd")
-        os.chmod(tmp, 0o644)  # mkstemp makes it private; a trace is a shareable result
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
     return path
 
 

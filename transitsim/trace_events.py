@@ -9,33 +9,16 @@ which become the event's args.
 
 import json
 import math
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from transitsim.atomic import write_text_atomic
 from transitsim.errors import TransitsimError
 
 REQUIRED_COLUMNS = ("track", "name", "start_s", "end_s")
 _FIXED_COLUMNS = {*REQUIRED_COLUMNS, "process", "category"}
-
-
-def write_text_atomic(path: Path | str, text: str) -> Path:
-    """Write via a temp file in the same folder + rename: readers see the old file or the new."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.chmod(tmp, 0o644)  # mkstemp makes it private; results are meant to be shared
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
 
 
 def _plain(value: Any) -> Any:

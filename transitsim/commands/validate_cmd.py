@@ -7,6 +7,7 @@ from pathlib import Path
 
 import typer
 
+from transitsim.atomic import write_text_atomic
 from transitsim.errors import TransitsimError
 from transitsim.scenario import (
     load_scenario,
@@ -14,7 +15,6 @@ from transitsim.scenario import (
     scenario_json_schema,
     scenario_to_networks,
 )
-from transitsim.trace_events import write_text_atomic
 
 
 def _describe(path: Path) -> dict:
