@@ -322,3 +322,10 @@ def crossovers(summary: pd.DataFrame, param: str) -> pd.DataFrame:
             previous = best_config
             rows.append(row)
     return pd.DataFrame(rows)
+
+
+def extrapolated_flags(summary: pd.DataFrame, timeline: pd.DataFrame) -> list[bool]:
+    """Per summary row: whether any replayed row of its (config, network) was extrapolated."""
+    flagged = timeline.groupby(["config", "network"], sort=False)["extrapolated"].any()
+    keys = zip(summary["config"], summary["network"], strict=True)
+    return [bool(flagged[key]) for key in keys]

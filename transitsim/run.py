@@ -25,6 +25,7 @@ from transitsim.metrics import (
     LADDER_COLUMNS,
     SUMMARY_COLUMNS,
     crossovers,
+    extrapolated_flags,
     ladder,
     parse_targets,
     resolve_config,
@@ -346,10 +347,9 @@ def summarise(
     summary = time_to_target(timeline[[*METRIC_COLUMNS, *params]], targets, baseline)
     summary.insert(1, "label", summary["config"].map(lambda c: labels.get(c, c)))
     parts = bottlenecks(timeline)
-    flagged = timeline.groupby(["config", "network"], sort=False)["extrapolated"].any()
-    keys = list(zip(summary["config"], summary["network"], strict=True))
+    keys = zip(summary["config"], summary["network"], strict=True)
     summary["bottleneck"] = [parts[key] for key in keys]
-    summary["extrapolated"] = [bool(flagged[key]) for key in keys]
+    summary["extrapolated"] = extrapolated_flags(summary, timeline)
     return summary
 
 

@@ -19,7 +19,7 @@ import pandas as pd
 from transitsim.compute import ComputeModel, Stragglers
 from transitsim.errors import TransitsimError
 from transitsim.metrics import TIMELINE_COLUMNS as METRICS_COLUMNS
-from transitsim.metrics import parse_targets, time_to_target
+from transitsim.metrics import extrapolated_flags, parse_targets, time_to_target
 from transitsim.network import LinkFault, NetworkSpec
 from transitsim.replay import TIMELINE_COLUMNS, placement_for, replay
 from transitsim.trace import Trace, find_traces, read_trace
@@ -93,11 +93,7 @@ def simulate(
     link_stats = pd.concat(links, ignore_index=True)
     timeline.attrs = {"notes": notes, "extrapolated": bool(timeline["extrapolated"].any())}
     summary = time_to_target(timeline[list(METRICS_COLUMNS)], target_list, baseline)
-    flagged = timeline.groupby(["config", "network"], sort=False)["extrapolated"].any()
-    summary["extrapolated"] = [
-        bool(flagged[(config, network)])
-        for config, network in zip(summary["config"], summary["network"], strict=True)
-    ]
+    summary["extrapolated"] = extrapolated_flags(summary, timeline)
     summary.attrs = dict(timeline.attrs)
     return SimulationResult(timeline=timeline, summary=summary, link_stats=link_stats, notes=notes)
 
