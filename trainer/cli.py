@@ -10,7 +10,7 @@ import math
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import fields, replace
+from dataclasses import asdict, fields, replace
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -235,13 +235,7 @@ def dry_run_report(cfg: RunConfig, cache_dir: Path | None) -> dict[str, Any]:
         "name": run_name(cfg),
         "variant": variant_id(cfg),
         "algorithm": cfg.variant,
-        "model": {
-            "n_layer": shape.n_layer,
-            "n_head": shape.n_head,
-            "n_embd": shape.n_embd,
-            "block": shape.block,
-            "vocab": shape.vocab,
-        },
+        "model": asdict(shape),
         "n_params": n_params,
         "workers": cfg.workers,
         "tokens_per_step": cfg.workers * cfg.batch * cfg.block,

@@ -13,7 +13,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -296,14 +296,7 @@ def trace_meta(trainer: Trainer, status: str, revision: str) -> dict[str, Any]:
         "variant": variant_id(cfg),
         "variant_params": variant_params(cfg),
         "config": cfg.to_dict(),
-        "model": {
-            "n_layer": shape.n_layer,
-            "n_head": shape.n_head,
-            "n_embd": shape.n_embd,
-            "block": shape.block,
-            "vocab": shape.vocab,
-            "vocab_real": corpus.vocab,
-        },
+        "model": asdict(shape) | {"vocab_real": corpus.vocab},
         "n_params": trainer.n_params,
         "workers": cfg.workers,
         "batch": cfg.batch,
