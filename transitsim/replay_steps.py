@@ -1,0 +1,388 @@
+"""Replay's stepping: every row's steps in order on one clock, each exchange simulated (or reused).
+
+A step is: every worker starts computing at the previous step's end, computes (plus its straggler
+jitter), compresses, then joins the exchange at its own ready time; the step ends when the
+exchange has finished for everyone, plus the optimiser update.
+
+Steps that cannot differ (same bytes, same compute, no random stragglers, no link fault in their
+window) are simulated once and reused: the exchange is simulated relative to its step's start, so
+a reused result is the very same numbers a fresh simulation would give.
+"""
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from transitsim.compute import Stragglers
+from transitsim.network import Exchange, LinkFault, simulate_exchange
+from transitsim.network.spec import NetworkSpec
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One simulated exchange, times relative to the start of its step."""
+
+    finish_s: float  # when the last worker has the result
+    transform_s: float
+    wire_s: float
+    wait_s: float
+    wire_bytes: float  # bytes one worker sends on its line (mean over workers)
+    events: int
+    link_stats: pd.DataFrame
+    faulted: bool
+
+
+@dataclass
+class Segment:
+    """`count` consecutive steps of one row that took the same times."""
+
+    count: int
+    step_s: float
+    compute_s: float
+    transform_s: float
+    wire_s: float
+    wait_s: float
+    wire_bytes: float
+
+
+@dataclass
+class Run:
+    """What replay carries from step to step."""
+
+    network: NetworkSpec
+    faults: list[LinkFault]
+    method: str | None
+    reuse: bool
+    cache: dict[Any, Outcome] = field(default_factory=dict)
+    # the exchange from its first worker's ready time on, by (exchange, relative ready times):
+    # steps whose compute differs but not between workers share one simulation
+    relative: dict[Any, Outcome] = field(default_factory=dict)
+    detail: list[dict[str, Any]] = field(default_factory=list)
+    # id(outcome) -> (outcome, steps it stood for): link figures are summed once per outcome
+    uses: dict[int, tuple[Outcome, int]] = field(default_factory=dict)
+
+
+@dataclass
+class StepPlan:
+    """Per trace row, what its steps do once scaling and placement are applied (plain lists)."""
+
+    step: list[int]
+    interval: list[int]  # optimiser steps the row stands for
+    compute_s: list[float]  # one worker's compute, before stragglers
+    compress_s: list[float]
+    update_s: list[float]
+    exchange: list[Exchange]
+
+
+def replay_rows(
+    run: Run, plan: StepPlan, stragglers: Stragglers, rng: np.random.Generator
+) -> dict[str, list[Any]]:
+    """Every row's steps in order on one clock; per-row figures as timeline columns."""
+    workers = run.network.workers
+    factors = stragglers.factors(workers)
+    names = ("compute_s", "transform_s", "wire_s", "wait_s", "step_s")
+    rows: dict[str, list[Any]] = {
+        name: [] for name in ("step", *names, "time_s", "wire_bytes", "payload_bytes")
+    }
+    clock_s = time_s = wire_total = 0.0
+    payload_total = 0
+    for i, count in enumerate(plan.interval):
+        exchange = plan.exchange[i]
+        first_step = plan.step[i] - count + 1
+        if stragglers.random:
+            jitter = stragglers.draw(rng, count, workers)
+            segments = []
+            for j in range(count):
+                compute_w = stragglers.apply(plan.compute_s[i], jitter[j], workers)
+                segment = _one_step(
+                    run,
+                    exchange,
+                    compute_w,
+                    plan.compress_s[i],
+                    plan.update_s[i],
+                    clock_s,
+                    first_step + j,
+                    cacheable=False,
+                )
+                segments.append(segment)
+                clock_s += segment.step_s
+        else:
+            segments, clock_s = _steady_steps(
+                run,
+                exchange,
+                plan.compute_s[i] * factors,
+                plan.compress_s[i],
+                plan.update_s[i],
+                clock_s,
+                first_step,
+                count,
+            )
+        figures = _row_figures(segments, count)
+        time_s += figures["row_s"]
+        clock_s = time_s  # one clock: the timeline's
+        wire_total += figures["wire_bytes_total"]
+        payload_total += exchange.payload_bytes * count
+        rows["step"].append(plan.step[i])
+        for name in names:
+            rows[name].append(figures[name])
+        rows["time_s"].append(time_s)
+        rows["wire_bytes"].append(wire_total)
+        rows["payload_bytes"].append(payload_total)
+    rows["compress_s"] = plan.compress_s
+    rows["update_s"] = plan.update_s
+    rows["interval_steps"] = plan.interval
+    rows["algo"] = [exchange.algo for exchange in plan.exchange]
+    return rows
+
+
+def _simulate(
+    run: Run, exchange: Exchange, ready_s: np.ndarray, faults: list[LinkFault]
+) -> Outcome:
+    """One exchange on the network floor, its workers joining at `ready_s` (step-relative).
+
+    Simulated from the first worker's ready time on and shifted back, so that a cached relative
+    simulation and a fresh one give the same numbers bit for bit.
+    """
+    offset_s = float(ready_s.min())
+    shifted = [
+        dataclasses.replace(
+            f, down_from_s=f.down_from_s - offset_s, down_until_s=f.down_until_s - offset_s
+        )
+        for f in faults
+    ]
+    kwargs: dict[str, Any] = {"start_s": ready_s - offset_s, "faults": shifted}
+    if run.method is not None:
+        kwargs["method"] = run.method
+    result = simulate_exchange(run.network, exchange, **kwargs)
+    return Outcome(
+        finish_s=float(np.max(result.finish_s)) + offset_s,
+        transform_s=float(result.transform_s),
+        wire_s=float(result.wire_s),
+        wait_s=float(result.wait_s),
+        wire_bytes=float(np.mean(result.bytes_sent)),
+        events=int(result.events),
+        link_stats=result.link_stats,
+        faulted=bool(faults),
+    )
+
+
+def _fault_free(run: Run, exchange: Exchange, ready_s: np.ndarray, cacheable: bool) -> Outcome:
+    """The exchange without faults; simulated once per distinct input when reuse is on."""
+    if not (cacheable and run.reuse):
+        return _simulate(run, exchange, ready_s, [])
+    offset_s = float(ready_s.min())
+    relative_s = ready_s - offset_s
+    key = (exchange, relative_s.tobytes(), offset_s)
+    outcome = run.cache.get(key)
+    if outcome is None:
+        relative = run.relative.get(key[:2])
+        if relative is None:
+            relative = run.relative[key[:2]] = _simulate(run, exchange, relative_s, [])
+        outcome = run.cache[key] = dataclasses.replace(
+            relative, finish_s=relative.finish_s + offset_s
+        )
+    return outcome
+
+
+def _hits_fault(run: Run, clock_s: float, ready_min_s: float, finish_s: float) -> bool:
+    """Whether a fault window meets this step's exchange window (the only time links are used).
+
+    A fault after the fault-free finish, or before the first worker is ready, cannot change the
+    exchange, so only then is the fault-free result kept.
+    """
+    return any(
+        fault.down_from_s < clock_s + finish_s and fault.down_until_s > clock_s + ready_min_s
+        for fault in run.faults
+    )
+
+
+def _shifted_faults(run: Run, clock_s: float, ready_min_s: float) -> list[LinkFault]:
+    """The faults not over before the exchange begins, on the step-relative clock.
+
+    Later faults are kept too: one outage may delay the exchange into the next.
+    """
+    return [
+        dataclasses.replace(
+            fault,
+            down_from_s=fault.down_from_s - clock_s,
+            down_until_s=fault.down_until_s - clock_s,
+        )
+        for fault in run.faults
+        if fault.down_until_s > clock_s + ready_min_s
+    ]
+
+
+def _one_step(
+    run: Run,
+    exchange: Exchange,
+    compute_w_s: np.ndarray,
+    compress_s: float,
+    update_s: float,
+    clock_s: float,
+    step: int,
+    cacheable: bool,
+) -> Segment:
+    """One step starting at `clock_s`, with faults applied where they meet its exchange."""
+    ready_s = compute_w_s + compress_s
+    outcome = _fault_free(run, exchange, ready_s, cacheable)
+    ready_min_s = float(ready_s.min())
+    if run.faults and _hits_fault(run, clock_s, ready_min_s, outcome.finish_s):
+        outcome = _simulate(run, exchange, ready_s, _shifted_faults(run, clock_s, ready_min_s))
+    return _segment(run, 1, step, exchange, outcome, compute_w_s, ready_s, compress_s, update_s)
+
+
+def _steady_steps(
+    run: Run,
+    exchange: Exchange,
+    compute_w_s: np.ndarray,
+    compress_s: float,
+    update_s: float,
+    clock_s: float,
+    first_step: int,
+    count: int,
+) -> tuple[list[Segment], float]:
+    """`count` steps with no random input: one simulation for every run of fault-free steps."""
+    ready_s = compute_w_s + compress_s
+    segments: list[Segment] = []
+    done = 0
+    while done < count:
+        if run.reuse:
+            clean = _fault_free(run, exchange, ready_s, cacheable=True)
+            step_s = clean.finish_s + update_s
+            ready_min_s = float(ready_s.min())
+            free = _fault_free_steps(run, clock_s, step_s, ready_min_s, clean, count - done)
+            if free:
+                segments.append(
+                    _segment(
+                        run,
+                        free,
+                        first_step + done,
+                        exchange,
+                        clean,
+                        compute_w_s,
+                        ready_s,
+                        compress_s,
+                        update_s,
+                    )
+                )
+                clock_s += free * step_s
+                done += free
+            if done == count:
+                break
+        segment = _one_step(
+            run,
+            exchange,
+            compute_w_s,
+            compress_s,
+            update_s,
+            clock_s,
+            first_step + done,
+            cacheable=True,
+        )
+        segments.append(segment)
+        clock_s += segment.step_s
+        done += 1
+    return segments, clock_s
+
+
+def _fault_free_steps(
+    run: Run, clock_s: float, step_s: float, ready_min_s: float, clean: Outcome, limit: int
+) -> int:
+    """How many steps from `clock_s` on (at most `limit`) no fault window meets."""
+    if not run.faults:
+        return limit
+    if step_s <= 0:
+        return 0 if _hits_fault(run, clock_s, ready_min_s, clean.finish_s) else limit
+    first_hit = limit
+    for fault in run.faults:
+        # step j meets it when clock + j*step + finish > from and clock + j*step + ready < until
+        guess = math.floor((fault.down_from_s - clock_s - clean.finish_s) / step_s) + 1
+        first = max(guess - 1, 0)  # an outage that began earlier may still be on: step 0
+        for j in (first, first + 1, first + 2):
+            if 0 <= j < first_hit and _hits_fault_one(
+                fault, clock_s + j * step_s, ready_min_s, clean.finish_s
+            ):
+                first_hit = j
+                break
+    return first_hit
+
+
+def _hits_fault_one(fault: LinkFault, start_s: float, ready_min_s: float, finish_s: float) -> bool:
+    return fault.down_from_s < start_s + finish_s and fault.down_until_s > start_s + ready_min_s
+
+
+def _segment(
+    run: Run,
+    count: int,
+    first_step: int,
+    exchange: Exchange,
+    outcome: Outcome,
+    compute_w_s: np.ndarray,
+    ready_s: np.ndarray,
+    compress_s: float,
+    update_s: float,
+) -> Segment:
+    """Per-step figures of `count` steps that share one outcome; records detail and link use.
+
+    compute_s is the fastest worker's compute. wait_s is what is left of the step once that,
+    the compression, the transform, the wire time and the update are taken out: waiting for
+    stragglers, for busy links and for faulted ones. It equals the network floor's critical-path
+    wait (to rounding), and the breakdown adds up to step_s.
+    """
+    step_s = outcome.finish_s + update_s
+    compute_s = float(np.min(compute_w_s))
+    wait_s = step_s - (compute_s + compress_s + outcome.transform_s + outcome.wire_s + update_s)
+    if abs(wait_s) <= 1e-12 * step_s:
+        wait_s = 0.0  # rounding left over from the subtraction, not waiting
+    previous = run.uses.get(id(outcome))
+    run.uses[id(outcome)] = (outcome, count + (previous[1] if previous else 0))
+    run.detail.append(
+        {
+            "first_step": first_step,
+            "steps": count,
+            "algo": exchange.algo,
+            "payload_bytes": exchange.payload_bytes,
+            "dense_bytes": exchange.dense_bytes,
+            "exchange_s": outcome.finish_s - float(np.min(ready_s)),
+            "transform_s": outcome.transform_s,
+            "wire_s": outcome.wire_s,
+            "wait_s": outcome.wait_s,
+            "events": outcome.events,
+            "faulted": outcome.faulted,
+            "reused": previous is not None,
+        }
+    )
+    return Segment(
+        count=count,
+        step_s=step_s,
+        compute_s=compute_s,
+        transform_s=outcome.transform_s,
+        wire_s=outcome.wire_s,
+        wait_s=wait_s,
+        wire_bytes=outcome.wire_bytes,
+    )
+
+
+def _row_figures(segments: list[Segment], count: int) -> dict[str, float]:
+    """Per-step means of one row and its totals, summed exactly (math.fsum).
+
+    Equal segments give their common value unchanged, and fsum of n equal steps is the correctly
+    rounded n * step, so reusing one simulation and simulating every step agree bit for bit.
+    """
+
+    def mean(name: str) -> float:
+        values = [getattr(segment, name) for segment in segments]
+        if all(value == values[0] for value in values):
+            return values[0]
+        return math.fsum(s.count * v for s, v in zip(segments, values, strict=True)) / count
+
+    figures = {
+        name: mean(name) for name in ("step_s", "compute_s", "transform_s", "wire_s", "wait_s")
+    }
+    figures["row_s"] = math.fsum(s.count * s.step_s for s in segments)
+    figures["wire_bytes_total"] = math.fsum(s.count * s.wire_bytes for s in segments)
+    return figures
