@@ -27,6 +27,7 @@ from trainer.corpus import Corpus, load_corpus
 from trainer.data import WorkerBatches, eval_batches
 from trainer.model import GPT, ModelShape, padded_vocab
 from trainer.naming import run_name
+from trainer.profile import BackwardProfiler, measured, profile_due
 from transitsim.errors import TransitsimError
 from transitsim.trace import read_meta, write_trace
 
@@ -113,6 +114,7 @@ class Trainer:
         self.diagnostics: list[dict[str, Any]] = []
         self.clip_mark = (0, 0)  # cumulative (clipped, total) at the previous evaluation
         self.notes: list[str] = []
+        self.backward_profile: dict[str, Any] | None = None  # trainer/profile.py, once per run
 
     # --- one step -----------------------------------------------------------------------
 
@@ -158,17 +160,23 @@ class Trainer:
         """Each worker in order: its batch, fwd+bwd at the shared weights, grads into G[w]."""
         losses, compute_s = [], 0.0
         self.model.train()
+        due = profile_due(self.done, self.cfg.steps, self.backward_profile is not None)
+        profiler = BackwardProfiler(self.params) if due else None
         for w in range(self.cfg.workers):
             x, y = self.batches.next_batch(w)
             self.model.zero_grad(set_to_none=True)
             started = time.perf_counter()
-            loss = self.model(x, y)
-            loss.backward()
+            with measured(profiler) as backward_starts:
+                loss = self.model(x, y)
+                backward_starts()
+                loss.backward()
             compute_s += time.perf_counter() - started
             losses.append(loss.item())
             for name, param in self.params:
                 self.grads[name][w].copy_(param.grad)
         self.model.zero_grad(set_to_none=True)
+        if profiler is not None:
+            self.backward_profile = profiler.profile()
         return losses, compute_s / self.cfg.workers
 
     def _update(self, lr: float, step0: int) -> tuple[float, float]:
@@ -230,6 +238,7 @@ class Trainer:
             "diagnostics": self.diagnostics,
             "clip_mark": self.clip_mark,
             "notes": self.notes,
+            "backward_profile": self.backward_profile,
         }
 
     def load_state(self, state: dict[str, Any]) -> None:
@@ -245,6 +254,7 @@ class Trainer:
         self.diagnostics = list(state["diagnostics"])
         self.clip_mark = tuple(state["clip_mark"])
         self.notes = list(state["notes"])
+        self.backward_profile = state.get("backward_profile")  # absent in older checkpoints
 
 
 # --- the trace -------------------------------------------------------------------------------
@@ -330,7 +340,7 @@ def trace_meta(trainer: Trainer, status: str, revision: str) -> dict[str, Any]:
         "origin": "trainer",
         "status": status,
         "notes": list(trainer.notes),
-    }
+    } | ({"backward_profile": trainer.backward_profile} if trainer.backward_profile else {})
 
 
 def write_run_trace(path: Path, trainer: Trainer, status: str, revision: str) -> Path:
