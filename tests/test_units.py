@@ -147,3 +147,25 @@ def test_fuzz_only_transitsim_errors(value: object) -> None:
 def test_round_trip_rates(number: float, unit: str) -> None:
     scale = {"Gb/s": 1e9, "Mb/s": 1e6, "GB/s": 8e9}[unit]
     assert parse_rate_bps(f"{number!r} {unit}") == pytest.approx(number * scale, rel=1e-12)
+
+
+@pytest.mark.parametrize(
+    ("parser", "text", "value"),
+    [
+        (parse_length_m, "2,000 km", 2e6),
+        (parse_length_m, "5,000 km", 5e6),
+        (parse_rate_bps, "1,600 Gb/s", 1.6e12),
+        (parse_time_s, "1,500 ms", 1.5),
+        (parse_bytes, "31,666,944", 31_666_944),
+        (parse_bytes, "1,024 MiB", 1024 * 2**20),
+    ],
+)
+def test_thousands_separators_are_accepted(parser, text: str, value: float) -> None:
+    """The README writes "5,000 km": every quantity takes the separators it prints."""
+    assert parser(text) == pytest.approx(value)
+
+
+@pytest.mark.parametrize("text", ["1,5 Gb/s", "2,00 Gb/s", "2,000,00 Gb/s", ",100 Gb/s"])
+def test_a_comma_that_groups_no_three_digits_is_refused(text: str) -> None:
+    with pytest.raises(TransitsimError, match="like"):
+        parse_rate_bps(text)

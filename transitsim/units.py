@@ -12,7 +12,10 @@ from decimal import Decimal
 
 from transitsim.errors import TransitsimError
 
-_NUMBER = r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?"
+# Whole part with optional thousands separators ("5,000 km", as the README writes them); a comma
+# that does not group three digits ("1,5 Gb/s") is refused, never read as a decimal point.
+_WHOLE = r"(?:\d{1,3}(?:,\d{3})+|\d+)"
+_NUMBER = rf"[+-]?(?:{_WHOLE}(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?"
 _QUANTITY = re.compile(rf"\s*(?P<number>{_NUMBER})\s*(?P<unit>\S.*?)?\s*")
 
 _SI = {"": 1.0, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15}
@@ -93,10 +96,15 @@ def _parse(
     unit = match.group("unit")
     if unit is None:
         raise TransitsimError(f"{expected} (the unit is required), got {show_value(text)}")
+    if unit.startswith(","):
+        raise TransitsimError(
+            f"{expected}: a comma must group three digits (2,000), got {show_value(text)}"
+        )
     if unit not in units:
         raise TransitsimError(f"{expected}: unknown unit {show_value(unit)} in {show_value(text)}")
     try:
-        value = Decimal(match.group("number")) * Decimal(repr(units[unit]))
+        number = match.group("number").replace(",", "")
+        value = Decimal(number) * Decimal(repr(units[unit]))
         as_float = float(value)
     except ArithmeticError:
         as_float = math.inf
@@ -140,8 +148,8 @@ def parse_bytes(text: object) -> int:
         if text < 0:
             raise TransitsimError(f"{expected}: must be non-negative, got {text}")
         return text
-    if isinstance(text, str) and re.fullmatch(r"\s*\+?\d+\s*", text):
-        return int(text)
+    if isinstance(text, str) and re.fullmatch(rf"\s*\+?{_WHOLE}\s*", text):
+        return int(text.replace(",", ""))
     value = _parse(text, _BYTE_UNITS, "a size", "1 GB", allow_zero=True)
     if value != value.to_integral_value():
         raise TransitsimError(f"{expected}: not a whole number of bytes, got {show_value(text)}")
