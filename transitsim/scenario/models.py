@@ -1,0 +1,277 @@
+"""The whole scenario model: compute, scale, stragglers, faults, traces, targets, outputs.
+
+Also the plain records a loaded scenario resolves to (`TraceFile`, `Placement`).
+"""
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BeforeValidator, Field, PrivateAttr, WithJsonSchema, model_validator
+
+from transitsim.compute import JITTER_DISTRIBUTIONS, JITTER_MODES, ComputeModel, Stragglers
+from transitsim.errors import TransitsimError
+from transitsim.network import LinkFault
+from transitsim.network.spec import NetworkSpec
+from transitsim.scenario.network_models import GridModel, NetworkModel, PlacementModel
+from transitsim.scenario.quantities import Duration, FlopRate, Target, _Strict
+from transitsim.units import parse_time_s, show_value
+
+OUTPUT_FILES = ("timeline", "summary", "ladder", "sweep", "link_util", "report", "trace_events")
+MAX_SCALE_PARAMS = 10**15  # what-if model sizes beyond this are typos, not questions
+
+
+class FromTraceCompute(_Strict):
+    """Compute seconds per step as measured in the trace."""
+
+    model: Literal["from_trace"] = "from_trace"
+
+    def to_compute_model(self) -> ComputeModel:
+        return ComputeModel(kind="trace")
+
+
+class ScaledCompute(_Strict):
+    """Measured compute seconds times `factor` (e.g. 0.25 for a GPU four times faster)."""
+
+    model: Literal["scaled"]
+    factor: float = Field(gt=0, allow_inf_nan=False)
+
+    def to_compute_model(self) -> ComputeModel:
+        return ComputeModel(kind="scaled", factor=self.factor)
+
+
+class FlopsCompute(_Strict):
+    """6 * params * tokens / (gpu_peak * mfu) seconds per step, on a target GPU.
+
+    params and tokens per worker step (batch * context) come from the trace's metadata.
+    """
+
+    model: Literal["flops"]
+    gpu_peak: FlopRate
+    mfu: float = Field(gt=0, le=1)
+
+    def to_compute_model(self) -> ComputeModel:
+        return ComputeModel(kind="flops", peak_flops=self.gpu_peak, mfu=self.mfu)
+
+
+Compute = Annotated[FromTraceCompute | ScaledCompute | FlopsCompute, Field(discriminator="model")]
+
+
+def _parse_params(value: object) -> int:
+    """A parameter count: a whole number, written 1000000000, 1_000_000_000, 1.0e9 or "1e9"
+    (YAML reads a bare 1e9 as text)."""
+    number: float | int | None = None
+    if isinstance(value, int) and not isinstance(value, bool):
+        number = value
+    elif isinstance(value, float):
+        number = value
+    elif isinstance(value, str):
+        try:
+            number = float(value.strip().replace("_", "").replace(",", ""))
+        except ValueError:
+            number = None
+    if number is None or not math.isfinite(number) or number < 1 or number != int(number):
+        raise ValueError(
+            f"expected a positive whole number of parameters like 1e9, got {show_value(value)}"
+        )
+    return int(number)
+
+
+class ScaleModel(_Strict):
+    """What-if scale: replay every trace as a model of `params` parameters.
+
+    Bytes per step and compute (with compression and update) scale with params / the trace's
+    n_params; loss per step is kept from the trace, so every row is marked extrapolated.
+    """
+
+    params: Annotated[
+        int,
+        Field(le=MAX_SCALE_PARAMS),
+        BeforeValidator(_parse_params),
+        WithJsonSchema(
+            {
+                "anyOf": [
+                    {"type": "integer", "minimum": 1, "maximum": MAX_SCALE_PARAMS},
+                    {"type": "string"},
+                ],
+                "description": "parameters of the what-if model: a whole number, e.g. 1e9",
+                "examples": ["1e9"],
+            },
+            mode="validation",
+        ),
+    ]
+
+
+class StragglersModel(_Strict):
+    """Seeded per-step, per-worker compute jitter, plus fixed per-worker slowness.
+
+    mode multiplicative: compute * (1 + X), `scale` a fraction (0.05); additive: compute + X,
+    `scale` a duration ("2 ms"). X is exponential (mean scale) or lognormal (median scale,
+    shape sigma). worker_factors: one multiplier per worker (a persistently slow machine).
+    """
+
+    distribution: Literal[JITTER_DISTRIBUTIONS] = "none"
+    mode: Literal[JITTER_MODES] = "multiplicative"
+    scale: Annotated[
+        float,
+        WithJsonSchema(
+            {
+                "anyOf": [{"type": "number", "minimum": 0}, {"type": "string"}],
+                "description": 'a fraction (mode multiplicative) or a duration like "2 ms"',
+            },
+            mode="validation",
+        ),
+    ] = 0.0
+    sigma: float = Field(0.5, ge=0, le=10)
+    worker_factors: list[Annotated[float, Field(gt=0, allow_inf_nan=False)]] = []
+    seed: int = Field(0, ge=0)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _scale_in_its_unit(cls, data: Any) -> Any:
+        """The unit of `scale` depends on `mode`: parse it before the field is checked."""
+        if not isinstance(data, dict) or "scale" not in data:
+            return data
+        scale = data["scale"]
+        if data.get("mode") == "additive":
+            try:
+                return {**data, "scale": parse_time_s(scale)}
+            except TransitsimError as exc:
+                raise ValueError(f"scale (mode additive): {exc}") from None
+        if isinstance(scale, bool) or not isinstance(scale, int | float):
+            raise ValueError(f"scale: expected a fraction like 0.05, got {show_value(scale)}")
+        if not math.isfinite(scale) or scale < 0:
+            raise ValueError(f"scale: must be a non-negative fraction, got {show_value(scale)}")
+        return {**data, "scale": float(scale)}
+
+    def to_stragglers(self) -> Stragglers:
+        return Stragglers(
+            distribution=self.distribution,
+            scale=self.scale,
+            mode=self.mode,
+            sigma=self.sigma,
+            worker_factors=tuple(self.worker_factors),
+        )
+
+
+class FaultModel(_Strict):
+    """A link outage on the replay clock: `link` carries nothing from down_at until up_at."""
+
+    link: str = Field(
+        min_length=1,
+        description='a link of the simulated network: "u->v", "u->v#k" (one of parallel links) '
+        'or "u<->v" (both directions)',
+    )
+    down_at: Duration
+    up_at: Duration
+
+    @model_validator(mode="after")
+    def _ordered(self) -> "FaultModel":
+        if self.up_at <= self.down_at:
+            raise ValueError("up_at must come after down_at")
+        return self
+
+    def to_link_fault(self) -> LinkFault:
+        return LinkFault(link=self.link, down_from_s=self.down_at, down_until_s=self.up_at)
+
+
+class TraceEntry(_Strict):
+    """A trace file or glob (relative to the scenario file); `label` renames its config."""
+
+    path: str = Field(min_length=1)
+    label: str | None = Field(None, min_length=1)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _shorthand(cls, data: Any) -> Any:
+        return {"path": data} if isinstance(data, str) else data
+
+
+class OutputsModel(_Strict):
+    dir: str | None = Field(
+        None, min_length=1, description="folder for results, relative to the scenario file"
+    )
+    files: list[Literal[OUTPUT_FILES]] = ["timeline", "summary", "ladder", "report"]
+    table_format: Literal["parquet", "csv"] = "parquet"
+
+
+@dataclass(frozen=True)
+class TraceFile:
+    """One resolved trace of a scenario (metadata read, rows not)."""
+
+    path: Path
+    name: str
+    config: str
+    variant: str
+    seed: int
+    workers: int
+    n_params: int
+    label: str | None
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where replay computes the transform (None: on the GPU) and where payloads are summed."""
+
+    transform_at: str | None
+    sum_at: str
+
+
+NetworkPoint = tuple[str, NetworkSpec, dict[str, Any], Placement]
+
+
+class Scenario(_Strict):
+    """A whole scenario. `load_scenario` also resolves its trace files and networks."""
+
+    name: str | None = Field(None, min_length=1, description="default: the file name's stem")
+    description: str = ""
+    traces: list[TraceEntry] = Field(min_length=1)
+    networks: list[NetworkModel] = []
+    grid: GridModel | None = None
+    placement: PlacementModel = Field(default_factory=PlacementModel)
+    compute: Compute = Field(default_factory=FromTraceCompute)
+    scale: ScaleModel | None = Field(
+        None, description="what-if model size; absent: each trace's own (no extrapolation)"
+    )
+    stragglers: StragglersModel = Field(default_factory=StragglersModel)
+    faults: list[FaultModel] = []
+    targets: list[Target] = Field(min_length=1)
+    baseline: str | None = Field(None, description="a variant id or a config name (or label)")
+    outputs: OutputsModel = Field(default_factory=OutputsModel)
+
+    _source_path: Path | None = PrivateAttr(None)
+    _trace_files: list[TraceFile] = PrivateAttr(default_factory=list)
+    _expanded: list[NetworkPoint] | None = PrivateAttr(None)
+
+    @property
+    def source_path(self) -> Path | None:
+        """The YAML file this scenario came from (None when built in code)."""
+        return self._source_path
+
+    @property
+    def base_dir(self) -> Path:
+        """Relative paths in the scenario are relative to this folder."""
+        return self._source_path.parent if self._source_path else Path.cwd()
+
+    @property
+    def scale_params(self) -> int | None:
+        """The what-if parameter count replay should use (None: each trace's own)."""
+        return self.scale.params if self.scale is not None else None
+
+    @property
+    def trace_files(self) -> list[TraceFile]:
+        """The traces the entries resolved to, in order, without duplicates."""
+        return list(self._trace_files)
+
+    @property
+    def output_dir(self) -> Path | None:
+        """`outputs.dir` resolved against the scenario's folder (None: the caller decides)."""
+        return self.base_dir / self.outputs.dir if self.outputs.dir else None
+
+    def label_of(self, config: str) -> str:
+        """The display name of a config: its label when an entry gave one."""
+        for trace in self._trace_files:
+            if trace.config == config and trace.label:
+                return trace.label
+        return config

@@ -1,0 +1,159 @@
+"""Networks as scenario YAML writes them (pydantic models), and grids of them."""
+
+import copy
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, PrivateAttr, model_validator
+
+from transitsim.network.spec import COLLECTIVE_ALGOS, TOPOLOGIES, LinkSpec, TransformSpec
+from transitsim.network_presets import preset_dict, preset_names
+from transitsim.scenario.quantities import Duration, Frequency, Length, Rate, Size, _Strict
+from transitsim.units import show_value
+
+
+class LinkModel(_Strict):
+    """One direction of a cable."""
+
+    rate: Rate
+    latency: Duration = Field("0 s", validate_default=True)
+    length: Length = Field("0 m", validate_default=True)
+    overhead: Duration = Field("0 s", validate_default=True)
+
+    def to_spec(self) -> LinkSpec:
+        return LinkSpec(
+            rate_bps=self.rate,
+            latency_s=self.latency,
+            length_m=self.length,
+            overhead_s=self.overhead,
+        )
+
+
+class TransformModel(_Strict):
+    """An optical transform: `planes` passes per chunk of `size` inputs, at `rate` passes/s."""
+
+    size: int = Field(256, ge=2, le=1 << 20)
+    planes: int = Field(8, ge=1, le=64)
+    rate: Frequency = Field("1 GHz", validate_default=True)
+    latency: Duration = Field("0 s", validate_default=True)
+    keep: float = Field(1 / 16, gt=0, le=1)
+    input_bytes: int = Field(2, ge=1, le=8, description="bytes per dense input element (BF16: 2)")
+
+    @model_validator(mode="after")
+    def _power_of_two(self) -> "TransformModel":
+        if self.size & (self.size - 1):
+            raise ValueError(f"size must be a power of 2, got {self.size}")
+        return self
+
+    def to_spec(self) -> TransformSpec:
+        return TransformSpec(
+            size=self.size,
+            planes=self.planes,
+            passes_per_s=self.rate,
+            latency_s=self.latency,
+            keep=self.keep,
+            input_bytes=self.input_bytes,
+        )
+
+
+class PluggableModel(_Strict):
+    host_lane_rate: Rate
+    line_rate: Rate
+    transform: TransformModel | None = None
+
+
+class SwitchModel(_Strict):
+    forwarding_latency: Duration = Field("0 s", validate_default=True)
+    store_and_forward: bool = False
+    aggregator: bool = False
+    agg_slots: int = Field(0, ge=0, description="in-flight aggregation slots; 0 = unbounded")
+    agg_slot_size: Size = Field(0, description="bytes one slot holds; 0 = the whole message")
+    agg_rate: Rate | None = Field(None, description="summing rate; absent = unlimited")
+    transform: TransformModel | None = None
+
+
+class PlacementModel(_Strict):
+    """Where the transform is computed and where payloads are summed (absent = as the network)."""
+
+    transform: Literal["none", "pluggable", "switch"] | None = None
+    sum: Literal["receivers", "switch"] | None = None
+
+
+class NetworkModel(_Strict):
+    """A network as YAML writes it; `preset: NAME` starts from a named one and overrides keys."""
+
+    name: str | None = Field(None, min_length=1)
+    preset: str | None = None
+    description: str = ""
+    topology: Literal[TOPOLOGIES]
+    workers: int = Field(ge=1, le=1_000_000)
+    host_link: LinkModel
+    pluggable: PluggableModel | None = None
+    switch: SwitchModel = Field(default_factory=SwitchModel)
+    hosts_per_rack: int = Field(0, ge=0)
+    spine_link: LinkModel | None = None
+    datacentres: int = Field(1, ge=1)
+    wan_link: LinkModel | None = None
+    wan_links: int = Field(1, ge=1)
+    collective: Literal[COLLECTIVE_ALGOS] | None = None
+    link_overrides: dict[str, LinkModel] = {}
+    placement: PlacementModel | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _expand_preset(cls, data: Any) -> Any:
+        if isinstance(data, str):  # shorthand: a preset name
+            data = {"preset": data}
+        if isinstance(data, dict) and "preset" in data:
+            name = data["preset"]
+            if not isinstance(name, str) or name not in preset_names():
+                known = ", ".join(preset_names())
+                raise ValueError(f"preset {show_value(name)} is unknown (known: {known})")
+            return _deep_merge({"name": name, **preset_dict(name)}, data)
+        return data
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "NetworkModel":
+        if self.topology == "leaf_spine":
+            if self.hosts_per_rack < 1 or self.spine_link is None:
+                raise ValueError("topology leaf_spine needs hosts_per_rack and spine_link")
+            if self.workers % self.hosts_per_rack:
+                raise ValueError(
+                    f"workers ({self.workers}) must be a multiple of "
+                    f"hosts_per_rack ({self.hosts_per_rack})"
+                )
+        if self.topology == "datacentres":
+            if self.datacentres < 2 or self.wan_link is None:
+                raise ValueError("topology datacentres needs datacentres >= 2 and wan_link")
+            if self.workers % self.datacentres:
+                raise ValueError(
+                    f"workers ({self.workers}) must be a multiple of "
+                    f"datacentres ({self.datacentres})"
+                )
+        return self
+
+
+def _deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+    """`override` wins; nested mappings merge key by key (so one key of a preset can change)."""
+    merged = copy.deepcopy(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = _deep_merge(merged[key], value)
+        else:
+            merged[key] = copy.deepcopy(value)
+    return merged
+
+
+class GridModel(_Strict):
+    """A base network and lists of values for some of its keys: every combination is a network."""
+
+    network: NetworkModel
+    sweep: dict[str, Annotated[list[Any], Field(min_length=1)]] = Field(min_length=1)
+    _raw_network: Any = PrivateAttr(None)
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _keep_raw_network(cls, data: Any, handler: Any) -> "GridModel":
+        """Grid values are substituted into the network as written (units still text)."""
+        grid = handler(data)
+        grid._raw_network = copy.deepcopy(data.get("network")) if isinstance(data, dict) else None
+        return grid

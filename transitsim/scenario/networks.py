@@ -1,0 +1,85 @@
+"""A scenario's networks (listed ones, then grid points) as NetworkSpecs, names checked."""
+
+from typing import Any
+
+from pydantic import ValidationError
+
+from transitsim.errors import TransitsimError
+from transitsim.network.spec import NetworkSpec
+from transitsim.network_presets import preset_dict
+from transitsim.scenario.grid import expand_grid
+from transitsim.scenario.models import NetworkPoint, Placement, Scenario
+from transitsim.scenario.network_models import NetworkModel
+from transitsim.scenario.specs import network_spec, placement_of
+from transitsim.scenario.yaml_source import KeyPathIssue, first_error, format_path
+
+
+def expand_networks(scenario: Scenario) -> list[NetworkPoint]:
+    if not scenario.networks and scenario.grid is None:
+        raise KeyPathIssue(
+            ("networks",), "give at least one network (a preset name or a mapping) or a grid"
+        )
+    expanded: list[NetworkPoint] = []
+    for index, model in enumerate(scenario.networks):
+        name = model.name or f"network-{index + 1}"
+        placement = placement_of(model, scenario.placement, ("networks", index))
+        expanded.append((name, network_spec(model, name), {}, placement))
+    if scenario.grid is not None:
+        expanded.extend(expand_grid(scenario))
+    seen: set[str] = set()
+    for index, (name, spec, _, _) in enumerate(expanded):
+        in_list = index < len(scenario.networks)
+        if name in seen:
+            raise KeyPathIssue(
+                ("networks", index, "name") if in_list else ("grid",),
+                f'network name "{name}" is used twice: give each network its own name',
+            )
+        seen.add(name)
+        factors = scenario.stragglers.worker_factors
+        if factors and len(factors) != spec.workers:
+            raise KeyPathIssue(
+                ("stragglers", "worker_factors"),
+                f"{len(factors)} factors for network {name} of {spec.workers} workers",
+            )
+    return expanded
+
+
+def _expanded(scenario: Scenario) -> list[NetworkPoint]:
+    if scenario._expanded is None:
+        try:
+            scenario._expanded = expand_networks(scenario)
+        except KeyPathIssue as issue:
+            raise TransitsimError(f"{format_path(issue.path)}: {issue.message}") from None
+    return scenario._expanded
+
+
+def scenario_to_networks(scenario: Scenario) -> list[tuple[str, NetworkSpec, dict[str, Any]]]:
+    """(name, NetworkSpec, grid parameters of that point) for every network, grid points last.
+
+    Grid parameters map each swept key to its value in SI units (e.g. {"wan_link.rate": 1e11}).
+    """
+    return [(name, spec, dict(params)) for name, spec, params, _ in _expanded(scenario)]
+
+
+def network_placement(scenario: Scenario, network_name: str) -> Placement:
+    """Where replay should compute the transform and sum payloads on this network."""
+    for name, _, _, placement in _expanded(scenario):
+        if name == network_name:
+            return placement
+    raise TransitsimError(f'scenario has no network named "{network_name}"')
+
+
+def network_from_dict(raw: Any) -> NetworkSpec:
+    """A network written as in a scenario (or a preset name) as a NetworkSpec."""
+    try:
+        model = NetworkModel.model_validate(raw)
+    except ValidationError as exc:
+        inner, message = first_error(exc, NetworkModel, raw)
+        raise TransitsimError(f"network: {inner}: {message}" if inner else message) from None
+    return network_spec(model, model.name or "network")
+
+
+def network_preset(name: str) -> NetworkSpec:
+    """A named preset (see `transitsim.network_presets`) as a NetworkSpec, for `--network`."""
+    preset_dict(name)  # unknown names: one clear line listing the known ones
+    return network_from_dict(name)
