@@ -22,7 +22,9 @@ from transitsim.errors import TransitsimError
 from transitsim.network import Exchange, LinkFault, validate_network
 from transitsim.network.exchange import fabric_for, resolve_faults
 from transitsim.network.spec import COLLECTIVE_ALGOS, NetworkSpec
+from transitsim.overlap import DDP_BUCKET_BYTES, OVERLAP_MODES, backward_profile
 from transitsim.replay_frames import TIMELINE_COLUMNS, run_link_stats, timeline_frame
+from transitsim.replay_overlap import OverlapPlan
 from transitsim.replay_steps import Run, StepPlan, replay_rows
 from transitsim.trace import Trace
 
@@ -68,6 +70,8 @@ def replay(
     seed: int = 0,
     reuse: bool = True,
     method: str | None = None,
+    overlap: str = "none",
+    bucket_bytes: int = DDP_BUCKET_BYTES,
 ) -> Replay:
     """Replay `trace` through `network`: per-step simulated times, one timeline row per trace row.
 
@@ -81,11 +85,15 @@ def replay(
     seconds and scales its compression and update by the same ratio (compute.ComputeModel).
     reuse False simulates every step (the reference for reuse);
     method is passed to the network floor's simulate_exchange.
+    overlap "buckets": each step's exchange starts unit by unit as backward makes its gradients
+    ready (DDP buckets of `bucket_bytes` for A, one unit per tensor for DeMo; see
+    transitsim/replay_overlap.py); "none": after compute, as one exchange.
     """
     compute = ComputeModel() if compute is None else compute
     faults = list(faults or [])
     _check_args(trace, network, compute, transform_at, sum_at, collective, stragglers, faults)
     _check_scale(scale_params, seed)
+    _check_overlap(overlap, bucket_bytes)
     notes: list[str] = []
     params = trace.meta["n_params"] if scale_params is None else scale_params
     ratio = params / trace.meta["n_params"]
@@ -106,7 +114,12 @@ def replay(
     plan = _plan(trace, network, compute, transform_at, sum_at, collective, params, notes)
     stragglers = stragglers or Stragglers(distribution="none")
     run = Run(network=network, faults=faults, method=method, reuse=reuse)
+    if overlap == "buckets":
+        run.overlap = _overlap_plan(trace, network, ratio, bucket_bytes, notes)
     rows = replay_rows(run, plan, stragglers, np.random.default_rng(seed))
+    rows["overlap"] = [overlap] * len(rows["step"])
+    if run.overlap is not None:
+        notes.extend(run.overlap.notes)
     timeline = timeline_frame(rows, trace, network, extrapolated)
     timeline.attrs["notes"] = list(dict.fromkeys(notes))
     timeline.attrs["extrapolated"] = extrapolated
@@ -246,6 +259,37 @@ def _check_args(
             raise TransitsimError(f"faults must be LinkFault objects, got {fault!r}")
     validate_network(network)
     resolve_faults(fabric_for(network), faults)  # unknown links, bad windows: fail before work
+
+
+def _overlap_plan(
+    trace: Trace, network: NetworkSpec, ratio: float, bucket_bytes: int, notes: list[str]
+) -> OverlapPlan:
+    """The run's overlap: its backward profile (or the uniform assumption, said in the notes)."""
+    profile = backward_profile(trace.meta)
+    if not profile.measured:
+        notes.append(
+            f"overlap: {trace.name} has no backward profile; assumed uniform backward (gradient "
+            "bytes ready evenly over a backward of 2/3 of compute)"
+        )
+    return OverlapPlan(
+        profile=profile,
+        dense_bytes=int(round(trace.meta["dense_bytes_per_step"] * ratio)),
+        dense=trace.variant == "A",
+        bucket_bytes=bucket_bytes,
+        run_name=trace.name,
+        network_name=network.name,
+    )
+
+
+def _check_overlap(overlap: str, bucket_bytes: int) -> None:
+    if overlap not in OVERLAP_MODES:
+        raise TransitsimError(f"overlap {overlap!r} is not one of {', '.join(OVERLAP_MODES)}")
+    if (
+        not isinstance(bucket_bytes, int | np.integer)
+        or isinstance(bucket_bytes, bool)
+        or bucket_bytes < 1
+    ):
+        raise TransitsimError(f"bucket_bytes must be a positive integer, got {bucket_bytes!r}")
 
 
 def _check_scale(scale_params: int | None, seed: int) -> None:

@@ -30,6 +30,10 @@ TIMELINE_COLUMNS = [
     "interval_steps",
     "algo",
     "extrapolated",
+    "exchange_s",
+    "exposed_s",
+    "hidden_s",
+    "overlap",
 ]
 
 

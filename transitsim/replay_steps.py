@@ -21,6 +21,9 @@ from transitsim.compute import Stragglers
 from transitsim.network import Exchange, LinkFault, simulate_exchange
 from transitsim.network.spec import NetworkSpec
 
+# per-step figures of the exchange and how much of it the backward hid (timeline columns)
+OVERLAP_FIGURES = ("exchange_s", "exposed_s", "hidden_s")
+
 
 @dataclass(frozen=True)
 class Outcome:
@@ -34,6 +37,9 @@ class Outcome:
     events: int
     link_stats: pd.DataFrame
     faulted: bool
+    start_s: float  # when the first worker starts exchanging (step-relative)
+    exchange_s: float  # the exchange's own time: finish - start, or with overlap the units' sum
+    units: int = 1  # exchanges the step was split into (overlap)
 
 
 @dataclass
@@ -47,6 +53,9 @@ class Segment:
     wire_s: float
     wait_s: float
     wire_bytes: float
+    exchange_s: float
+    exposed_s: float  # step - compute - compression - update: the exchange time not hidden
+    hidden_s: float  # exchange_s - exposed_s (0 without overlap)
 
 
 @dataclass
@@ -64,6 +73,8 @@ class Run:
     detail: list[dict[str, Any]] = field(default_factory=list)
     # id(outcome) -> (outcome, steps it stood for): link figures are summed once per outcome
     uses: dict[int, tuple[Outcome, int]] = field(default_factory=dict)
+    # `overlap: buckets`: a replay_overlap.OverlapPlan that times steps with overlap; None: none
+    overlap: Any = None
 
 
 @dataclass
@@ -84,7 +95,7 @@ def replay_rows(
     """Every row's steps in order on one clock; per-row figures as timeline columns."""
     workers = run.network.workers
     factors = stragglers.factors(workers)
-    names = ("compute_s", "transform_s", "wire_s", "wait_s", "step_s")
+    names = ("compute_s", "transform_s", "wire_s", "wait_s", "step_s", *OVERLAP_FIGURES)
     rows: dict[str, list[Any]] = {
         name: [] for name in ("step", *names, "time_s", "wire_bytes", "payload_bytes")
     }
@@ -167,6 +178,8 @@ def _simulate(
         events=int(result.events),
         link_stats=result.link_stats,
         faulted=bool(faults),
+        start_s=offset_s,
+        exchange_s=float(np.max(result.finish_s)),
     )
 
 
@@ -183,9 +196,33 @@ def _fault_free(run: Run, exchange: Exchange, ready_s: np.ndarray, cacheable: bo
         if relative is None:
             relative = run.relative[key[:2]] = _simulate(run, exchange, relative_s, [])
         outcome = run.cache[key] = dataclasses.replace(
-            relative, finish_s=relative.finish_s + offset_s
+            relative, finish_s=relative.finish_s + offset_s, start_s=relative.start_s + offset_s
         )
     return outcome
+
+
+def _clean(
+    run: Run, exchange: Exchange, compute_w_s: np.ndarray, compress_s: float, cacheable: bool
+) -> Outcome:
+    """The step's exchange without faults: after compute, or overlapped with it."""
+    single = _fault_free(run, exchange, compute_w_s + compress_s, cacheable)
+    if run.overlap is None:
+        return single
+    return run.overlap.outcome(run, exchange, compute_w_s, compress_s, single, [], cacheable)
+
+
+def _faulted(
+    run: Run,
+    exchange: Exchange,
+    compute_w_s: np.ndarray,
+    compress_s: float,
+    faults: list[LinkFault],
+) -> Outcome:
+    """The step's exchange with the faults (step-relative) that meet it."""
+    single = _simulate(run, exchange, compute_w_s + compress_s, faults)
+    if run.overlap is None:
+        return single
+    return run.overlap.outcome(run, exchange, compute_w_s, compress_s, single, faults, False)
 
 
 def _hits_fault(run: Run, clock_s: float, ready_min_s: float, finish_s: float) -> bool:
@@ -227,12 +264,13 @@ def _one_step(
     cacheable: bool,
 ) -> Segment:
     """One step starting at `clock_s`, with faults applied where they meet its exchange."""
-    ready_s = compute_w_s + compress_s
-    outcome = _fault_free(run, exchange, ready_s, cacheable)
-    ready_min_s = float(ready_s.min())
+    outcome = _clean(run, exchange, compute_w_s, compress_s, cacheable)
+    ready_min_s = outcome.start_s
     if run.faults and _hits_fault(run, clock_s, ready_min_s, outcome.finish_s):
-        outcome = _simulate(run, exchange, ready_s, _shifted_faults(run, clock_s, ready_min_s))
-    return _segment(run, 1, step, exchange, outcome, compute_w_s, ready_s, compress_s, update_s)
+        outcome = _faulted(
+            run, exchange, compute_w_s, compress_s, _shifted_faults(run, clock_s, ready_min_s)
+        )
+    return _segment(run, 1, step, exchange, outcome, compute_w_s, compress_s, update_s)
 
 
 def _steady_steps(
@@ -246,14 +284,13 @@ def _steady_steps(
     count: int,
 ) -> tuple[list[Segment], float]:
     """`count` steps with no random input: one simulation for every run of fault-free steps."""
-    ready_s = compute_w_s + compress_s
     segments: list[Segment] = []
     done = 0
     while done < count:
         if run.reuse:
-            clean = _fault_free(run, exchange, ready_s, cacheable=True)
+            clean = _clean(run, exchange, compute_w_s, compress_s, cacheable=True)
             step_s = clean.finish_s + update_s
-            ready_min_s = float(ready_s.min())
+            ready_min_s = clean.start_s
             free = _fault_free_steps(run, clock_s, step_s, ready_min_s, clean, count - done)
             if free:
                 segments.append(
@@ -264,7 +301,6 @@ def _steady_steps(
                         exchange,
                         clean,
                         compute_w_s,
-                        ready_s,
                         compress_s,
                         update_s,
                     )
@@ -322,7 +358,6 @@ def _segment(
     exchange: Exchange,
     outcome: Outcome,
     compute_w_s: np.ndarray,
-    ready_s: np.ndarray,
     compress_s: float,
     update_s: float,
 ) -> Segment:
@@ -331,13 +366,17 @@ def _segment(
     compute_s is the fastest worker's compute. wait_s is what is left of the step once that,
     the compression, the transform, the wire time and the update are taken out: waiting for
     stragglers, for busy links and for faulted ones. It equals the network floor's critical-path
-    wait (to rounding), and the breakdown adds up to step_s.
+    wait (to rounding), and the breakdown adds up to step_s. exposed_s is the exchange time the
+    step shows beyond its GPU work (transform + wire + wait); hidden_s what overlap hid of the
+    exchange's own time.
     """
     step_s = outcome.finish_s + update_s
     compute_s = float(np.min(compute_w_s))
     wait_s = step_s - (compute_s + compress_s + outcome.transform_s + outcome.wire_s + update_s)
     if abs(wait_s) <= 1e-12 * step_s:
         wait_s = 0.0  # rounding left over from the subtraction, not waiting
+    exposed_s = outcome.transform_s + outcome.wire_s + wait_s
+    hidden_s = max(outcome.exchange_s - exposed_s, 0.0) if outcome.units > 1 else 0.0
     previous = run.uses.get(id(outcome))
     run.uses[id(outcome)] = (outcome, count + (previous[1] if previous else 0))
     run.detail.append(
@@ -347,7 +386,8 @@ def _segment(
             "algo": exchange.algo,
             "payload_bytes": exchange.payload_bytes,
             "dense_bytes": exchange.dense_bytes,
-            "exchange_s": outcome.finish_s - float(np.min(ready_s)),
+            "exchange_s": outcome.exchange_s,
+            "units": outcome.units,
             "transform_s": outcome.transform_s,
             "wire_s": outcome.wire_s,
             "wait_s": outcome.wait_s,
@@ -364,6 +404,9 @@ def _segment(
         wire_s=outcome.wire_s,
         wait_s=wait_s,
         wire_bytes=outcome.wire_bytes,
+        exchange_s=outcome.exchange_s,
+        exposed_s=exposed_s,
+        hidden_s=hidden_s,
     )
 
 
@@ -381,7 +424,8 @@ def _row_figures(segments: list[Segment], count: int) -> dict[str, float]:
         return math.fsum(s.count * v for s, v in zip(segments, values, strict=True)) / count
 
     figures = {
-        name: mean(name) for name in ("step_s", "compute_s", "transform_s", "wire_s", "wait_s")
+        name: mean(name)
+        for name in ("step_s", "compute_s", "transform_s", "wire_s", "wait_s", *OVERLAP_FIGURES)
     }
     figures["row_s"] = math.fsum(s.count * s.step_s for s in segments)
     figures["wire_bytes_total"] = math.fsum(s.count * s.wire_bytes for s in segments)
