@@ -22,6 +22,7 @@ from transitsim.network.spec import (
     PluggableSpec,
     SwitchSpec,
     TransformSpec,
+    tcp_efficiency,
 )
 from transitsim.network.topology import build_topology, validate_network
 
@@ -41,6 +42,7 @@ __all__ = [
     "build_topology",
     "closed_form_time_s",
     "simulate_exchange",
+    "tcp_efficiency",
     "validate_exchange",
     "validate_network",
 ]

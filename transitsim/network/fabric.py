@@ -79,7 +79,7 @@ class Fabric:
         for u, v, data in self.graph.edges(data=True):
             links = []
             for name, spec in data["links"]:
-                link = Link(name, u, v, spec, self._resource(name, "link", spec.rate_bps))
+                link = Link(name, u, v, spec, self._resource(name, "link", spec.payload_bps))
                 self.links[name] = link
                 links.append(link)
             self.edge_links[(u, v)] = links

@@ -7,6 +7,14 @@ from dataclasses import dataclass, field
 
 FIBRE_S_PER_M = 4.9e-9  # propagation delay in fibre, about 4.9 us per km
 
+# TCP over IPv4 over Ethernet, per full segment (bytes): the MTU carries IP (20) and TCP (20)
+# headers plus the timestamp option Linux sends by default (12); Ethernet adds its header (14)
+# and, on a real wire, FCS (4), preamble (8) and inter-frame gap (12). A Linux qdisc (tc tbf)
+# counts the frame without FCS/preamble/gap.
+IP_TCP_HEADER_BYTES = 20 + 20 + 12
+ETHERNET_HEADER_BYTES = 14
+ETHERNET_WIRE_EXTRA_BYTES = 4 + 8 + 12
+
 COLLECTIVE_ALGOS = ("ring_allreduce", "ring_allgather", "hierarchical", "switch_sum", "tree")
 TOPOLOGIES = ("switch", "leaf_spine", "datacentres")
 
@@ -19,10 +27,31 @@ class LinkSpec:
     latency_s: float = 0.0  # fixed latency on top of propagation
     length_m: float = 0.0  # propagation = length_m * FIBRE_S_PER_M
     overhead_s: float = 0.0  # per-message overhead (headers, protocol turn-around)
+    efficiency: float = 1.0  # payload share of rate_bps once framing/protocol headers are paid
 
     @property
     def propagation_s(self) -> float:
         return self.latency_s + self.length_m * FIBRE_S_PER_M
+
+    @property
+    def payload_bps(self) -> float:
+        """Payload bits per second the link carries: the line rate less framing and headers."""
+        return self.rate_bps * self.efficiency
+
+
+def tcp_efficiency(mtu: int = 1500, *, wire_extra_bytes: int = 0, ack_bytes: float = 0.0) -> float:
+    """Payload share of the line for bulk TCP/IPv4 over Ethernet at this MTU.
+
+    One full segment carries mtu - 52 payload bytes in mtu + 14 (+ wire_extra_bytes: 24 on a
+    real wire, 0 where a qdisc counts) bytes; ack_bytes is the reverse traffic one data segment
+    costs on the same link direction (a ring carries the ACKs of its incoming flow): e.g. 33
+    for one 66-byte ACK every second segment. At MTU 1500: 1448 / 1514 = 0.956 (qdisc), 1448 /
+    1538 = 0.941 (wire).
+    """
+    payload = mtu - IP_TCP_HEADER_BYTES
+    if payload <= 0:
+        raise ValueError(f"mtu {mtu} leaves no room for TCP/IP headers")
+    return payload / (mtu + ETHERNET_HEADER_BYTES + wire_extra_bytes + ack_bytes)
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ datacentres are one edge holding several links named `dc0->dc1#0`, `dc0->dc1#1`,
 `u->v#k` (one parallel link) or `u<->v` (both directions).
 """
 
+import dataclasses
 import math
 
 import networkx as nx
@@ -71,6 +72,9 @@ def _check_link(link: LinkSpec, what: str) -> None:
     _check_non_negative(link.latency_s, f"{what}.latency_s")
     _check_non_negative(link.length_m, f"{what}.length_m")
     _check_non_negative(link.overhead_s, f"{what}.overhead_s")
+    eff = link.efficiency
+    if not isinstance(eff, int | float) or isinstance(eff, bool) or not 0 < eff <= 1:
+        raise TransitsimError(f"{what}.efficiency must be in (0, 1], got {eff!r}")
 
 
 def _check_count(value: object, what: str, minimum: int) -> None:
@@ -200,7 +204,7 @@ def build_topology(network: NetworkSpec) -> nx.DiGraph:
 
 
 def _with_rate(spec: LinkSpec, rate_bps: float) -> LinkSpec:
-    return LinkSpec(rate_bps, spec.latency_s, spec.length_m, spec.overhead_s)
+    return dataclasses.replace(spec, rate_bps=rate_bps)
 
 
 def _check_override_names(graph: nx.DiGraph, overrides: dict, network_name: str) -> None:

@@ -18,6 +18,13 @@ class LinkModel(_Strict):
     latency: Duration = Field("0 s", validate_default=True)
     length: Length = Field("0 m", validate_default=True)
     overhead: Duration = Field("0 s", validate_default=True)
+    efficiency: float = Field(
+        1.0,
+        gt=0,
+        le=1,
+        description="payload share of the rate after framing and protocol headers "
+        "(TCP/IPv4/Ethernet at MTU 1500: 0.956)",
+    )
 
     def to_spec(self) -> LinkSpec:
         return LinkSpec(
@@ -25,6 +32,7 @@ class LinkModel(_Strict):
             latency_s=self.latency,
             length_m=self.length,
             overhead_s=self.overhead,
+            efficiency=self.efficiency,
         )
 
 

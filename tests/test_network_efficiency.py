@@ -1,0 +1,59 @@
+"""Link efficiency: the payload share of a link's rate once framing and headers are paid."""
+
+import pytest
+
+from transitsim.errors import TransitsimError
+from transitsim.network import (
+    Exchange,
+    LinkSpec,
+    NetworkSpec,
+    closed_form_time_s,
+    simulate_exchange,
+    tcp_efficiency,
+    validate_network,
+)
+
+
+def _net(efficiency: float) -> NetworkSpec:
+    link = LinkSpec(1e9, latency_s=2e-6, overhead_s=1e-6, efficiency=efficiency)
+    return NetworkSpec("eff", "switch", 4, link)
+
+
+def test_tcp_efficiency_at_mtu_1500():
+    assert tcp_efficiency(1500) == pytest.approx(1448 / 1514)
+    assert tcp_efficiency(1500, wire_extra_bytes=24) == pytest.approx(1448 / 1538)
+    assert tcp_efficiency(9000) > tcp_efficiency(1500) > tcp_efficiency(1500, ack_bytes=33)
+
+
+@pytest.mark.parametrize("algo", ("ring_allreduce", "ring_allgather", "tree"))
+def test_efficiency_slows_only_serialisation(algo):
+    """Halving the payload share doubles the bandwidth term and leaves latency/overhead alone."""
+    size = 8_000_000
+    full = simulate_exchange(_net(1.0), Exchange(algo, size), method="des")
+    half = simulate_exchange(_net(0.5), Exchange(algo, size), method="des")
+    latency = simulate_exchange(_net(1.0), Exchange(algo, 0), method="des")
+    bandwidth = full.time_s - latency.time_s
+    assert half.time_s == pytest.approx(latency.time_s + 2 * bandwidth, rel=1e-9)
+    if algo != "tree":  # the tree's closed form is exact for complete trees only (not 4)
+        assert half.time_s == pytest.approx(closed_form_time_s(_net(0.5), Exchange(algo, size)))
+    assert half.bytes_sent.sum() == full.bytes_sent.sum()
+
+
+@pytest.mark.parametrize("bad", (0.0, -0.1, 1.5, float("nan")))
+def test_efficiency_out_of_range_is_one_line_error(bad):
+    with pytest.raises(TransitsimError, match="efficiency must be in"):
+        validate_network(_net(bad))
+
+
+def test_scenario_key_efficiency():
+    from transitsim.scenario import network_from_dict
+
+    raw = {
+        "name": "tcp",
+        "topology": "switch",
+        "workers": 2,
+        "host_link": {"rate": "50 Mb/s", "efficiency": 0.956},
+    }
+    assert network_from_dict(raw).host_link.efficiency == 0.956
+    with pytest.raises(TransitsimError, match="efficiency"):
+        network_from_dict({**raw, "host_link": {"rate": "50 Mb/s", "efficiency": 1.2}})
