@@ -238,7 +238,7 @@ ERRORS = [
     ),
 ]
 APPENDED = [
-    ("bogus: 1\n", 8, "bogus", "unknown key (allowed: baseline, compute"),
+    ("bogus: 1\n", 8, "bogus", "unknown key (allowed: baseline, bucket_size, compute"),
     ("targets: [1]\n", 8, "targets", "duplicate key"),
     ("baseline: E\n", 8, "baseline", "unknown configuration 'E'"),
     ("compute: {model: flops, gpu_peak: '1 TFLOP/s'}\n", 8, "compute.mfu", "missing required key"),

@@ -33,6 +33,7 @@ from transitsim.metrics import (
 )
 from transitsim.metrics import TIMELINE_COLUMNS as METRIC_COLUMNS
 from transitsim.network import NetworkSpec
+from transitsim.overlap import DDP_BUCKET_BYTES
 from transitsim.replay import placement_for
 from transitsim.report import write_report
 from transitsim.scenario import OUTPUT_FILES, Scenario, network_placement, scenario_to_networks
@@ -140,6 +141,8 @@ def scenario_jobs(scenario: Scenario, traces: dict[str, Trace]) -> list[ReplayJo
                     seed=scenario.stragglers.seed,
                     scale_params=scenario.scale_params,
                     record_step=position == 0,
+                    overlap=placement.overlap,
+                    bucket_bytes=placement.bucket_bytes,
                 )
             )
     return jobs
@@ -242,6 +245,8 @@ def replay_traces(
     transform_at: str | None = None,
     sum_at: str = "receivers",
     quiet: bool = False,
+    overlap: str = "none",
+    bucket_bytes: int = DDP_BUCKET_BYTES,
 ) -> RunResult:
     """Traces on one network (the `transitsim replay` question), in this process.
 
@@ -261,6 +266,8 @@ def replay_traces(
             transform_at=placement_for(trace.variant, transform_at),
             sum_at=sum_at,
             record_step=index == 0,
+            overlap=overlap,
+            bucket_bytes=bucket_bytes,
         )
         for index, (name, trace) in enumerate(traces.items())
     ]

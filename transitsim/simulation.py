@@ -21,6 +21,7 @@ from transitsim.errors import TransitsimError
 from transitsim.metrics import TIMELINE_COLUMNS as METRICS_COLUMNS
 from transitsim.metrics import extrapolated_flags, parse_targets, time_to_target
 from transitsim.network import LinkFault, NetworkSpec
+from transitsim.overlap import DDP_BUCKET_BYTES
 from transitsim.replay import TIMELINE_COLUMNS, placement_for, replay
 from transitsim.trace import Trace, find_traces, read_trace
 
@@ -51,6 +52,8 @@ def simulate(
     faults: list[LinkFault] | None = None,
     scale_params: int | None = None,
     seed: int = 0,
+    overlap: str = "none",
+    bucket_bytes: int = DDP_BUCKET_BYTES,
 ) -> SimulationResult:
     """Replay every trace on every network and summarise time-to-loss against `baseline`.
 
@@ -84,6 +87,8 @@ def simulate(
                 faults=faults,
                 scale_params=scale_params,
                 seed=seed,
+                overlap=overlap,
+                bucket_bytes=bucket_bytes,
             )
             timelines.append(result.timeline)
             links.append(result.link_stats)

@@ -35,6 +35,7 @@ from rich.text import Text
 from transitsim.compute import ComputeModel, Stragglers
 from transitsim.errors import TransitsimError
 from transitsim.network import Exchange, LinkFault, NetworkSpec, simulate_exchange
+from transitsim.overlap import DDP_BUCKET_BYTES
 from transitsim.replay import needs_loopback, replay
 from transitsim.trace import Trace
 
@@ -61,6 +62,8 @@ class ReplayJob:
     seed: int = 0
     scale_params: int | None = None  # what-if model size (replay's scale_params)
     record_step: bool = False  # also simulate the last step with link use recorded
+    overlap: str = "none"  # replay's overlap: "none" | "buckets"
+    bucket_bytes: int = DDP_BUCKET_BYTES
 
 
 @dataclass
@@ -102,6 +105,8 @@ def run_job(trace: Trace, job: ReplayJob) -> JobResult:
             faults=list(job.faults),
             scale_params=job.scale_params,
             seed=job.seed,
+            overlap=job.overlap,
+            bucket_bytes=job.bucket_bytes,
         )
         step_events = None
         if job.record_step and job.network.workers <= MAX_RECORDED_WORKERS:

@@ -23,6 +23,7 @@ from transitsim.errors import TransitsimError
 from transitsim.metrics import run_sort_key
 from transitsim.network import NetworkSpec
 from transitsim.network_presets import preset_names
+from transitsim.overlap import OVERLAP_MODES
 from transitsim.run import (
     JobsFailed,
     RunResult,
@@ -35,6 +36,7 @@ from transitsim.run import (
 from transitsim.scenario import network_from_dict
 from transitsim.tables import emit_table, output_format
 from transitsim.trace import find_traces
+from transitsim.units import parse_bytes
 
 PLACEMENTS = ("auto", "none", "pluggable", "switch")
 SUMS = ("auto", "receivers", "switch")
@@ -161,6 +163,14 @@ def replay_command(
     sum_at: str = typer.Option(
         "auto", "--sum-at", help="Reducible payloads summed at: auto, receivers, switch."
     ),
+    overlap: str = typer.Option(
+        "none",
+        "--overlap",
+        help="none: exchange after backward; buckets: each bucket/tensor as backward makes it.",
+    ),
+    bucket_size: str = typer.Option(
+        "25 MiB", "--bucket-size", help="DDP bucket cap with --overlap buckets (e.g. 25 MiB)."
+    ),
     out: Path | None = typer.Option(
         None, "--out", "-o", help="Also write timeline, summary and report here."
     ),
@@ -175,6 +185,11 @@ def replay_command(
         raise TransitsimError(f"--transform-at must be one of {', '.join(PLACEMENTS)}")
     if sum_at not in SUMS:
         raise TransitsimError(f"--sum-at must be one of {', '.join(SUMS)}")
+    if overlap not in OVERLAP_MODES:
+        raise TransitsimError(f"--overlap must be one of {', '.join(OVERLAP_MODES)}")
+    bucket_bytes = parse_bytes(bucket_size)
+    if bucket_bytes < 1:
+        raise TransitsimError(f"--bucket-size must be positive, got {bucket_size!r}")
     spec = network_from_dict(network_description(network, settings))
     placed_transform, placed_sum = _placement(spec, transform_at, sum_at)
     loaded = load_traces(find_traces(traces))
@@ -190,6 +205,8 @@ def replay_command(
             transform_at=placed_transform,
             sum_at=placed_sum,
             quiet=fmt != "table",
+            overlap=overlap,
+            bucket_bytes=bucket_bytes,
         )
     except JobsFailed as exc:
         return report_all_failed(exc)

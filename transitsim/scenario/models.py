@@ -14,8 +14,9 @@ from transitsim.compute import JITTER_DISTRIBUTIONS, JITTER_MODES, ComputeModel,
 from transitsim.errors import TransitsimError
 from transitsim.network import LinkFault
 from transitsim.network.spec import NetworkSpec
+from transitsim.overlap import DDP_BUCKET_BYTES, OVERLAP_MODES
 from transitsim.scenario.network_models import GridModel, NetworkModel, PlacementModel
-from transitsim.scenario.quantities import Duration, FlopRate, Target, _Strict
+from transitsim.scenario.quantities import Duration, FlopRate, Size, Target, _Strict
 from transitsim.units import parse_time_s, show_value
 
 OUTPUT_FILES = ("timeline", "summary", "ladder", "sweep", "link_util", "report", "trace_events")
@@ -212,10 +213,13 @@ class TraceFile:
 
 @dataclass(frozen=True)
 class Placement:
-    """Where replay computes the transform (None: on the GPU) and where payloads are summed."""
+    """Where replay computes the transform (None: on the GPU) and where payloads are summed;
+    whether the exchange overlaps backward on this network point (and in what buckets)."""
 
     transform_at: str | None
     sum_at: str
+    overlap: str = "none"
+    bucket_bytes: int = DDP_BUCKET_BYTES
 
 
 NetworkPoint = tuple[str, NetworkSpec, dict[str, Any], Placement]
@@ -236,6 +240,15 @@ class Scenario(_Strict):
     )
     stragglers: StragglersModel = Field(default_factory=StragglersModel)
     faults: list[FaultModel] = []
+    overlap: Literal[OVERLAP_MODES] | list[Literal[OVERLAP_MODES]] = Field(
+        "none",
+        description="none: the exchange follows backward; buckets: each gradient bucket (A) or "
+        "tensor (DeMo) is exchanged as soon as backward makes it ready; a list: replay each "
+        "network both ways (an axis)",
+    )
+    bucket_size: Size = Field(
+        DDP_BUCKET_BYTES, gt=0, description="DDP bucket cap for overlap (default 25 MiB, as DDP's)"
+    )
     targets: list[Target] = Field(min_length=1)
     baseline: str | None = Field(None, description="a variant id or a config name (or label)")
     outputs: OutputsModel = Field(default_factory=OutputsModel)
@@ -258,6 +271,12 @@ class Scenario(_Strict):
     def scale_params(self) -> int | None:
         """The what-if parameter count replay should use (None: each trace's own)."""
         return self.scale.params if self.scale is not None else None
+
+    @property
+    def overlap_modes(self) -> list[str]:
+        """The overlap modes every network is replayed with, in order, without repeats."""
+        modes = [self.overlap] if isinstance(self.overlap, str) else self.overlap
+        return list(dict.fromkeys(modes))
 
     @property
     def trace_files(self) -> list[TraceFile]:

@@ -1,5 +1,6 @@
 """A scenario's networks (listed ones, then grid points) as NetworkSpecs, names checked."""
 
+import dataclasses
 from typing import Any
 
 from pydantic import ValidationError
@@ -26,6 +27,7 @@ def expand_networks(scenario: Scenario) -> list[NetworkPoint]:
         expanded.append((name, network_spec(model, name), {}, placement))
     if scenario.grid is not None:
         expanded.extend(expand_grid(scenario))
+    expanded = _overlap_axis(scenario, expanded)
     seen: set[str] = set()
     for index, (name, spec, _, _) in enumerate(expanded):
         in_list = index < len(scenario.networks)
@@ -42,6 +44,32 @@ def expand_networks(scenario: Scenario) -> list[NetworkPoint]:
                 f"{len(factors)} factors for network {name} of {spec.workers} workers",
             )
     return expanded
+
+
+def overlap_name(name: str, mode: str) -> str:
+    """A network point's name on an overlap axis: the overlapped one says so."""
+    return f"{name} +overlap" if mode == "buckets" else name
+
+
+def _overlap_axis(scenario: Scenario, points: list[NetworkPoint]) -> list[NetworkPoint]:
+    """Every point once per overlap mode; with two modes the overlapped copy is named apart and
+    both carry an `overlap` parameter (a text column: held, not run along)."""
+    modes = scenario.overlap_modes
+    axis = len(modes) > 1
+    result: list[NetworkPoint] = []
+    for name, spec, params, placement in points:
+        for mode in modes:
+            placed = dataclasses.replace(
+                placement, overlap=mode, bucket_bytes=int(scenario.bucket_size)
+            )
+            if not axis:
+                result.append((name, spec, params, placed))
+                continue
+            named = overlap_name(name, mode)
+            result.append(
+                (named, dataclasses.replace(spec, name=named), {**params, "overlap": mode}, placed)
+            )
+    return result
 
 
 def _expanded(scenario: Scenario) -> list[NetworkPoint]:
