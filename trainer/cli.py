@@ -80,6 +80,34 @@ def build_parser(prog: str = "python -m trainer") -> argparse.ArgumentParser:
     parser.add_argument("--tokenizer", help="char or bpe (path corpora)")
     parser.add_argument("--threads", type=int, help="torch intra-op threads")
     parser.add_argument(
+        "--backend",
+        default="simulated",
+        choices=("simulated", "gloo", "nccl"),
+        help="simulated: all workers in this process; gloo/nccl: one rank per process "
+        "(torchrun, or --nproc) (default: simulated)",
+    )
+    parser.add_argument("--device", choices=("cpu", "cuda"), help="where to compute (default: cpu)")
+    parser.add_argument(
+        "--nproc",
+        type=int,
+        help="start this many ranks on this machine over loopback (with --backend gloo/nccl)",
+    )
+    parser.add_argument(
+        "--wire-dtype",
+        dest="wire_dtype",
+        default="float32",
+        choices=("float32", "bfloat16"),
+        help="dtype of the values sent between ranks; bfloat16 matches the byte accounting "
+        "but rounds them (default: float32, the spec's arithmetic)",
+    )
+    parser.add_argument(
+        "--dist-timeout",
+        dest="dist_timeout",
+        type=float,
+        default=600.0,
+        help="seconds a rank waits for the others to join or answer (default: 600)",
+    )
+    parser.add_argument(
         "--set",
         dest="sets",
         action="append",
@@ -141,6 +169,7 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
         "dataset": args.corpus,
         "tokenizer": args.tokenizer,
         "threads": args.threads,
+        "device": args.device,
     }
     overrides.update({k: v for k, v in named.items() if v is not None})
     for name in OPTIONAL_FIELDS:
@@ -167,21 +196,48 @@ def main(argv: list[str] | None = None, prog: str = "python -m trainer") -> int:
         return 0
     if args.out is None:
         raise TransitsimError("give an output folder with -o DIR (or use --dry-run)")
+    if args.backend == "simulated":
+        if args.nproc is not None:
+            raise TransitsimError("--nproc starts ranks of a --backend gloo or nccl run")
+        return _train(cfg, args)
+    from trainer.distributed.env import check_backend
+
+    check_backend(args.backend, cfg.device)
+    if args.nproc is not None:
+        if args.nproc < 1:
+            raise TransitsimError(f"--nproc must be at least 1, got {args.nproc}")
+        if cfg.workers % args.nproc:
+            raise TransitsimError(
+                f"{cfg.workers} workers do not split evenly over --nproc {args.nproc}; "
+                f"use --set workers=N with N a multiple of {args.nproc}"
+            )
+        from trainer.distributed.launch import launch
+
+        return launch(sys.argv[1:] if argv is None else list(argv), args.nproc)
     return _train(cfg, args)
 
 
 def _train(cfg: RunConfig, args: argparse.Namespace) -> int:
-    from trainer.run import train
-
+    options = dict(cache_dir=args.cache_dir, keep_checkpoint=args.keep_checkpoint, force=args.force)
     with progress_bar(cfg.steps, enabled=not (args.quiet or args.json)) as on_step:
-        result = train(
-            cfg,
-            args.out,
-            cache_dir=args.cache_dir,
-            keep_checkpoint=args.keep_checkpoint,
-            force=args.force,
-            on_step=on_step,
-        )
+        if args.backend == "simulated":
+            from trainer.run import train
+
+            result = train(cfg, args.out, on_step=on_step, **options)
+        else:
+            from trainer.distributed.run import train_distributed
+
+            rank, result = train_distributed(
+                cfg,
+                args.out,
+                backend=args.backend,
+                wire_dtype=args.wire_dtype,
+                timeout_s=args.dist_timeout,
+                on_step=on_step,
+                **options,
+            )
+            if rank != 0:  # rank 0 reports
+                return 0
     final_val = _final_val_loss(result.trace_path)
     if args.json:
         print(
@@ -197,7 +253,7 @@ def _train(cfg: RunConfig, args: argparse.Namespace) -> int:
                 }
             )
         )
-    elif not args.quiet or result.notes:
+    else:  # also with --quiet: where the trace went is the one thing a run must say
         notes = f" [{'; '.join(result.notes)}]" if result.notes else ""
         summary = f"{result.steps_done} steps, final val loss {final_val:.4f}"
         print(f"{result.trace_path}: {summary}{notes}")

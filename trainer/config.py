@@ -24,6 +24,7 @@ ALGORITHMS = ("adamw", "topk", "band", "calib", "optics", "optics_switch")
 BANDS = ("low", "zigzag", "high", "random", "calib")
 CHUNK_MODES = ("2d", "1d")
 TOKENIZERS = ("char", "bpe")
+DEVICES = ("cpu", "cuda")
 FEEDBACK_MODES = {
     "optics": ("exact", "sent"),
     "optics_switch": ("loopback", "exact", "mean"),
@@ -290,5 +291,5 @@ def check_config(cfg: RunConfig) -> None:
         fail("kappa", "must be positive")
     if cfg.vocab_size < 257 and cfg.tokenizer == "bpe":
         fail("vocab_size", "a byte-level BPE needs more than 256 tokens")
-    if cfg.device != "cpu":
-        fail("device", "this trainer runs on the CPU only")
+    if cfg.device not in DEVICES:
+        fail("device", f"choose from {', '.join(DEVICES)}")

@@ -1,6 +1,9 @@
-"""The DeMo step for variants B, C, D, E, E' and F over W simulated workers (spec §6, §8, §9).
+"""The DeMo step for variants B, C, D, E, E' and F over W workers (spec §6, §8, §9).
 
-All workers share one set of weights; each has its own momentum-with-residual `delta`. Tensors
+All workers share one set of weights; each has its own momentum-with-residual `delta`. A process
+holds some of the W workers (all of them on the simulated backend, one per rank on a
+torch.distributed one): it compresses its workers' deltas, hands what they send to its
+`Exchange` as `Message`s, and applies the same combined update as every other process. Tensors
 are grouped by chunk shape and k: a group keeps every worker's delta of all its tensors in one
 chunk-major buffer (W, rows, h, w) or (W, rows, m), so each step is a few large matmuls per
 group instead of a loop over tensors or chunks. Every operation is row-wise (per chunk), so the
@@ -27,7 +30,9 @@ from trainer.accounting import chunk_rule
 from trainer.chunking import Chunker, k_per_chunk, make_chunker
 from trainer.config import FEEDBACK_MODES, RunConfig
 from trainer.dct import dct_chunks, dct_matrix, idct_chunks, transform_rows
+from trainer.demo_state import demo_state, load_state
 from trainer.diagnostics import EnergyTally, row_energies
+from trainer.exchange import Exchange, LocalExchange, Message, sparse_wire
 from trainer.optics import OpticsEmulator, chunk_full_scale, input_scale, readout_sigma
 from trainer.selection import FIXED_SHAPES, band_positions, calibrated_positions, topk_mask
 
@@ -35,7 +40,6 @@ DEMO_VARIANTS = ("topk", "band", "calib", "optics", "optics_switch")
 OPTICS_VARIANTS = ("optics", "optics_switch")
 FEEDBACK_BY_VARIANT = {"topk": ("exact",), "band": ("exact",), "calib": ("exact",)}
 FEEDBACK_BY_VARIANT.update(FEEDBACK_MODES)
-STATE_FORMAT = "transitsim-demo-state-1"
 
 
 @dataclass
@@ -58,6 +62,17 @@ class _Member:
 
 
 @dataclass
+class _Pending:
+    """One group's compressed step: what its workers send, and what the feedback needs."""
+
+    kind: str  # "topk" | "band"
+    message: Message
+    idx: torch.Tensor | None = None  # band: (L, rows, k) positions
+    val: torch.Tensor | None = None  # band: exact band values (L, rows, k)
+    use_band_matrix: bool = False
+
+
+@dataclass
 class _Group:
     """All tensors with the same chunk shape and k, stacked chunk-major."""
 
@@ -65,7 +80,7 @@ class _Group:
     k: int
     members: list[_Member]
     mats: tuple[torch.Tensor, ...]  # (D_m,) or (D_h, D_w)
-    delta: torch.Tensor  # (W, rows, *chunk_shape)
+    delta: torch.Tensor  # (L, rows, *chunk_shape): this process's L workers
     shadow: torch.Tensor  # (rows, *chunk_shape)
     band: torch.Tensor | None = None  # (k,) positions shared by every row, None for top-k / D
     pos_rows: torch.Tensor | None = None  # (rows, k) positions per row (band variants)
@@ -133,8 +148,9 @@ def _validate(cfg: RunConfig, workers: int) -> None:
 
 
 class DeMo:
-    """DeMo step for all variants B, C, D, E, E', F over W simulated workers sharing one set of
-    weights (spec §6.2). Call `step(grads, lr, step)` once per optimiser step."""
+    """DeMo step for all variants B, C, D, E, E', F over W workers sharing one set of weights
+    (spec §6.2), of which this process holds `exchange.local_workers`. Call
+    `step(grads, lr, step)` once per optimiser step with this process's workers' gradients."""
 
     def __init__(
         self,
@@ -144,21 +160,42 @@ class DeMo:
         *,
         chunk_rule_override: str | None = None,
         k_overrides: dict[str, int] | None = None,
+        exchange: Exchange | None = None,
+        band_combine: str | None = None,
     ) -> None:
         """chunk_rule_override ("R" | "P2") and k_overrides (name -> k) exist for tests that
-        compare variants or reproduce DeMo's reference; runs leave them unset."""
+        compare variants or reproduce DeMo's reference; runs leave them unset. exchange: how
+        the W workers meet (default: all in this process). band_combine: "sum" when the band
+        is reduced on the way (E' at a switch), "gather" when every worker's band is received.
+        """
         _validate(cfg, workers)
         if not named_params:
             raise ValueError("DeMo needs at least one parameter")
         self.cfg = cfg
         self.workers = workers
+        self.exchange = exchange if exchange is not None else LocalExchange(workers)
+        if self.exchange.workers != workers:
+            raise ValueError(f"the exchange joins {self.exchange.workers} workers, not {workers}")
+        self.local = self.exchange.local_workers
+        self.offset = self.exchange.offset
+        if band_combine is None:
+            band_combine = "sum" if cfg.variant == "optics_switch" else "gather"
+        if band_combine not in ("sum", "gather"):
+            raise ValueError(f"band_combine must be 'sum' or 'gather', got {band_combine!r}")
+        self.band_combine = band_combine
         self.variant = cfg.variant
         self.device = named_params[0][1].device
         self._calibrates = cfg.variant in ("calib", *OPTICS_VARIANTS)
         self._calib_end = cfg.calib_start + cfg.calib_steps
         self.calibrated = False
         self.optics_active = False
-        self.last_timing: dict[str, float] = {"compress_s": 0.0, "update_s": 0.0, "diag_s": 0.0}
+        self.last_timing: dict[str, float] = {
+            "compress_s": 0.0,
+            "update_s": 0.0,
+            "diag_s": 0.0,
+            "comm_s": 0.0,
+            "exchange_bytes": 0,
+        }
         self._diag_rows: list[dict] | None = None
         self._last_diag_s = 0.0
         self._clipped = 0
@@ -207,7 +244,7 @@ class DeMo:
                 k=k,
                 members=members,
                 mats=mats,
-                delta=torch.zeros(workers, rows, *chunk_shape, device=self.device),
+                delta=torch.zeros(self.local, rows, *chunk_shape, device=self.device),
                 shadow=torch.zeros(rows, *chunk_shape, device=self.device),
             )
             group.diag_bands = {
@@ -274,12 +311,14 @@ class DeMo:
             torch.cuda.synchronize(self.device)
 
     def step(self, grads: dict[str, torch.Tensor], lr: float, step: int) -> None:
-        """One DeMo step on stacked gradients grads[name] (W, *shape); updates params in place."""
+        """One DeMo step on this process's stacked gradients grads[name] (L, *shape): compress,
+        exchange, feed back, update the params in place."""
         cfg = self.cfg
         with torch.no_grad():
             self._sync()
             t_start = time.perf_counter()
-            diag = cfg.diag_every > 0 and (step + 1) % cfg.diag_every == 0
+            # Diagnostics describe worker 0, which only the process holding it can see.
+            diag = cfg.diag_every > 0 and (step + 1) % cfg.diag_every == 0 and self.offset == 0
             in_window = self._calibrates and cfg.calib_start <= step < self._calib_end
             track_fs = self.variant in OPTICS_VARIANTS and (
                 in_window or (self.calibrated and cfg.fs_every > 0)
@@ -289,12 +328,18 @@ class DeMo:
 
             self._accumulate(grads, lr)
             noise = self._draw_noise()
-            aggregates = []
+            pending = []
             for gi, group in enumerate(self._groups):
-                aggregates.append(
+                pending.append(
                     self._compress_group(group, noise.get(gi), in_window, track_fs, tally, grads)
                 )
                 diag_s += self._last_diag_s
+            combined = self.exchange.exchange([p.message for p in pending])
+            comm_s, sent_bytes = self.exchange.take_comm()
+            aggregates = [
+                self._feed_back(group, p, received)
+                for group, p, received in zip(self._groups, pending, combined, strict=True)
+            ]
             self._sync()
             t_compressed = time.perf_counter()
 
@@ -306,15 +351,17 @@ class DeMo:
 
         self._diag_rows = tally.rows() if diag else None
         self.last_timing = {
-            "compress_s": t_compressed - t_start - diag_s,
+            "compress_s": t_compressed - t_start - diag_s - comm_s,
             "update_s": t_end - t_compressed,
             "diag_s": diag_s,
+            "comm_s": comm_s,
+            "exchange_bytes": sent_bytes,
         }
 
     def _accumulate(self, grads: dict[str, torch.Tensor], lr: float) -> None:
-        """delta <- decay * delta + lr * g (all workers); shadow likewise with worker 0's g."""
+        """delta <- decay * delta + lr * g (local workers); shadow likewise with the first's g."""
         for member in self._members:
-            expected = (self.workers, *member.chunker.shape)
+            expected = (self.local, *member.chunker.shape)
             if member.name not in grads:
                 raise ValueError(f"grads lacks {member.name!r}")
             if tuple(grads[member.name].shape) != expected:
@@ -356,7 +403,10 @@ class DeMo:
 
     def _draw_noise(self) -> dict[int, torch.Tensor]:
         """Readout noise for every emulated tensor, drawn per tensor in parameter order with
-        shape (P, W * chunks, k) (or (W * chunks, k)), then stacked per group as (P, W, rows, k)."""
+        shape (P, W * chunks, k) (or (W * chunks, k)), then stacked per group as (P, L, rows, k).
+
+        Every process draws all W workers' noise from the same generator and keeps its own
+        workers' rows, so a worker's noise does not depend on how workers map to processes."""
         per_group: dict[int, list[torch.Tensor]] = {}
         for member in self._members:
             group = self._group_of(member)
@@ -367,6 +417,7 @@ class DeMo:
                 group.emulator.noise_shape(rows), generator=self._noise_gen, device=self.device
             )
             draw = draw.unflatten(-2, (self.workers, member.chunker.chunks))
+            draw = draw.narrow(-3, self.offset, self.local)
             per_group.setdefault(self._group_index[member.name], []).append(draw)
         return {gi: torch.cat(draws, dim=-2) for gi, draws in per_group.items()}
 
@@ -378,11 +429,11 @@ class DeMo:
         track_fs: bool,
         tally: EnergyTally | None,
         grads: dict[str, torch.Tensor],
-    ) -> tuple:
-        """Transform, select, emulate, feed back. Returns what aggregation needs."""
-        cfg, W, k, m = self.cfg, self.workers, group.k, group.m
+    ) -> _Pending:
+        """Transform, select, emulate: what this process's workers send for `group`."""
+        L, k, m = self.local, group.k, group.m
         self._last_diag_s = 0.0
-        delta_flat = group.delta.view(W, group.rows, m)
+        delta_flat = group.delta.view(L, group.rows, m)
         use_band_matrix = group.band is not None and group.band_matrix_cheaper
         calib_energy = self.variant == "calib" and in_window
         need_coef = not use_band_matrix or calib_energy
@@ -390,7 +441,7 @@ class DeMo:
         coef = None
         if need_coef:  # into reused buffers: "work" is free again once coef is done
             coef_buf, work = self._buffer(group, "coef", full), self._buffer(group, "work", full)
-            coef = dct_chunks(group.delta, group.mats, out=coef_buf, work=work).view(W, -1, m)
+            coef = dct_chunks(group.delta, group.mats, out=coef_buf, work=work).view(L, -1, m)
 
         if tally is not None:
             t0 = time.perf_counter()
@@ -406,22 +457,23 @@ class DeMo:
             row_sq = delta_flat.square().sum(-1)
             for mm in group.members:
                 mm.sumsq += float(row_sq[:, mm.start : mm.stop].sum(dtype=torch.float64))
-                mm.count += W * mm.chunker.numel
+                mm.count += L * mm.chunker.numel
 
-        # Top-k: selection (spec §6.2 step 6) as a mask of the chosen positions, and error
-        # feedback (step 8) of the masked coefficients `sent` (zeros elsewhere): the tensor that
-        # scattering the chosen (index, value) pairs would build. Top-k sends values exactly.
+        # Top-k: selection (spec §6.2 step 6) as a mask of the chosen positions; what is sent
+        # is the masked coefficients `sent` (zeros elsewhere): the tensor that scattering the
+        # chosen (index, value) pairs would build. Top-k sends values exactly.
         if self.variant == "topk":
             chosen = self._buffer(group, "chosen", coef.shape, torch.bool)
             topk_mask(coef, k, scratch=work, out=chosen)
             sent = self._buffer(group, "sent", full)
             zero = torch.zeros((), device=self.device)  # +0.0, as scattering into zeros leaves
             torch.where(chosen, coef, zero, out=sent.view_as(coef))
-            group.delta.sub_(idct_chunks(sent, group.mats, out=coef_buf, work=work))
-            return ("topk", chosen, sent.view_as(coef))
+            pack, unpack = sparse_wire(k, m)
+            message = Message([sent.view_as(coef), chosen], "gather", pack, unpack)
+            return _Pending("topk", message)
 
         # Band selection (step 6).
-        idx = group.pos_rows.expand(W, group.rows, k)
+        idx = group.pos_rows.expand(L, group.rows, k)
         val = delta_flat @ group.t_band.T if use_band_matrix else coef.gather(-1, idx)
 
         # What goes on the wire (step 7).
@@ -433,32 +485,45 @@ class DeMo:
             )
             self._clipped += clipped
             if group.emulator.planes is not None:
-                self._clip_total += W * sum(mm.chunker.numel for mm in group.members)
+                self._clip_total += L * sum(mm.chunker.numel for mm in group.members)
+        message = Message([tx], self.band_combine)
+        return _Pending("band", message, idx=idx, val=val, use_band_matrix=use_band_matrix)
 
-        # Error feedback (step 8).
-        band_mean = tx.sum(0) / W
+    def _feed_back(self, group: _Group, pending: _Pending, received: list[torch.Tensor]) -> tuple:
+        """Error feedback (step 8) of this process's workers; returns what the update needs."""
+        cfg, L, k, m = self.cfg, self.local, group.k, group.m
+        full = group.delta.shape
+        if pending.kind == "topk":
+            sent = self._buffer(group, "sent", full)
+            coef_buf, work = self._buffer(group, "coef", full), self._buffer(group, "work", full)
+            group.delta.sub_(idct_chunks(sent, group.mats, out=coef_buf, work=work))
+            return ("topk", *received)
+
+        aggregate = received[0] if self.band_combine == "sum" else received[0].sum(0)
+        band_mean = aggregate / self.workers
+        tx = pending.message.tensors[0]
         if self.variant in OPTICS_VARIANTS and cfg.feedback in ("sent", "loopback"):
             fb = tx
         elif self.variant == "optics_switch" and cfg.feedback == "mean":
-            fb = band_mean.expand(W, group.rows, k)
+            fb = band_mean.expand(L, group.rows, k)
         else:
-            fb = val
-        if use_band_matrix:
-            delta_flat.view(W * group.rows, m).addmm_(
-                fb.reshape(W * group.rows, k), group.t_band, alpha=-1.0
+            fb = pending.val
+        if pending.use_band_matrix:
+            group.delta.view(L * group.rows, m).addmm_(
+                fb.reshape(L * group.rows, k), group.t_band, alpha=-1.0
             )
         else:  # coef and work are free again: val, tx and fb are copies
+            coef_buf, work = self._buffer(group, "coef", full), self._buffer(group, "work", full)
             sent = self._buffer(group, "sent", full)
-            sent.view(W, group.rows, m).zero_().scatter_(-1, idx, fb)
+            sent.view(L, group.rows, m).zero_().scatter_(-1, pending.idx, fb)
             group.delta.sub_(idct_chunks(sent, group.mats, out=coef_buf, work=work))
-
-        return ("band", use_band_matrix, band_mean)
+        return ("band", pending.use_band_matrix, band_mean)
 
     def _apply_update(self, group: _Group, aggregate: tuple, lr: float) -> None:
         """Aggregate (step 9), inverse transform and p <- p - lr * sign(u) (step 10)."""
         W, rows, m = self.workers, group.rows, group.m
         if aggregate[0] == "topk":
-            _, chosen, sent = aggregate
+            _, sent, chosen = aggregate
             # The mean over the contributors of each position: all workers' (index, value)
             # pairs scatter-added worker 0 first, divided by the number of contributors (1 where
             # there are none). Added densely in the same worker order from +0, with +0 where a
@@ -500,10 +565,14 @@ class DeMo:
         cfg = self.cfg
         if self._calibrates and step == self._calib_end - 1:
             if self.variant == "calib":
+                self._total_energies()
                 for group in self._groups:
                     for mm in group.members:
                         mm.positions = calibrated_positions(mm.energy, group.k)
                     self._set_member_bands(group)
+                if self.offset != 0:  # the total now lives with worker 0's process
+                    for mm in self._members:
+                        mm.energy.zero_()
             else:
                 self._reset_full_scale()
                 self._build_emulators()
@@ -520,9 +589,23 @@ class DeMo:
             for group in self._groups:
                 self._refresh_scale_rows(group)
 
+    def _total_energies(self) -> None:
+        """Calibration energy pooled over all W workers (every process's partial sums)."""
+        if self.exchange.world == 1:
+            return
+        total = self.exchange.total(torch.cat([mm.energy for mm in self._members]))
+        sizes = [mm.energy.numel() for mm in self._members]
+        for mm, energy in zip(self._members, total.split(sizes), strict=True):
+            mm.energy = energy.clone()
+
     def _reset_full_scale(self) -> None:
-        for mm in self._members:
-            mm.scale_in = input_scale(mm.sumsq, mm.count, self.cfg.kappa)
+        """Input full scale from the delta RMS pooled over all W workers (§9.2, §9.6)."""
+        sums = [(mm.sumsq, float(mm.count)) for mm in self._members]
+        if self.exchange.world > 1:
+            flat = torch.tensor(sums, dtype=torch.float64, device=self.device)
+            sums = self.exchange.total(flat).tolist()
+        for mm, (sumsq, count) in zip(self._members, sums, strict=True):
+            mm.scale_in = input_scale(sumsq, int(count), self.cfg.kappa)
             mm.sumsq, mm.count = 0.0, 0
 
     # ------------------------------------------------------------------------- diagnostics
@@ -582,62 +665,9 @@ class DeMo:
     # ------------------------------------------------------------------------ checkpointing
 
     def state_dict(self) -> dict:
-        """Everything a bit-exact resume needs, keyed by parameter name (parameter layout)."""
-        delta, shadow = {}, {}
-        for group in self._groups:
-            for mm in group.members:
-                ch = mm.chunker
-                delta[mm.name] = ch.from_chunks(group.delta[:, mm.start : mm.stop]).clone()
-                shadow[mm.name] = ch.from_chunks(group.shadow[mm.start : mm.stop]).clone()
-        return {
-            "format": STATE_FORMAT,
-            "variant": self.variant,
-            "workers": self.workers,
-            "delta": delta,
-            "shadow": shadow,
-            "energy": {mm.name: mm.energy.clone() for mm in self._members if mm.energy is not None},
-            "positions": {
-                mm.name: mm.positions.clone() for mm in self._members if mm.positions is not None
-            },
-            "sumsq": {mm.name: mm.sumsq for mm in self._members},
-            "count": {mm.name: mm.count for mm in self._members},
-            "scale_in": {mm.name: mm.scale_in for mm in self._members},
-            "calibrated": self.calibrated,
-            "optics_active": self.optics_active,
-            "noise_rng": self._noise_gen.get_state(),
-            "clip": [self._clipped, self._clip_total],
-        }
+        """This process's state (trainer/demo_state.py), for a bit-exact resume."""
+        return demo_state(self)
 
     def load_state_dict(self, state: dict) -> None:
-        """Restore a `state_dict` taken from a DeMo built with the same parameters and config."""
-        if state.get("format") != STATE_FORMAT:
-            raise ValueError(f"not a DeMo state (format {state.get('format')!r})")
-        if state["variant"] != self.variant or state["workers"] != self.workers:
-            raise ValueError(
-                f"DeMo state is for variant {state['variant']!r} with {state['workers']} "
-                f"workers, not {self.variant!r} with {self.workers}"
-            )
-        names = [mm.name for mm in self._members]
-        if sorted(state["delta"]) != sorted(names):
-            raise ValueError("DeMo state holds different tensors than this model")
-        for group in self._groups:
-            for mm in group.members:
-                ch = mm.chunker
-                group.delta[:, mm.start : mm.stop].copy_(ch.to_chunks(state["delta"][mm.name]))
-                group.shadow[mm.start : mm.stop].copy_(ch.to_chunks(state["shadow"][mm.name]))
-                if mm.name in state["energy"]:
-                    mm.energy = state["energy"][mm.name].to(self.device, torch.float64).clone()
-                if mm.name in state["positions"]:
-                    mm.positions = state["positions"][mm.name].to(self.device).clone()
-                mm.sumsq = float(state["sumsq"][mm.name])
-                mm.count = int(state["count"][mm.name])
-                mm.scale_in = float(state["scale_in"][mm.name])
-        self.calibrated = bool(state["calibrated"])
-        self.optics_active = bool(state["optics_active"])
-        self._noise_gen.set_state(state["noise_rng"])
-        self._clipped, self._clip_total = (int(v) for v in state["clip"])
-        if self.calibrated and self.variant == "calib":
-            for group in self._groups:
-                self._set_member_bands(group)
-        if self.optics_active:
-            self._build_emulators()
+        """Restore a state taken from a DeMo built with the same parameters and config."""
+        load_state(self, state)

@@ -1,47 +1,43 @@
 """The training loop (spec §4) with its LR schedule (§5), checkpoints and the trace it writes.
 
-W simulated workers share one model in one process. Each step every worker draws its batch and
-computes its gradient at the same weights; the gradients are stacked (W, *shape) and handed to
-the variant: AdamW on their mean (A) or DeMo (B..F, E'). One trace row per step. Every
-`ckpt_every` steps the run saves a checkpoint and rewrites its trace (status "incomplete"), so
-re-running the same command after a crash resumes and ends with the same trace.
+W workers share one model. A process holds some of them (all W on the simulated backend, one
+per rank under torch.distributed): each step each of its workers draws its batch and computes
+its gradient at the same weights; the gradients are stacked (L, *shape) and handed to the
+variant: AdamW on their mean over all W (A) or DeMo (B..F, E'), whose exchange between workers
+goes through `trainer.exchange`. One trace row per step, written by process 0. Every
+`ckpt_every` steps the run saves a checkpoint (all processes' state merged into one file) and
+rewrites its trace (status "incomplete"), so re-running the same command after a crash resumes
+and ends with the same trace.
 """
 
 import math
-import platform
-import subprocess
+import os
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-import pandas as pd
 import torch
 
 from trainer.checkpoint import checkpoint_path, load_checkpoint, save_checkpoint
-from trainer.config import RunConfig, is_demo, variant_id
+from trainer.config import RunConfig, is_demo
 from trainer.corpus import Corpus, load_corpus
 from trainer.data import WorkerBatches, eval_batches
+from trainer.exchange import Exchange, LocalExchange, Message
 from trainer.model import GPT, ModelShape, padded_vocab
 from trainer.naming import run_name
 from trainer.profile import BackwardProfiler, measured, profile_due
+from trainer.run_trace import OPTICS_ALGORITHMS, source_revision, write_run_trace
 from transitsim.errors import TransitsimError
-from transitsim.trace import read_meta, write_trace
+from transitsim.trace import read_meta
 
-TIMING_COLUMNS = ("compute_s", "compress_s", "update_s", "wall_s")
-OPTICS_ALGORITHMS = ("optics", "optics_switch")
-TIMING_MEANING = {
-    "compute_s": "mean measured forward+backward seconds of one worker's micro-step",
-    "compress_s": "one worker's share (1/W) of the measured compression of all W workers' "
-    "deltas (DCT, selection, feedback, aggregation); 0 for AdamW",
-    "update_s": "measured seconds to apply the aggregated update to the shared weights "
-    "(AdamW: gradient mean and AdamW step)",
-    "wall_s": "measured seconds of the whole simulated step: all W workers' micro-steps in "
-    "turn, the batched compression, the update and any evaluation",
-}
+TIMING_COLUMNS = ("compute_s", "compress_s", "comm_s", "update_s", "wall_s", "end_unix_s")
+
+
+ADAMW_BETAS = (0.9, 0.95)
+ADAMW_EPS = 1e-8
 
 
 def lr_at(step0: int, cfg: RunConfig) -> float:
@@ -77,36 +73,70 @@ def model_shape(cfg: RunConfig, vocab: int) -> ModelShape:
     return ModelShape(padded_vocab(vocab), cfg.block, cfg.n_layer, cfg.n_head, cfg.n_embd)
 
 
-def setup_torch(threads: int) -> None:
-    """Strict determinism on the CPU (spec §4) with the configured intra-op threads."""
+def setup_torch(threads: int, device: str = "cpu") -> None:
+    """Strict determinism on the CPU, warn-only on CUDA (spec §4), with the intra-op threads."""
     torch.set_num_threads(threads)
-    torch.use_deterministic_algorithms(True)
+    if device.startswith("cuda"):
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+        torch.use_deterministic_algorithms(True, warn_only=True)
+    else:
+        torch.use_deterministic_algorithms(True)
+
+
+def run_device(cfg: RunConfig, local_rank: int = 0) -> torch.device:
+    """The torch device of a run: the CPU, or this process's CUDA device."""
+    if cfg.device == "cpu":
+        return torch.device("cpu")
+    if not torch.cuda.is_available():
+        raise TransitsimError("--device cuda: no CUDA device is available to torch")
+    return torch.device("cuda", local_rank % torch.cuda.device_count())
 
 
 class Trainer:
     """One run's model, data, optimiser and accumulated trace rows; `step()` advances it once."""
 
-    def __init__(self, cfg: RunConfig, corpus: Corpus) -> None:
+    def __init__(
+        self,
+        cfg: RunConfig,
+        corpus: Corpus,
+        exchange: Exchange | None = None,
+        device: torch.device | None = None,
+    ) -> None:
         from trainer.accounting import byte_accounting
 
         self.cfg, self.corpus = cfg, corpus
-        self.model = GPT(model_shape(cfg, corpus.vocab), cfg.seed)
+        self.exchange = exchange if exchange is not None else LocalExchange(cfg.workers)
+        self.device = device if device is not None else torch.device("cpu")
+        ex = self.exchange
+        self.workers_here = range(ex.offset, ex.offset + ex.local_workers)
+        self.model = GPT(model_shape(cfg, corpus.vocab), cfg.seed).to(self.device)
         self.params = list(self.model.named_parameters())
         shapes = {name: tuple(p.shape) for name, p in self.params}
         self.bytes = byte_accounting(shapes, cfg, cfg.workers)
         self.n_params = sum(p.numel() for _, p in self.params)
         self.batches = WorkerBatches(corpus.train, cfg.workers, cfg.batch, cfg.block, cfg.seed)
-        self.evals = eval_batches(corpus.val, cfg.eval_batches, cfg.batch, cfg.block)
-        self.grads = {name: torch.zeros((cfg.workers, *p.shape)) for name, p in self.params}
+        self.evals = [
+            (x.to(self.device), y.to(self.device))
+            for x, y in eval_batches(corpus.val, cfg.eval_batches, cfg.batch, cfg.block)
+        ]
+        self.grads = {
+            name: torch.zeros((ex.local_workers, *p.shape), device=self.device)
+            for name, p in self.params
+        }
         self.optimizer: torch.optim.Optimizer | None = None
         self.demo = None
         if is_demo(cfg):
             from trainer.demo import DeMo
 
-            self.demo = DeMo(self.params, cfg, cfg.workers)
-        else:
+            combine = "gather" if self.bytes.collective == "all_gather" else "sum"
+            self.demo = DeMo(self.params, cfg, cfg.workers, exchange=ex, band_combine=combine)
+        else:  # the reference's betas (spec §4); torch's default (0.9, 0.999) is not
             self.optimizer = torch.optim.AdamW(
-                self.model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay
+                self.model.parameters(),
+                lr=cfg.lr,
+                betas=ADAMW_BETAS,
+                eps=ADAMW_EPS,
+                weight_decay=cfg.weight_decay,
             )
         self.optics = cfg.variant in OPTICS_ALGORITHMS
         self.done = 0
@@ -123,18 +153,22 @@ class Trainer:
         cfg, s = self.cfg, self.done
         start_s = time.perf_counter()
         lr = lr_at(s, cfg)
-        losses, compute_s = self._worker_gradients()
+        losses, compute_sum = self._worker_gradients()
+        # Every worker's loss in worker order and every process's compute time, on every process.
+        per_process = self.exchange.gather_floats([*losses, compute_sum])
+        losses = [loss for figures in per_process for loss in figures[:-1]]
+        compute_s = sum(figures[-1] for figures in per_process) / cfg.workers
         train_loss = sum(losses) / cfg.workers
         if not math.isfinite(train_loss):
             self.notes += [f"diverged: non-finite training loss at step {s + 1}", "ended early"]
             return None
-        compress_s, update_s = self._update(lr, s)
+        compress_s, comm_s, sent_bytes, update_s = self._update(lr, s)
         done = s + 1
         if self.demo is not None:
             for record in self.demo.take_diagnostics() or []:
                 self.diagnostics.append({"step": done, **record})
         evaluated = done % cfg.eval_every == 0 or done == cfg.steps
-        val_loss = self.evaluate() if evaluated else math.nan
+        val_loss = self.evaluate() if evaluated and self.exchange.rank == 0 else math.nan
         row = {
             "step": done,
             "train_loss": train_loss,
@@ -147,57 +181,76 @@ class Trainer:
             "reducible": bool(self.bytes.reducible),
             "compute_s": compute_s,
             "compress_s": compress_s,
+            "comm_s": comm_s,
+            "exchange_bytes": sent_bytes,
             "update_s": update_s,
         }
         if self.optics:
             row.update(self._clip_rates(evaluated))
         self.done = done
         row["wall_s"] = time.perf_counter() - start_s
+        row["end_unix_s"] = time.time()
         self.rows.append(row)
         return row
 
     def _worker_gradients(self) -> tuple[list[float], float]:
-        """Each worker in order: its batch, fwd+bwd at the shared weights, grads into G[w]."""
+        """This process's workers in order: batch, fwd+bwd at the shared weights, grads G[i].
+
+        Returns their losses and their summed compute seconds."""
         losses, compute_s = [], 0.0
         self.model.train()
         due = profile_due(self.done, self.cfg.steps, self.backward_profile is not None)
         profiler = BackwardProfiler(self.params) if due else None
-        for w in range(self.cfg.workers):
+        for i, w in enumerate(self.workers_here):
             x, y = self.batches.next_batch(w)
+            x, y = x.to(self.device), y.to(self.device)
             self.model.zero_grad(set_to_none=True)
+            self._sync()
             started = time.perf_counter()
             with measured(profiler) as backward_starts:
                 loss = self.model(x, y)
                 backward_starts()
                 loss.backward()
+            self._sync()
             compute_s += time.perf_counter() - started
             losses.append(loss.item())
             for name, param in self.params:
-                self.grads[name][w].copy_(param.grad)
+                self.grads[name][i].copy_(param.grad)
         self.model.zero_grad(set_to_none=True)
         if profiler is not None:
             self.backward_profile = profiler.profile()
-        return losses, compute_s / self.cfg.workers
+        return losses, compute_s
 
-    def _update(self, lr: float, step0: int) -> tuple[float, float]:
-        """Apply the variant's update; return one worker's (compress_s, update_s).
+    def _sync(self) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
 
-        DeMo compresses all W workers' deltas in one batched call, so one worker's share is 1/W
-        of it (the replay charges compress_s per worker, like compute_s). The update (decode the
-        aggregate, sign, step) is done once for the shared weights, as each worker would.
+    def _update(self, lr: float, step0: int) -> tuple[float, float, int, float]:
+        """Apply the variant's update; return one worker's compress_s, the exchange's comm_s
+        and bytes sent, and update_s.
+
+        DeMo compresses the process's L workers' deltas in one batched call, so one worker's
+        share is 1/L of it (the replay charges compress_s per worker, like compute_s). The
+        update (decode the aggregate, sign, step) is done once for the shared weights.
         """
         if self.demo is not None:
             self.demo.step(self.grads, lr, step0)
-            timing = self.demo.last_timing
-            return float(timing["compress_s"]) / self.cfg.workers, float(timing["update_s"])
+            t = self.demo.last_timing
+            compress_s = float(t["compress_s"]) / self.exchange.local_workers
+            return compress_s, float(t["comm_s"]), int(t["exchange_bytes"]), float(t["update_s"])
         started = time.perf_counter()
-        for name, param in self.params:  # the all-reduce average (spec §4, step 3)
-            param.grad = self.grads[name].mean(dim=0)
+        # The all-reduce average (spec §4, step 3): the mean over all W workers' gradients.
+        message = Message([self.grads[name] for name, _ in self.params], "mean")
+        means = self.exchange.exchange([message])[0]
+        comm_s, sent_bytes = self.exchange.take_comm()
+        for (_, param), mean in zip(self.params, means, strict=True):
+            param.grad = mean
         for group in self.optimizer.param_groups:
             group["lr"] = lr
         self.optimizer.step()
         self.model.zero_grad(set_to_none=True)
-        return 0.0, time.perf_counter() - started
+        self._sync()
+        return 0.0, comm_s, sent_bytes, time.perf_counter() - started - comm_s
 
     @torch.no_grad()
     def evaluate(self) -> float:
@@ -215,6 +268,9 @@ class Trainer:
         if not self.demo.optics_active:
             return {"clip_rate": math.nan, "clip_rate_interval": math.nan}
         clipped, total = self.demo.clip_counts()
+        if self.exchange.world > 1:  # each process counts its own workers' inputs
+            counts = torch.tensor([clipped, total], dtype=torch.int64, device=self.device)
+            clipped, total = (int(v) for v in self.exchange.total(counts).tolist())
         mark_clipped, mark_total = self.clip_mark
         rate = clipped / total if total else 0.0
         since = total - mark_total
@@ -226,8 +282,11 @@ class Trainer:
     # --- checkpoint state ---------------------------------------------------------------
 
     def state(self) -> dict[str, Any]:
+        """This process's state; `merge_states` joins all processes' into one checkpoint."""
         return {
             "config": self.cfg.to_dict(),
+            "backend": self.exchange.backend,
+            "held": [self.exchange.offset, self.exchange.local_workers],
             "step": self.done,
             "model": self.model.state_dict(),
             "optimizer": self.optimizer.state_dict() if self.optimizer is not None else None,
@@ -242,6 +301,7 @@ class Trainer:
         }
 
     def load_state(self, state: dict[str, Any]) -> None:
+        """Restore a merged state (all W workers): this process takes its workers' part."""
         self.model.load_state_dict(state["model"])
         if self.optimizer is not None:
             self.optimizer.load_state_dict(state["optimizer"])
@@ -256,99 +316,31 @@ class Trainer:
         self.notes = list(state["notes"])
         self.backward_profile = state.get("backward_profile")  # absent in older checkpoints
 
-
-# --- the trace -------------------------------------------------------------------------------
-
-
-def source_revision() -> str:
-    """The git commit of the trainer's source tree, or "unknown" outside a checkout."""
-    try:
-        out = subprocess.run(
-            ["git", "rev-parse", "HEAD"],
-            cwd=Path(__file__).resolve().parent,
-            capture_output=True,
-            text=True,
-            timeout=10,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
-    return out.stdout.strip() if out.returncode == 0 and out.stdout.strip() else "unknown"
+    def weights_checksum(self) -> float:
+        """A float64 sum over all weights: equal on every process while they stay in step."""
+        with torch.no_grad():
+            return float(sum(p.double().abs().sum() for _, p in self.params))
 
 
-def variant_params(cfg: RunConfig) -> dict[str, Any]:
-    """The knobs that define the variant (the rest of the config is in meta["config"])."""
-    params: dict[str, Any] = {"algorithm": cfg.variant, "lr": cfg.lr, "warmup": cfg.warmup}
-    if cfg.variant == "adamw":
-        return {**params, "weight_decay": cfg.weight_decay}
-    params.update(
-        band=cfg.band, chunk_mode=cfg.chunk_mode, chunk=cfg.chunk, keep=cfg.keep, decay=cfg.decay
-    )
-    if cfg.variant in ("calib", *OPTICS_ALGORITHMS):
-        params.update(calib_start=cfg.calib_start, calib_steps=cfg.calib_steps)
-    if cfg.variant in OPTICS_ALGORITHMS:
-        params.update(
-            enob=cfg.enob,
-            planes=cfg.planes,
-            kappa=cfg.kappa,
-            fs_every=cfg.fs_every,
-            feedback=cfg.feedback,
-            native=cfg.native,
-        )
-    return params
+def merge_states(states: list[dict[str, Any]]) -> dict[str, Any]:
+    """All processes' states as the one state of a process holding every worker.
 
+    Weights, optimiser and trace rows are the same on every process and come from process 0;
+    each worker's batch generator comes from the process that holds it; DeMo's per-worker state
+    is joined by trainer/demo_state.py."""
+    from trainer.demo_state import merge_states as merge_demo
 
-def trace_meta(trainer: Trainer, status: str, revision: str) -> dict[str, Any]:
-    """The trace metadata of the trace contract, from a trainer's config, model and bytes."""
-    cfg, corpus, acc = trainer.cfg, trainer.corpus, trainer.bytes
-    shape = trainer.model.shape
-    return {
-        "name": run_name(cfg),
-        "variant": variant_id(cfg),
-        "variant_params": variant_params(cfg),
-        "config": cfg.to_dict(),
-        "model": asdict(shape) | {"vocab_real": corpus.vocab},
-        "n_params": trainer.n_params,
-        "workers": cfg.workers,
-        "batch": cfg.batch,
-        "context": cfg.block,
-        "corpus": corpus.name,
-        "corpus_source": corpus.source,
-        "tokenizer": corpus.tokenizer,
-        "seed": cfg.seed,
-        "hardware": {
-            "machine": platform.machine(),
-            "processor": platform.processor() or platform.machine(),
-            "threads": torch.get_num_threads(),
-            "device": "cpu",
-        },
-        "versions": {
-            "python": platform.python_version(),
-            "torch": torch.__version__,
-            "numpy": np.__version__,
-        },
-        "source_revision": revision,
-        "dense_bytes_per_step": int(acc.dense_bytes),
-        "payload_bytes_per_step": int(acc.payload_bytes),
-        "payload_bytes_int64_per_step": int(acc.payload_int64_bytes),
-        "wire_bytes_per_step": float(acc.wire_bytes),
-        "collective": acc.collective,
-        "reducible": bool(acc.reducible),
-        "timing": TIMING_MEANING,
-        "steps_planned": cfg.steps,
-        "steps_done": trainer.done,
-        "rows": "every_step",
-        "origin": "trainer",
-        "status": status,
-        "notes": list(trainer.notes),
-    } | ({"backward_profile": trainer.backward_profile} if trainer.backward_profile else {})
-
-
-def write_run_trace(path: Path, trainer: Trainer, status: str, revision: str) -> Path:
-    steps = pd.DataFrame(trainer.rows)
-    diagnostics = pd.DataFrame(
-        trainer.diagnostics, columns=["step", "source", "group", "selector", "share"]
-    )
-    return write_trace(path, steps, trace_meta(trainer, status, revision), diagnostics)
+    states = sorted(states, key=lambda s: s["held"][0])
+    merged = dict(states[0])
+    generators = list(merged["generators"])
+    for state in states:
+        offset, count = state["held"]
+        generators[offset : offset + count] = state["generators"][offset : offset + count]
+    merged["generators"] = generators
+    merged["held"] = [0, len(generators)]
+    if merged["demo"] is not None:
+        merged["demo"] = merge_demo([state["demo"] for state in states])
+    return merged
 
 
 # --- the run ---------------------------------------------------------------------------------
@@ -367,69 +359,159 @@ def train(
     force: bool = False,
     on_step: Callable[[StepReport], None] | None = None,
     say: Callable[[str], None] = _say,
+    exchange: Exchange | None = None,
+    device: torch.device | None = None,
 ) -> RunResult:
     """Train (or resume) one run and write `<out_dir>/<name>.parquet`.
 
     An existing checkpoint of the same configuration is resumed; a complete trace of the same
-    configuration is kept and the run skipped unless `force`.
+    configuration is kept and the run skipped unless `force`; a complete trace of another
+    configuration or backend is an error unless `force`, never silently replaced. Under
+    torch.distributed (`exchange`), process 0 decides, reads and writes files, and every
+    process follows its decisions.
     """
+    exchange = exchange if exchange is not None else LocalExchange(cfg.workers)
+    root = exchange.rank == 0
     out_dir = Path(out_dir)
     name = run_name(cfg)
     trace_path = out_dir / f"{name}.parquet"
     ckpt_path = checkpoint_path(out_dir, name)
-    for stale in (*out_dir.glob(f".{name}.ckpt.*.tmp"), *out_dir.glob(f".{name}.parquet.*.tmp")):
-        stale.unlink(missing_ok=True)  # left by a run killed while writing
-    if force:
-        ckpt_path.unlink(missing_ok=True)
-    elif _complete_trace_of(trace_path, cfg):
-        if not keep_checkpoint:
+    decision = _decide(cfg, exchange.backend, trace_path, ckpt_path, force) if root else None
+    decision = exchange.broadcast_object(decision)
+    if decision[0] == "error":
+        if not root:  # process 0 says why, once
+            raise SystemExit(2)
+        raise TransitsimError(decision[1])
+    if decision[0] == "skip":
+        if root and not keep_checkpoint:
             ckpt_path.unlink(missing_ok=True)
-        say(f"{trace_path} is already complete (use --force to train it again)")
+        if root:
+            say(f"{trace_path} is already complete (use --force to train it again)")
         return RunResult(trace_path, name, 0, cfg.steps, "skipped", [])
 
-    setup_torch(cfg.threads)
+    device = device if device is not None else torch.device(cfg.device)
+    setup_torch(cfg.threads, device.type)
     corpus = load_corpus(cfg.dataset, cfg.tokenizer, cfg.vocab_size, cache_dir)
-    trainer = Trainer(cfg, corpus)
+    trainer = Trainer(cfg, corpus, exchange, device)
     resumed_from = 0
-    if ckpt_path.exists():
-        state = load_checkpoint(ckpt_path)
-        if state.get("config") != cfg.to_dict():
-            raise TransitsimError(
-                f"{ckpt_path} was written by a different configuration of run {name}; "
-                "delete it or use another output folder"
-            )
+    state = _resume_state(cfg, exchange.backend, ckpt_path) if root else None
+    state = exchange.broadcast_object(state)
+    if isinstance(state, str):
+        if not root:
+            raise SystemExit(2)
+        raise TransitsimError(state)
+    if state is not None:
         trainer.load_state(state)
         resumed_from = trainer.done
-        say(f"resuming {name} from step {resumed_from} (checkpoint {ckpt_path})")
+        if root:
+            say(f"resuming {name} from step {resumed_from} (checkpoint {ckpt_path})")
+    del state
 
     revision = source_revision()
+
+    def save(status: str, checkpoint: bool) -> None:
+        _check_in_step(trainer)
+        states = exchange.gather_object(trainer.state()) if checkpoint else None
+        if root:
+            write_run_trace(trace_path, trainer, status, revision)
+            if checkpoint:
+                save_checkpoint(ckpt_path, merge_states(states))
+
     while trainer.done < cfg.steps:
         row = trainer.step()
         if row is None:
-            say(f"{name}: {trainer.notes[0]}; stopping")
+            if root:
+                say(f"{name}: {trainer.notes[0]}; stopping")
             break
-        if on_step is not None:
+        if on_step is not None and root:
             on_step(StepReport(row["step"], cfg.steps, row["train_loss"], row["val_loss"]))
         if trainer.done % cfg.ckpt_every == 0 and trainer.done < cfg.steps:
-            write_run_trace(trace_path, trainer, "incomplete", revision)
-            save_checkpoint(ckpt_path, trainer.state())
+            save("incomplete", checkpoint=True)
 
     if not trainer.rows:
         raise TransitsimError(f"{name}: the training loss was not finite at the first step")
-    write_run_trace(trace_path, trainer, "complete", revision)
-    if keep_checkpoint:
-        save_checkpoint(ckpt_path, trainer.state())
-    else:
+    save("complete", checkpoint=keep_checkpoint)
+    if root and not keep_checkpoint:
         ckpt_path.unlink(missing_ok=True)
     return RunResult(trace_path, name, resumed_from, trainer.done, "complete", trainer.notes)
 
 
-def _complete_trace_of(trace_path: Path, cfg: RunConfig) -> bool:
-    """Whether `trace_path` is a complete trace written by this trainer for this config."""
+def _decide(
+    cfg: RunConfig, backend: str, trace_path: Path, ckpt_path: Path, force: bool
+) -> tuple[str, str]:
+    """("train" | "skip" | "error", why) for this run's output folder, on process 0."""
+    name = trace_path.stem
+    for stale in trace_path.parent.glob(f".{name}.*.tmp"):
+        stale.unlink(missing_ok=True)  # left by a run killed while writing
+    if force:
+        ckpt_path.unlink(missing_ok=True)
+        return ("train", "")
+    meta = _complete_meta(trace_path)
+    if meta is None:
+        return ("train", "")
+    differs = _identity_differences(meta, cfg, backend)
+    if not differs:
+        return ("skip", "")
+    return (
+        "error",
+        f"{trace_path} holds a finished run with {differs} (use --force to replace it, "
+        "or another -o folder)",
+    )
+
+
+def _resume_state(cfg: RunConfig, backend: str, ckpt_path: Path) -> dict[str, Any] | str | None:
+    """The checkpoint to resume from, None to start afresh, or why it cannot be used."""
+    if not ckpt_path.exists():
+        return None
+    try:
+        state = load_checkpoint(ckpt_path)
+    except TransitsimError as exc:
+        return str(exc)
+    if state.get("config") != cfg.to_dict():
+        return (
+            f"{ckpt_path} was written by a different configuration of run {ckpt_path.stem}; "
+            "delete it or use another output folder"
+        )
+    if state.get("backend", "simulated") != backend:
+        return (
+            f"{ckpt_path} was written by the {state.get('backend', 'simulated')} backend, "
+            f"not {backend}; delete it or use another output folder"
+        )
+    return state
+
+
+def _check_in_step(trainer: Trainer) -> None:
+    """Every process must hold the same weights; a difference is a bug, not a result."""
+    sums = [s[0] for s in trainer.exchange.gather_floats([trainer.weights_checksum()])]
+    if any(value != sums[0] for value in sums):
+        raise TransitsimError(f"processes' weights differ (checksums {sums}): not in step")
+
+
+# Config fields that change how fast a run goes, not what it computes.
+NOT_IDENTITY = ("threads", "ckpt_every")
+
+
+def _complete_meta(trace_path: Path) -> dict[str, Any] | None:
+    """The metadata of a complete trace this trainer wrote at `trace_path`, else None."""
     if not trace_path.exists():
-        return False
+        return None
     try:
         meta = read_meta(trace_path)
     except TransitsimError:
-        return False
-    return meta.get("status") == "complete" and meta.get("config") == cfg.to_dict()
+        return None
+    ok = meta.get("status") == "complete" and meta.get("origin") == "trainer"
+    return meta if ok and isinstance(meta.get("config"), dict) else None
+
+
+def _identity_differences(meta: dict[str, Any], cfg: RunConfig, backend: str) -> str:
+    """ "" when the trace is this run; else the first differences, e.g. "steps=400 (not 30)"."""
+    old, new = meta["config"], cfg.to_dict()
+    diffs = [
+        f"{key}={old.get(key)!r} (not {new.get(key)!r})"
+        for key in sorted(set(old) | set(new))
+        if key not in NOT_IDENTITY and old.get(key) != new.get(key)
+    ]
+    old_backend = meta.get("backend", "simulated")
+    if old_backend != backend:
+        diffs.append(f"backend {old_backend} (not {backend})")
+    return ", ".join(diffs[:3])

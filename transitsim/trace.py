@@ -47,7 +47,10 @@ OPTIONAL_COLUMNS: dict[str, pa.DataType] = {
     "payload_int64_bytes": pa.int64(),
     "wire_bytes": pa.float64(),
     "update_s": pa.float64(),
+    "comm_s": pa.float64(),  # measured exchange seconds (torch.distributed backends)
+    "exchange_bytes": pa.int64(),
     "wall_s": pa.float64(),
+    "end_unix_s": pa.float64(),  # wall-clock time at the end of the step
     "clip_rate": pa.float64(),
     "clip_rate_interval": pa.float64(),
 }

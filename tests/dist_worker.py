@@ -1,0 +1,35 @@
+"""One rank of the equivalence test: train every run of a JSON list on one process group.
+
+Started by tests/test_distributed.py through trainer.distributed.launch with torchrun's
+environment; joining once and training all runs in turn keeps the test's start-up cost to
+one torch import per rank.
+"""
+
+import json
+import sys
+from pathlib import Path
+
+import torch
+
+from trainer.config import RunConfig
+from trainer.distributed.env import join, leave, rank_env
+from trainer.distributed.exchange import ProcessGroupExchange
+from trainer.run import train
+
+
+def main() -> None:
+    runs = json.loads(Path(sys.argv[1]).read_text())
+    env = rank_env()
+    device = torch.device("cpu")
+    join("gloo", env, 120.0, device)
+    try:
+        for run in runs:
+            cfg = RunConfig.from_dict(run["config"])
+            exchange = ProcessGroupExchange(cfg.workers, device, "float32", "gloo")
+            train(cfg, Path(run["out"]), exchange=exchange, device=device, say=lambda _: None)
+    finally:
+        leave()
+
+
+if __name__ == "__main__":
+    main()
