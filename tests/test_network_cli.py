@@ -74,3 +74,46 @@ def test_collective_bad_input_is_one_line_and_exit_2(capsys, argv, message):
     code, _, err = _run(capsys, *argv)
     assert code == 2
     assert message in err and err.count("\n") == 1
+
+
+def _busbw_gb_s(capsys, *argv: str) -> float:
+    code, out, err = _run(capsys, *argv, "--json")
+    assert code == 0, err
+    return json.loads(out)["busbw_bps"] / 8e9
+
+
+@pytest.mark.parametrize(
+    ("preset", "algo", "published_gb_s"),
+    [
+        ("8xh100-nvlink", "ring-allreduce", 370.0),  # NCCL ring over NVLink 4
+        ("8xh100-nvls", "ring-allreduce", 370.0),  # a ring passes the summing switch by
+        ("8xh100-nvls", "switch-sum", 480.0),  # NVLink SHARP: summed in the NVSwitch
+    ],
+)
+def test_nvlink_presets_reproduce_the_published_bus_bandwidth(capsys, preset, algo, published_gb_s):
+    busbw = _busbw_gb_s(capsys, "--network", preset, "--algo", algo, "--bytes", "1 GiB")
+    assert busbw == pytest.approx(published_gb_s, rel=0.02)
+
+
+def test_bus_bandwidth_is_the_link_payload_rate_for_a_large_ring(capsys):
+    busbw = _busbw_gb_s(
+        capsys,
+        "--algo", "ring-allreduce",
+        "--workers", "4",
+        "--bytes", "4 GB",
+        "--bandwidth", "100 GB/s",
+        "--efficiency", "0.5",
+    )  # fmt: skip
+    assert busbw == pytest.approx(50.0, rel=1e-9)  # no latency: exactly rate x efficiency
+
+
+def test_collective_network_and_bandwidth_do_not_mix(capsys):
+    code, _, err = _run(
+        capsys, "--network", "8xh100-nvlink", "--bandwidth", "1 Gb/s", "--algo", "tree",
+        "--bytes", "1",
+    )  # fmt: skip
+    assert code == 2 and "not both" in err
+    code, _, err = _run(
+        capsys, "--network", "8xh100-nvlink", "--workers", "4", "--algo", "tree", "--bytes", "1"
+    )
+    assert code == 2 and "disagrees" in err

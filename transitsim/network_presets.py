@@ -13,6 +13,16 @@ from transitsim.errors import TransitsimError
 _RACK_LINK = {"rate": "200 Gb/s", "length": "3 m"}
 _SWITCH = {"forwarding_latency": "500 ns"}
 
+# One H100's NVLink 4 port to the NVSwitches: 18 links x 25 GB/s = 450 GB/s each way. NCCL's
+# ring all-reduce reaches about 370 GB/s bus bandwidth on 8 of them (nccl-tests, large
+# messages): the protocol's share of the line, 370 / 450, is the link's efficiency.
+NVLINK_H100 = {"rate": "450 GB/s", "latency": "1 us", "efficiency": 370 / 450}
+# NVLink SHARP (NVLS): the NVSwitches sum in the fabric; 8 H100s reach about 480 GB/s bus
+# bandwidth, i.e. an algorithm bandwidth of 480 x 8 / (2 x 7) = 274.3 GB/s per GPU, well below
+# the links' 370: the in-switch reduction is what limits it. Its summing rate over all 8 ports
+# (bytes in) is therefore 8 x 274.3 GB/s = 2,194 GB/s, calibrated on that one figure.
+NVLS_SUM_RATE = "2194 GB/s"
+
 PRESETS: dict[str, dict[str, Any]] = {
     "8x200g-switch": {
         "description": "8 hosts on one switch, 200 Gb/s links (a single rack)",
@@ -55,6 +65,27 @@ PRESETS: dict[str, dict[str, Any]] = {
         "host_link": {"rate": "400 Gb/s", "length": "3 m"},
         "spine_link": {"rate": "800 Gb/s", "length": "50 m"},
         "switch": _SWITCH,
+    },
+    "8xh100-nvlink": {
+        "description": "8 H100s on NVSwitch: NVLink 4, 450 GB/s each way at NCCL's 370/450 "
+        "protocol efficiency (ring all-reduce ~370 GB/s bus bandwidth)",
+        "topology": "switch",
+        "workers": 8,
+        "host_link": NVLINK_H100,
+        "switch": {"forwarding_latency": "0 s"},
+    },
+    "8xh100-nvls": {
+        "description": "8xh100-nvlink whose NVSwitches sum (NVLink SHARP): in-switch all-reduce "
+        "~480 GB/s bus bandwidth, limited by the switch's summing rate",
+        "topology": "switch",
+        "workers": 8,
+        "host_link": NVLINK_H100,
+        "switch": {
+            "forwarding_latency": "0 s",
+            "aggregator": True,
+            "agg_slot_size": "4 MiB",
+            "agg_rate": NVLS_SUM_RATE,
+        },
     },
     "2dc-wan": {
         "description": "16 hosts in 2 datacentres 1000 km apart, one 100 Gb/s WAN link each way",

@@ -1,4 +1,9 @@
-"""`transitsim collective`: time one collective on a simple network, beside its closed form."""
+"""`transitsim collective`: time one collective on a simple network, beside its closed form.
+
+The network is either built from --workers/--bandwidth/--latency/--efficiency (one switch, or
+switches per datacentre joined by a WAN), or a preset or YAML file given with --network, e.g.
+`--network 8xh100-nvlink`. Algorithm and bus bandwidth are printed as nccl-tests reports them.
+"""
 
 import json
 
@@ -17,6 +22,7 @@ from transitsim.network import (
     closed_form_time_s,
     simulate_exchange,
 )
+from transitsim.network.bandwidth import algorithm_bandwidth_bps, bus_bandwidth_bps
 from transitsim.units import parse_bytes, parse_length_m, parse_rate_bps, parse_time_s
 
 CLI_ALGOS = {name.replace("_", "-"): name for name in COLLECTIVE_ALGOS}
@@ -30,9 +36,12 @@ def build_network(
     wan: str | None,
     distance: str | None,
     slot_bytes: str | None,
+    efficiency: float = 1.0,
 ) -> NetworkSpec:
     """One switch (or one per datacentre, joined by a WAN link each way), summing allowed."""
-    host_link = LinkSpec(parse_rate_bps(bandwidth), latency_s=parse_time_s(latency))
+    host_link = LinkSpec(
+        parse_rate_bps(bandwidth), latency_s=parse_time_s(latency), efficiency=efficiency
+    )
     switch = SwitchSpec(aggregator=True, agg_slot_bytes=parse_bytes(slot_bytes or 0))
     if datacentres <= 1:
         if wan is not None or distance is not None:
@@ -52,6 +61,20 @@ def build_network(
     )
 
 
+def named_network(network: str, workers: int | None, settings: list[str]) -> NetworkSpec:
+    """A preset or YAML network (as `transitsim replay --network` takes it), --set applied."""
+    from transitsim.commands.replay_cmd import network_description
+    from transitsim.scenario import network_from_dict
+
+    spec = network_from_dict(network_description(network, settings))
+    if workers is not None and workers != spec.workers:
+        raise TransitsimError(
+            f"--workers {workers} disagrees with network {spec.name!r} of {spec.workers} workers"
+            " (leave --workers out, or --set workers=N)"
+        )
+    return spec
+
+
 def _spread(values: np.ndarray) -> str:
     low, high = float(values.min()), float(values.max())
     return f"{low:,.0f}" if low == high else f"{low:,.0f} .. {high:,.0f}"
@@ -63,9 +86,20 @@ def register(app: typer.Typer) -> None:
     @app.command("collective")
     def collective(
         algo: str = typer.Option(..., "--algo", help=f"one of {', '.join(CLI_ALGOS)}"),
-        workers: int = typer.Option(..., "--workers", help="number of hosts"),
+        workers: int | None = typer.Option(None, "--workers", help="number of hosts"),
         size: str = typer.Option(..., "--bytes", help="payload per worker, e.g. '32 MB'"),
-        bandwidth: str = typer.Option(..., "--bandwidth", help="host link rate, e.g. '200 Gb/s'"),
+        bandwidth: str | None = typer.Option(
+            None, "--bandwidth", help="host link rate, e.g. '200 Gb/s'"
+        ),
+        efficiency: float = typer.Option(
+            1.0, "--efficiency", help="protocol share of the host link rate, in (0, 1]"
+        ),
+        network_name: str | None = typer.Option(
+            None, "--network", "-n", help="a preset (e.g. 8xh100-nvlink) or YAML file instead"
+        ),
+        settings: list[str] = typer.Option(
+            [], "--set", help="with --network: change one key, e.g. --set workers=16"
+        ),
         latency: str = typer.Option("0 s", "--latency", help="host link latency, e.g. '5 us'"),
         datacentres: int = typer.Option(1, "--datacentres", help="hosts split over D sites"),
         wan: str | None = typer.Option(None, "--wan", help="WAN link rate each way"),
@@ -81,11 +115,23 @@ def register(app: typer.Typer) -> None:
             raise TransitsimError(
                 f"unknown --algo {algo!r} (expected one of {', '.join(CLI_ALGOS)})"
             )
-        if workers < 1:
+        if workers is not None and workers < 1:
             raise TransitsimError(f"--workers must be at least 1, got {workers}")
         if datacentres < 1:
             raise TransitsimError(f"--datacentres must be at least 1, got {datacentres}")
-        network = build_network(workers, bandwidth, latency, datacentres, wan, distance, slot_bytes)
+        if network_name is not None:
+            if bandwidth is not None:
+                raise TransitsimError("give either --network or --bandwidth, not both")
+            network = named_network(network_name, workers, settings)
+        else:
+            if workers is None or bandwidth is None:
+                raise TransitsimError("give --workers and --bandwidth (or --network)")
+            if settings:
+                raise TransitsimError("--set needs --network")
+            network = build_network(
+                workers, bandwidth, latency, datacentres, wan, distance, slot_bytes, efficiency
+            )
+        workers = network.workers
         exchange = Exchange(CLI_ALGOS[algo], parse_bytes(size))
         result = simulate_exchange(network, exchange, method=method)
         closed = closed_form_time_s(network, exchange)
@@ -98,6 +144,12 @@ def register(app: typer.Typer) -> None:
             "transform_s": result.transform_s,
             "wire_s": result.wire_s,
             "wait_s": result.wait_s,
+            "algbw_bps": algorithm_bandwidth_bps(
+                exchange.algo, workers, exchange.payload_bytes, result.time_s
+            ),
+            "busbw_bps": bus_bandwidth_bps(
+                exchange.algo, workers, exchange.payload_bytes, result.time_s
+            ),
             "bottleneck": result.bottleneck,
             "method": result.method,
             "events": result.events,
@@ -114,6 +166,11 @@ def register(app: typer.Typer) -> None:
             "breakdown",
             f"wire {result.wire_s * 1e3:.6f} ms, transform {result.transform_s * 1e3:.6f} ms, "
             f"wait {result.wait_s * 1e3:.6f} ms (bottleneck: {result.bottleneck})",
+        )
+        table.add_row(
+            "bandwidth (nccl-tests)",
+            f"algbw {summary['algbw_bps'] / 8e9:,.1f} GB/s, "
+            f"busbw {summary['busbw_bps'] / 8e9:,.1f} GB/s",
         )
         table.add_row("bytes sent per host", _spread(result.bytes_sent))
         table.add_row("bytes received per host", _spread(result.bytes_received))
