@@ -13,6 +13,7 @@ from transitsim.network import (
     closed_form_time_s,
     simulate_exchange,
 )
+from transitsim.network.spec import AGG_PIECE_BYTES
 
 RATE_BPS = 200e9
 DENSE = 31_666_944  # BF16 delta of a 15.8 M parameter model
@@ -63,14 +64,15 @@ def test_switch_sum_with_slots_and_a_summing_rate_matches_its_closed_form():
     assert slow_sum.bottleneck == "aggregator"
 
 
-def test_switch_transform_with_loopback_doubles_the_bytes_down():
+@pytest.mark.parametrize("slot_bytes", (0, BAND))
+def test_switch_transform_with_loopback_doubles_the_bytes_down(slot_bytes):
     transform = TransformSpec(size=256, planes=8, passes_per_s=1e9)
     network = NetworkSpec(
         "e-prime",
         "switch",
         8,
         LinkSpec(RATE_BPS),
-        switch=SwitchSpec(aggregator=True, transform=transform),
+        switch=SwitchSpec(aggregator=True, transform=transform, agg_slot_bytes=slot_bytes),
     )
     plain = simulate_exchange(network, Exchange("switch_sum", BAND, DENSE, "switch"))
     looped = simulate_exchange(
@@ -79,7 +81,10 @@ def test_switch_transform_with_loopback_doubles_the_bytes_down():
     assert plain.bytes_sent == pytest.approx(np.full(8, DENSE))  # dense on the uplink
     assert plain.bytes_received == pytest.approx(np.full(8, BAND))
     assert looped.bytes_received == pytest.approx(np.full(8, 2 * BAND))
-    assert looped.time_s - plain.time_s == pytest.approx(BAND * 8 / RATE_BPS, rel=1e-9)
+    # Whole message: the doubled result adds a band's time. In packets (the default piece),
+    # results stream back under the dense uploads: only the last piece's copy shows.
+    extra_bytes = BAND if slot_bytes else BAND % AGG_PIECE_BYTES
+    assert looped.time_s - plain.time_s == pytest.approx(extra_bytes * 8 / RATE_BPS, rel=1e-6)
     for result, exchange in (
         (plain, Exchange("switch_sum", BAND, DENSE, "switch")),
         (looped, Exchange("switch_sum", BAND, DENSE, "switch", loopback=True)),
@@ -197,13 +202,17 @@ def test_worked_scenario_eight_workers_at_200_gbps():
     assert dense.wire_s / topk.wire_s == pytest.approx(7_916_736 / 3_957_960, rel=1e-12)
     assert dense.wire_s / topk.wire_s == pytest.approx(2.000206, abs=1e-6)
     assert dense.wire_s / band.wire_s == pytest.approx(4.0, rel=1e-12)
-    # The switch sums the band: up once, down once, against N-1 ring phases: (N-1)/2 = 3.5x.
-    summed = simulate_exchange(network, Exchange("switch_sum", BAND))
-    predicted = closed_form_time_s(network, Exchange("ring_allgather", BAND)) / closed_form_time_s(
-        network, Exchange("switch_sum", BAND)
+    # Summed as one whole message: up once, then down once, against N-1 ring phases: 3.5x.
+    whole = _summing(8, agg_slot_bytes=BAND)
+    summed = simulate_exchange(whole, Exchange("switch_sum", BAND))
+    predicted = closed_form_time_s(whole, Exchange("ring_allgather", BAND)) / closed_form_time_s(
+        whole, Exchange("switch_sum", BAND)
     )
     assert band.time_s / summed.time_s == pytest.approx(predicted, rel=1e-9)
     assert predicted == pytest.approx(3.5, rel=1e-12)
+    # In packets (the default), the sum streams down while the uploads go on: nearly N-1 = 7x.
+    streamed = simulate_exchange(network, Exchange("switch_sum", BAND))
+    assert 6.9 < band.time_s / streamed.time_s < 7
     # Against a ring all-reduce of the same band, the sum needs pipelining over slots to win.
     sliced = _summing(8, agg_slot_bytes=4096)
     ring = simulate_exchange(sliced, Exchange("ring_allreduce", BAND))

@@ -20,6 +20,7 @@ import pandas as pd
 from transitsim.compute import Stragglers
 from transitsim.network import Exchange, LinkFault, simulate_exchange
 from transitsim.network.spec import NetworkSpec
+from transitsim.replay_linear import linear_block
 
 # per-step figures of the exchange and how much of it the backward hid (timeline columns)
 OVERLAP_FIGURES = ("exchange_s", "exposed_s", "hidden_s")
@@ -101,10 +102,15 @@ def replay_rows(
     }
     clock_s = time_s = wire_total = 0.0
     payload_total = 0
+    linear: dict[int, list[Segment]] = {}  # rows replayed at once by their linear exchange
     for i, count in enumerate(plan.interval):
         exchange = plan.exchange[i]
         first_step = plan.step[i] - count + 1
-        if stragglers.random:
+        if stragglers.random and i not in linear:
+            linear.update(_linear_rows(run, plan, i, stragglers, rng))
+        if i in linear:
+            segments = linear.pop(i)
+        elif stragglers.random:
             jitter = stragglers.draw(rng, count, workers)
             segments = []
             for j in range(count):
@@ -150,7 +156,76 @@ def replay_rows(
     return rows
 
 
-def _simulate(
+def _linear_rows(
+    run: Run, plan: StepPlan, first: int, stragglers: Stragglers, rng: np.random.Generator
+) -> dict[int, list[Segment]]:
+    """Rows first.. at once where their exchange is max-plus linear (replay_linear); {} else.
+
+    The transform / wire split of each step is the unperturbed exchange's, scaled to the
+    critical worker's path; link bytes and busy seconds are the unperturbed exchange's (exact
+    for every resource but a summing aggregator, whose busy time stragglers spread).
+    """
+    if run.faults or run.method == "des" or not run.reuse or run.overlap is not None:
+        return {}
+    columns = {
+        "step": plan.step,
+        "interval": plan.interval,
+        "compute_s": plan.compute_s,
+        "compress_s": plan.compress_s,
+        "update_s": plan.update_s,
+    }
+    block = linear_block(run.network, plan.exchange, first, columns, stragglers, rng)
+    if block is None:
+        return {}
+    exchange = plan.exchange[first]
+    reference = simulate_step(run, exchange, np.zeros(run.network.workers), [])
+    moving = reference.transform_s + reference.wire_s
+    share = reference.transform_s / moving if moving > 0 else 0.0
+    transform = block.moving_s * share
+    wire = block.moving_s - transform
+    step_s = block.finish_s + block.update_s
+    wait = step_s - (block.compute_s + block.compress_s + transform + wire + block.update_s)
+    wait = np.where(np.abs(wait) <= 1e-12 * step_s, 0.0, wait)
+    exchange_s = block.finish_s - block.ready_min_s
+    run.uses[id(reference)] = (reference, len(block.row_of))
+    segments: dict[int, list[Segment]] = {int(r): [] for r in block.rows}
+    values = zip(
+        block.row_of.tolist(),
+        block.steps.tolist(),
+        step_s.tolist(),
+        block.compute_s.tolist(),
+        transform.tolist(),
+        wire.tolist(),
+        wait.tolist(),
+        exchange_s.tolist(),
+        strict=True,
+    )
+    for row, step, total, compute, tr, wi, wa, ex in values:
+        exposed = tr + wi + wa
+        segments[row].append(
+            Segment(1, total, compute, tr, wi, wa, reference.wire_bytes, ex, exposed, 0.0)
+        )
+        run.detail.append(
+            {
+                "first_step": step,
+                "steps": 1,
+                "algo": exchange.algo,
+                "payload_bytes": exchange.payload_bytes,
+                "dense_bytes": exchange.dense_bytes,
+                "exchange_s": ex,
+                "units": 1,
+                "transform_s": tr,
+                "wire_s": wi,
+                "wait_s": ex - tr - wi,
+                "events": 0,
+                "faulted": False,
+                "reused": False,
+            }
+        )
+    return segments
+
+
+def simulate_step(
     run: Run, exchange: Exchange, ready_s: np.ndarray, faults: list[LinkFault]
 ) -> Outcome:
     """One exchange on the network floor, its workers joining at `ready_s` (step-relative).
@@ -186,7 +261,7 @@ def _simulate(
 def _fault_free(run: Run, exchange: Exchange, ready_s: np.ndarray, cacheable: bool) -> Outcome:
     """The exchange without faults; simulated once per distinct input when reuse is on."""
     if not (cacheable and run.reuse):
-        return _simulate(run, exchange, ready_s, [])
+        return simulate_step(run, exchange, ready_s, [])
     offset_s = float(ready_s.min())
     relative_s = ready_s - offset_s
     key = (exchange, relative_s.tobytes(), offset_s)
@@ -194,7 +269,7 @@ def _fault_free(run: Run, exchange: Exchange, ready_s: np.ndarray, cacheable: bo
     if outcome is None:
         relative = run.relative.get(key[:2])
         if relative is None:
-            relative = run.relative[key[:2]] = _simulate(run, exchange, relative_s, [])
+            relative = run.relative[key[:2]] = simulate_step(run, exchange, relative_s, [])
         outcome = run.cache[key] = dataclasses.replace(
             relative, finish_s=relative.finish_s + offset_s, start_s=relative.start_s + offset_s
         )
@@ -219,7 +294,7 @@ def _faulted(
     faults: list[LinkFault],
 ) -> Outcome:
     """The step's exchange with the faults (step-relative) that meet it."""
-    single = _simulate(run, exchange, compute_w_s + compress_s, faults)
+    single = simulate_step(run, exchange, compute_w_s + compress_s, faults)
     if run.overlap is None:
         return single
     return run.overlap.outcome(run, exchange, compute_w_s, compress_s, single, faults, False)

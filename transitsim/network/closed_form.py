@@ -58,7 +58,7 @@ def _times(path: Path, nbytes: float, rates: list[float] | None = None) -> tuple
         total += hop.pre_s + serial
         if h == 0:
             sent = total
-        total += hop.post_s
+        total += hop.post_for(bits)
     return sent, total
 
 
@@ -149,7 +149,9 @@ def _switch_sum(fabric: Fabric, exchange: Exchange, w: Weights) -> float:
         exchange.transform_at
     ]
     payload = exchange.payload_bytes
-    piece = network.switch.agg_slot_bytes or max(payload, 1)
+    if workers == 1 and kind == PLAIN:
+        return 0.0  # one worker already holds the sum
+    piece = network.switch.piece_bytes
     pieces = max(math.ceil(payload / piece), 1)
     last = payload - (pieces - 1) * piece
     down_factor = 2.0 if (exchange.loopback and kind == XFORM_SWITCH) else 1.0

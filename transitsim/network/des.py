@@ -25,7 +25,7 @@ class Timing:
     events: int
     stall_s: np.ndarray  # per message: time its transfers stood still (link faults)
     stall0_s: np.ndarray  # per message: the same, first hop only
-    shared_by: np.ndarray  # per message: the resource whose sharing slowed it (-1: none)
+    shared_by: np.ndarray  # per message: the resource that last set its rate (-1: none)
     busy_s: np.ndarray  # per resource
     bytes: np.ndarray  # per resource
     samples: tuple[np.ndarray, ...] | None = None  # (resource, time, utilisation from then on)
@@ -163,8 +163,8 @@ def run_des(
         engine.start(hop.resources, hop.weights, bits[m], lambda *a: transferred(m, h, *a), t)
 
     def transferred(m: int, h: int, t: float, stalled_s: float, bound: int) -> None:
-        if bound >= 0 and bound != hops_of[m][h].limit:
-            shared_by[m] = bound  # it was slowed by sharing this resource
+        if bound >= 0:
+            shared_by[m] = bound  # the resource it shared last: any slow-down is charged to it
         if stalled_s > 0:
             stall[m] += stalled_s
             if h == 0:
@@ -172,7 +172,7 @@ def run_des(
         if h == 0:
             free[m] = t
             satisfied(sent_next[sent_ptr[m] : sent_ptr[m + 1]], t)
-        post = hops_of[m][h].post_s
+        post = hops_of[m][h].post_for(bits[m])
         if post > 0:
             env.at(t + post, lambda _e: hop_end(m, h, t + post))
         else:

@@ -26,6 +26,7 @@ import pandas as pd
 from transitsim.errors import TransitsimError
 from transitsim.network.des import ResourceFault, Timing, assign_paths, run_des
 from transitsim.network.fabric import PLAIN, XFORM_PLUGGABLE, XFORM_SWITCH, Fabric, Path, Weights
+from transitsim.network.fast_hier import run_fast_hier
 from transitsim.network.fast_ring import (
     disjoint_reason,
     ring_finish,
@@ -41,6 +42,7 @@ from transitsim.network.fast_switch import (
     switch_paths,
     switch_reason,
 )
+from transitsim.network.linear import Linear, ring_linear, switch_linear
 from transitsim.network.outcome import (
     critical_path,
     finish_times,
@@ -51,6 +53,7 @@ from transitsim.network.outcome import (
 from transitsim.network.schedule import (
     Schedule,
     hierarchical,
+    hierarchical_layout,
     piece_sizes,
     ring_allgather,
     ring_allreduce,
@@ -159,9 +162,29 @@ def validate_exchange(network: NetworkSpec, exchange: Exchange) -> None:
                 raise TransitsimError(
                     f"transform_at 'switch': network {network.name!r} has no switch transform"
                 )
+    if exchange.transform_at is not None:
+        _check_readout(network, exchange)
     if exchange.algo == "switch_sum" and not network.switch.aggregator:
         raise TransitsimError(
             f"switch_sum needs a switch that sums: network {network.name!r} has aggregator off"
+        )
+
+
+def _check_readout(network: NetworkSpec, exchange: Exchange) -> None:
+    """The band a transform sends is at most what it reads out: keep x its (padded) dense input.
+
+    A payload larger than that cannot come out of this transform: the trace was made with a
+    wider band than the network's transform keeps (TransformSpec.keep).
+    """
+    place = exchange.transform_at
+    spec = network.pluggable.transform if place == "pluggable" else network.switch.transform
+    assert spec is not None
+    readout = math.ceil(spec.keep * padded_dense_bytes(spec, exchange.dense_bytes) * (1 + 1e-9))
+    if exchange.payload_bytes > readout:
+        raise TransitsimError(
+            f"transform_at {place!r}: network {network.name!r}'s transform keeps {spec.keep:g} of "
+            f"its {exchange.dense_bytes:,} dense bytes ({readout:,} B), but the payload is "
+            f"{exchange.payload_bytes:,} B: raise transform keep or send a narrower band"
         )
 
 
@@ -195,13 +218,7 @@ def build_schedule(fabric: Fabric, exchange: Exchange) -> Schedule:
         return hierarchical(equal_groups(network), payload, at == "pluggable")
     plan = _switch_plan(fabric, exchange)
     return switch_sum(
-        workers,
-        plan.aggregator,
-        payload,
-        plan.kind,
-        plan.slots,
-        network.switch.agg_slot_bytes,
-        exchange.loopback,
+        workers, plan.aggregator, plan.sizes, plan.kind, plan.slots, exchange.loopback
     )
 
 
@@ -225,11 +242,18 @@ def _switch_plan(fabric: Fabric, exchange: Exchange) -> SwitchPlan:
     return SwitchPlan(
         workers=fabric.network.workers,
         aggregator=fabric.node_index[fabric.aggregation_switch()],
-        sizes=piece_sizes(exchange.payload_bytes, spec.agg_slot_bytes),
+        sizes=_pieces(fabric.network, exchange, kind),
         kind=kind,
         slots=spec.agg_slots,
         down_factor=2.0 if (exchange.loopback and kind == XFORM_SWITCH) else 1.0,
     )
+
+
+def _pieces(network: NetworkSpec, exchange: Exchange, kind: int) -> tuple[float, ...]:
+    """The switch sum's pieces; none for one worker with nothing to transform (nothing to sum)."""
+    if network.workers == 1 and kind == PLAIN:
+        return ()
+    return piece_sizes(exchange.payload_bytes, network.switch.piece_bytes)
 
 
 def _start_times(start_s: object, workers: int) -> np.ndarray:
@@ -323,6 +347,11 @@ def simulate_exchange(
         if isinstance(fast, ExchangeResult):
             return fast
         reason = fast
+    if method != "des" and exchange.algo == "hierarchical":
+        fast = _fast_hier(fabric, exchange, weights, start, resource_faults, record_utilisation)
+        if isinstance(fast, ExchangeResult):
+            return fast
+        reason = fast
     if method == "fast":
         raise TransitsimError(f"method 'fast' would not be exact here: {reason}; use 'des'")
 
@@ -338,6 +367,33 @@ def simulate_exchange(
         return compiled[path_ids[m]] if path_ids[m] >= 0 else None
 
     return _result(fabric, schedule, path_of, timing, start, finish, sent, received, "des")
+
+
+_LINEAR: dict[tuple, "Linear | None"] = {}
+
+
+def linear_exchange(network: NetworkSpec, exchange: Exchange) -> Linear | None:
+    """The exchange's max-plus linear form (linear.py), where it has one; cached.
+
+    None where transfer times depend on the start times (shared links, a pre-stage transform,
+    a summing rate that binds) or no fast path exists: then simulate each start vector.
+    """
+    key = (repr(network), exchange)
+    if key not in _LINEAR:
+        if len(_LINEAR) >= 16:
+            _LINEAR.pop(next(iter(_LINEAR)))
+        fabric = fabric_for(network)
+        validate_exchange(network, exchange)
+        weights = transform_weights(network, exchange)
+        form = None
+        if exchange.algo in ("ring_allreduce", "ring_allgather"):
+            transform = exchange.transform_at is not None
+            plan = ring_plan(exchange.algo, network.workers, exchange.payload_bytes, transform)
+            form = ring_linear(fabric, plan, weights)
+        elif exchange.algo == "switch_sum":
+            form = switch_linear(fabric, _switch_plan(fabric, exchange), weights)
+        _LINEAR[key] = form
+    return _LINEAR[key]
 
 
 def _fast_ring(fabric, exchange, weights, start, faults, record) -> ExchangeResult | str:
@@ -357,6 +413,44 @@ def _fast_ring(fabric, exchange, weights, start, faults, record) -> ExchangeResu
     sent, received = ring_line_bytes(plan, paths)
     path_of = functools.partial(paths.of, plan)
     return _result(fabric, plan, path_of, timing, start, finish, sent, received, "fast")
+
+
+_HIER: dict[tuple, tuple] = {}
+
+
+def hier_dag(fabric: Fabric, exchange: Exchange, weights: Weights) -> tuple:
+    """hierarchical's schedule, layout and compiled paths, built once per network and exchange."""
+    key = (repr(fabric.network), exchange)
+    built = _HIER.get(key)
+    if built is None:
+        if len(_HIER) >= 4:
+            _HIER.pop(next(iter(_HIER)))
+        groups = equal_groups(fabric.network)
+        schedule, layout = hierarchical_layout(
+            groups, exchange.payload_bytes, exchange.transform_at == "pluggable"
+        )
+        path_ids, compiled = assign_paths(fabric, schedule, weights)
+        built = _HIER[key] = (schedule, layout, path_ids, compiled)
+    return built
+
+
+def _fast_hier(fabric, exchange, weights, start, faults, record) -> ExchangeResult | str:
+    """hierarchical by its stage recurrences and a shared exchange, or why not exact."""
+    if faults:
+        return "link faults"
+    if record:
+        return "utilisation over time is recorded by the DES"
+    schedule, layout, path_ids, compiled = hier_dag(fabric, exchange, weights)
+    timing = run_fast_hier(fabric, schedule, layout, path_ids, compiled, start)
+    if not isinstance(timing, Timing):
+        return timing
+    finish = finish_times(schedule, timing, start)
+    sent, received = line_bytes(schedule, path_ids, compiled)
+
+    def path_of(m: int) -> Path | None:
+        return compiled[path_ids[m]] if path_ids[m] >= 0 else None
+
+    return _result(fabric, schedule, path_of, timing, start, finish, sent, received, "fast")
 
 
 def _fast_switch(fabric, exchange, weights, start, faults, record) -> ExchangeResult | str:

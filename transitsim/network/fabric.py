@@ -3,8 +3,10 @@
 A *path* is what one message crosses from its source to its destination, as a tuple of hops.
 Each hop is one fluid transfer over a set of resources (all at once: cut-through), preceded by a
 fixed delay (`pre_s`: per-message overheads) and followed by one (`post_s`: propagation, switch
-forwarding, transform latency). Cut-through switches give one hop per message; store-and-forward
-switches end a hop at every switch. The sender is free again when its first hop has been sent.
+forwarding, transform latency). Every message is one hop: packets stream through the switches,
+and a store-and-forward switch holds each packet (MTU, `SwitchSpec.mtu_bytes`) before sending it
+on, which adds one packet's time at its ingress rate (the whole message when it is smaller),
+not the whole message's. The sender is free again when its first hop has been sent.
 """
 
 import math
@@ -42,6 +44,15 @@ class Hop:
     post_s: float
     rate_bps: float  # payload bits/s when alone: min over resources of rate / weight
     limit: int  # index of the resource that sets rate_bps (-1: none)
+    store_s_per_bit: float = 0.0  # store-and-forward: sum of 1 / ingress rate over the switches
+    packet_bits: float = 0.0  # ... each of which holds one packet (MTU) before sending it on
+
+    def post_for(self, bits: float) -> float:
+        """The delay after the last bit left: post_s plus, per store-and-forward switch, one
+        packet (or the whole message, if smaller) received before it is forwarded."""
+        if self.store_s_per_bit == 0.0:
+            return self.post_s
+        return self.post_s + min(bits, self.packet_bits) * self.store_s_per_bit
 
 
 @dataclass(frozen=True)
@@ -59,6 +70,17 @@ class Weights:
     dense: float = 1.0
     padded: float = 1.0
     loopback: bool = False
+
+
+# On a tie of rates, which resource a hop is said to be limited by: the aggregator (shared by
+# every upload, so it is what binds once more than one flows), then a link, then the rest.
+TIE_ORDER = {"aggregator": 0, "link": 1, "lanes": 2, "transform": 3}
+
+
+def _tie_wins(resource: Resource, current: int, fabric: "Fabric") -> bool:
+    if current < 0:
+        return True
+    return TIE_ORDER[resource.kind] < TIE_ORDER[fabric.resources[current].kind]
 
 
 class Fabric:
@@ -176,13 +198,19 @@ class Fabric:
             )
         return path
 
-    def _hop(self, pre_s: float, parts: list[tuple[Resource, float]], post_s: float) -> Hop:
+    def _hop(
+        self,
+        pre_s: float,
+        parts: list[tuple[Resource, float]],
+        post_s: float,
+        store_s_per_bit: float = 0.0,
+    ) -> Hop:
         rate, limit = math.inf, -1
         for resource, weight in parts:
             if not math.isfinite(resource.rate_bps):
                 continue
             candidate = resource.rate_bps / weight
-            if candidate < rate or (candidate == rate and resource.kind == "link"):
+            if candidate < rate or (candidate == rate and _tie_wins(resource, limit, self)):
                 rate, limit = candidate, resource.index
         return Hop(
             pre_s,
@@ -191,13 +219,15 @@ class Fabric:
             post_s,
             rate,
             limit,
+            store_s_per_bit,
+            self.network.switch.mtu_bytes * 8.0 if store_s_per_bit else 0.0,
         )
 
     def _compile(self, src: str, dst: str, kind: int, weights: Weights) -> Path:
         saf = self.network.switch.store_and_forward
         hops: list[Hop] = []
         parts: list[tuple[Resource, float]] = []
-        pre_s = post_s = transform_latency_s = 0.0
+        pre_s = post_s = transform_latency_s = store = 0.0
         source = self.pluggables[self.graph.nodes[src]["worker"]] if self.is_host(src) else None
         dense = kind in (XFORM_PLUGGABLE, XFORM_SWITCH, LOCAL_XFORM)
         if source is not None:
@@ -230,14 +260,13 @@ class Fabric:
                 transform_latency_s += switch.transform_latency_s
             if link.dst == dst and switch.aggregator is not None:
                 parts.append((switch.aggregator, 1.0))
-            if saf and link.dst != dst:
-                hops.append(self._hop(pre_s, parts, post_s))
-                parts, pre_s, post_s = [], 0.0, 0.0
+            if saf and link.dst != dst:  # holds one packet from this link, then sends it on
+                store += 1.0 / link.spec.rate_bps
         if self.is_host(dst):
             target = self.pluggables[self.graph.nodes[dst]["worker"]]
             if target is not None:
                 parts.append((target.lanes_in, 1.0))
-        hops.append(self._hop(pre_s, parts, post_s))
+        hops.append(self._hop(pre_s, parts, post_s, store))
         send_factor = (weights.dense if kind == XFORM_SWITCH else 1.0) if self.is_host(src) else 0.0
         recv_factor = 1.0 if self.is_host(dst) else 0.0
         return Path(tuple(hops), transform_latency_s, send_factor, recv_factor)

@@ -61,7 +61,7 @@ def _hop_table(paths: list[Path], bits: float, hops: int) -> tuple[np.ndarray, .
         for h, hop in enumerate(path.hops):
             pre[e, h] = hop.pre_s
             dur[e, h] = bits / hop.rate_bps
-            post[e, h] = hop.post_s
+            post[e, h] = hop.post_for(bits)
     return pre, dur, post
 
 

@@ -73,6 +73,8 @@ class SwitchPlan:
         return self.sizes[j] * (self.down_factor if role == "down" else 1.0)
 
     def last_into(self, worker: int, arrive_s: np.ndarray, finish_s: float) -> int | None:
+        if not self.sizes:
+            return None
         m = self.down(len(self.sizes) - 1, worker)
         return m if arrive_s[m] == finish_s else None
 
@@ -134,8 +136,8 @@ def run_fast_switch(
     env = ExactEnvironment(float(start.min()))
     up_hops = [p.hops[0] for p in paths.ups]
     down_hops = [p.hops[0] for p in paths.downs]
-    up_pre, up_post = (np.array([getattr(h, a) for h in up_hops]) for a in ("pre_s", "post_s"))
-    dn_pre, dn_post = (np.array([getattr(h, a) for h in down_hops]) for a in ("pre_s", "post_s"))
+    up_pre = np.array([h.pre_s for h in up_hops])
+    dn_pre = np.array([h.pre_s for h in down_hops])
     up_rate = np.array([h.rate_bps for h in up_hops])
     dn_rate = np.array([h.rate_bps for h in down_hops])
     workers = np.arange(n)
@@ -151,6 +153,14 @@ def run_fast_switch(
                     busy[r] += span
         if shared and hops is up_hops:
             shared_spans.append((began, ended))
+
+    post_cache: dict[tuple[int, float], np.ndarray] = {}
+
+    def posts(hops, nbytes: float) -> np.ndarray:
+        key = (id(hops), nbytes)
+        if key not in post_cache:
+            post_cache[key] = np.array([h.post_for(nbytes * 8.0) for h in hops])
+        return post_cache[key]
 
     def pieces():
         up_sent = down_sent = None
@@ -170,7 +180,7 @@ def run_fast_switch(
             t = t + size * 8.0 / up_rate
             up_sent = free[up_ids] = t
             account(up_hops, size, began, t)
-            arrive[up_ids] = t + up_post
+            arrive[up_ids] = t + posts(up_hops, size)
             summed = float(arrive[up_ids].max())
             ready[join] = free[join] = arrive[join] = summed
             t = np.full(n, summed) if j == 0 else np.maximum(summed, down_sent)
@@ -181,7 +191,7 @@ def run_fast_switch(
             t = t + nbytes * 8.0 / dn_rate
             down_sent = free[down_ids] = t
             account(down_hops, nbytes, began, t)
-            arrive[down_ids] = t + dn_post
+            arrive[down_ids] = t + posts(down_hops, nbytes)
             yield env.at(float(arrive[down_ids].max()))
 
     env.process(pieces())
@@ -198,6 +208,8 @@ def run_fast_switch(
 
 def switch_finish(plan: SwitchPlan, timing: Timing, start_s: np.ndarray) -> np.ndarray:
     """Per worker: when the result of the last piece arrived."""
+    if not plan.sizes:  # one worker, nothing to sum
+        return np.asarray(start_s, dtype=float).copy()
     last = plan.down(len(plan.sizes) - 1, 0)
     return np.maximum(np.asarray(start_s, dtype=float), timing.arrive_s[last : last + plan.workers])
 

@@ -27,8 +27,14 @@ SETTLE_REL = 1e-12  # relative rounding slack between one transfer's end and the
 
 
 def settled(finish_s: float, time_s: float) -> bool:
-    """Whether a transfer ending at finish_s is over by time_s, up to rounding."""
-    return finish_s <= time_s + SETTLE_REL * max(abs(time_s), abs(finish_s))
+    """Whether a transfer ending at finish_s is over by time_s, up to rounding.
+
+    A stalled transfer (finish_s infinite: a link on its way is down) is never over: the slack
+    is relative to the times, and inf <= inf would settle it at an infinite time.
+    """
+    return finish_s <= time_s + SETTLE_REL * max(abs(time_s), abs(finish_s)) and math.isfinite(
+        finish_s
+    )
 
 
 def fair_shares(
@@ -145,7 +151,9 @@ class FluidEngine:
         self.env = env
         self.capacity = [float(c) for c in capacities_bps]
         count = len(self.capacity)
-        self.flows_on: list[set[Flow]] = [set() for _ in range(count)]
+        # insertion-ordered (dicts, not sets of id-hashed flows): ties in the sharing, and so the
+        # binding resource each flow reports, come out the same on every run
+        self.flows_on: list[dict[Flow, None]] = [{} for _ in range(count)]
         self.busy_s = [0.0] * count
         self.busy_since = [0.0] * count
         self.bytes = [0.0] * count
@@ -175,7 +183,7 @@ class FluidEngine:
         for r, w in zip(resources, weights, strict=True):
             if not self.flows_on[r]:
                 self.busy_since[r] = self.env.now
-            self.flows_on[r].add(flow)
+            self.flows_on[r][flow] = None
             self.bytes[r] += w * bits / 8.0
         self._share(resources)
         return flow
@@ -199,7 +207,7 @@ class FluidEngine:
     def _component(self, seeds: Iterable[int]) -> tuple[list[Flow], set[int]]:
         """Flows connected to the seed resources through shared resources (transitively)."""
         resources = set(seeds)
-        stack = list(resources)
+        stack = sorted(resources)
         flows: dict[Flow, None] = {}
         while stack:
             for flow in self.flows_on[stack.pop()]:
@@ -257,7 +265,7 @@ class FluidEngine:
         flow.version += 1
         busy = []
         for r in flow.resources:
-            self.flows_on[r].discard(flow)
+            self.flows_on[r].pop(flow, None)
             if self.flows_on[r]:
                 busy.append(r)
             else:

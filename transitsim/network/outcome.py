@@ -6,8 +6,9 @@ whose arrival completed its result, then at each message through the dependency 
 it (the data dependency whose arrival, or the own previous send whose completion, came last;
 data wins ties), until a message released by its worker's start. Along it:
 
-- transform_s: serialisation time of hops whose uncontended rate is set by host lanes (ingest)
-  or a transform (pluggable or switch port), plus transform latencies;
+- transform_s: serialisation time of hops whose uncontended rate is set by a transform
+  (pluggable or switch port) or by host lanes carrying the dense delta into one (ingest), plus
+  transform latencies (lanes that only carry line payload are wire time, labelled "lanes");
 - wire_s: the rest of the time messages on the path were under way: serialisation limited by a
   link or the aggregator, propagation, per-message overhead, switch forwarding, and the
   slow-down from sharing links with other transfers (contention);
@@ -26,8 +27,6 @@ import pandas as pd
 from transitsim.network.des import Timing
 from transitsim.network.fabric import Fabric, Path
 from transitsim.network.schedule import Schedule
-
-INGEST_KINDS = ("lanes", "transform")
 
 
 @dataclass
@@ -107,6 +106,11 @@ def utilisation_frame(fabric: Fabric, timing: Timing) -> pd.DataFrame:
     )
 
 
+def _transforms(fabric: Fabric, path: Path) -> bool:
+    """Whether a message's route passes a transform (its host lanes then carry dense input)."""
+    return any(fabric.resources[r].kind == "transform" for hop in path.hops for r in hop.resources)
+
+
 def critical_path(
     fabric: Fabric,
     dag,
@@ -137,14 +141,15 @@ def critical_path(
             stalled = timing.stall_s[m] if whole else timing.stall0_s[m]
             moving = end - timing.ready_s[m] - stalled  # sending, delayed, or slowed by sharing
             bits = dag.bytes_of(m) * 8.0
-            fixed = sum(hop.pre_s + (hop.post_s if whole else 0.0) for hop in hops)
+            fixed = sum(hop.pre_s + (hop.post_for(bits) if whole else 0.0) for hop in hops)
             latency = path.transform_latency_s if whole else 0.0
             ingest = 0.0
+            dense = _transforms(fabric, path)  # lanes carrying a dense delta are ingest
             for hop in hops:
                 serial = bits / hop.rate_bps if np.isfinite(hop.rate_bps) else 0.0
                 kind = fabric.resources[hop.limit].kind if hop.limit >= 0 else "link"
                 shares[kind] += serial
-                if kind in INGEST_KINDS:
+                if kind == "transform" or (kind == "lanes" and dense):
                     ingest += serial
                 moving -= serial
             shares["transform"] += latency

@@ -217,11 +217,42 @@ def ring_allgather(workers: int, payload_bytes: int, inline_transform: bool) -> 
     return builder.build()
 
 
+@dataclass(frozen=True)
+class RingStage:
+    """One stage of parallel rings: rings (R, M) of worker ids, message ids (phases, R, M)."""
+
+    rings: np.ndarray
+    ids: np.ndarray
+    chunk_bytes: float
+    rendezvous: bool  # phase 0 also waits for its receiver's last message of the stage before
+    across: bool  # the rings cross groups (their flows may share the WAN or rack uplinks)
+
+
+@dataclass(frozen=True)
+class HierLayout:
+    """Where hierarchical's messages are: the pre-stage ids (or None) and its three stages."""
+
+    pre: np.ndarray | None
+    stages: tuple[RingStage, ...]
+
+
 def hierarchical(groups: np.ndarray, payload_bytes: int, pre_transform: bool) -> Schedule:
     """Ring of rings: reduce-scatter inside each group, all-reduce each shard across groups
     (one ring per shard, through the WAN), all-gather inside each group.
 
     `groups` is (D, n): D groups of n workers (datacentres or racks).
+    """
+    return hierarchical_layout(groups, payload_bytes, pre_transform)[0]
+
+
+def hierarchical_layout(
+    groups: np.ndarray, payload_bytes: int, pre_transform: bool
+) -> tuple[Schedule, HierLayout]:
+    """hierarchical's Schedule, and where its stages' messages are (for the fast path).
+
+    Between stages a worker is sent the next stage's first chunk only once it has received its
+    last chunk of the stage before (its receive is posted: a rendezvous, as NCCL's and MPI's
+    large-message protocols have), so the stages of one worker never share its links.
     """
     groups = np.asarray(groups, dtype=np.int64)
     count, members = groups.shape
@@ -230,24 +261,29 @@ def hierarchical(groups: np.ndarray, payload_bytes: int, pre_transform: bool) ->
     pre = _pre_stage(builder, payload_bytes, pre_transform)
     last_recv = pre.copy()  # per worker: the last message it received (or -1)
     last_sent = np.full(workers, -1, np.int64)
+    stages = []
 
-    def run(rings: np.ndarray, phases: int, chunk: float) -> None:
+    def run(rings: np.ndarray, phases: int, chunk: float, rendezvous: bool, across=False) -> None:
         if phases == 0:
             return
-        ids = add_rings(builder, rings, phases, chunk, last_recv[rings], last_sent[rings])
+        data = last_recv[rings][..., None]
+        if rendezvous:
+            receivers = np.roll(rings, -1, axis=1)
+            data = np.stack([last_recv[rings], last_recv[receivers]], axis=-1)
+        ids = add_rings(builder, rings, phases, chunk, data, last_sent[rings])
         last_sent[rings] = ids[-1]
         last_recv[rings] = np.roll(ids[-1], 1, axis=1)
+        stages.append(RingStage(rings, ids, chunk, rendezvous, across))
 
     shard = payload_bytes / members
-    run(groups, members - 1, shard)
-    run(groups.T.copy(), 2 * (count - 1), shard / count)
-    run(groups, members - 1, shard)
-    return builder.build()
+    run(groups, members - 1, shard, False)
+    run(groups.T.copy(), 2 * (count - 1), shard / count, True, across=True)
+    run(groups, members - 1, shard, True)
+    return builder.build(), HierLayout(pre if pre_transform else None, tuple(stages))
 
 
-def piece_sizes(payload_bytes: int, slot_bytes: int) -> tuple[float, ...]:
-    """Slot-sized pieces (one piece without a slot size), the last one what is left."""
-    piece = slot_bytes if slot_bytes > 0 else max(payload_bytes, 1)
+def piece_sizes(payload_bytes: int, piece: int) -> tuple[float, ...]:
+    """Pieces of `piece` bytes, the last one what is left (one empty piece for no payload)."""
     sizes = [float(piece)] * (payload_bytes // piece)
     if payload_bytes % piece or not sizes:
         sizes.append(float(payload_bytes % piece))
@@ -257,22 +293,20 @@ def piece_sizes(payload_bytes: int, slot_bytes: int) -> tuple[float, ...]:
 def switch_sum(
     workers: int,
     aggregator: int,
-    payload_bytes: int,
+    sizes: tuple[float, ...],
     kind: int,
     slots: int,
-    slot_bytes: int,
     loopback: bool,
 ) -> Schedule:
     """In-network all-reduce: pieces up to the aggregator, one sum per piece back down.
 
-    The payload is cut into slot-sized pieces (one piece without a slot size). A worker sends
+    The payload is cut into `sizes` pieces (slot-sized, or one packet each). A worker sends
     its pieces back to back; with `slots` bounded it sends piece j only after the result of piece
     j - slots came back (the slot is free again: SwitchML-style self-clocking). The aggregator
     sends each result once per worker, serially per port; with a transform at the switch and
     loopback, each worker also gets its own transformed piece back (twice the bytes down).
     """
     builder = ScheduleBuilder(workers)
-    sizes = piece_sizes(payload_bytes, slot_bytes)
     hosts = np.arange(workers)
     down_factor = 2.0 if (loopback and kind == XFORM_SWITCH) else 1.0
     up_ids: list[np.ndarray] = []

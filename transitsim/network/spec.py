@@ -15,6 +15,11 @@ IP_TCP_HEADER_BYTES = 20 + 20 + 12
 ETHERNET_HEADER_BYTES = 14
 ETHERNET_WIRE_EXTRA_BYTES = 4 + 8 + 12
 
+# A summing switch works on packets, not messages: without a slot size, the payload is summed in
+# pieces of one 4 KiB packet (the InfiniBand/RoCE MTU that SHARP-style aggregation sums per
+# packet; SwitchML and ATP use smaller ones), so results stream back while uploads continue.
+AGG_PIECE_BYTES = 4096
+
 COLLECTIVE_ALGOS = ("ring_allreduce", "ring_allgather", "hierarchical", "switch_sum", "tree")
 TOPOLOGIES = ("switch", "leaf_spine", "datacentres")
 
@@ -80,12 +85,18 @@ class SwitchSpec:
     """Forwarding, and optionally in-network aggregation (sum of reducible messages)."""
 
     forwarding_latency_s: float = 0.0
-    store_and_forward: bool = False
+    store_and_forward: bool = False  # hold each packet before forwarding (cut-through: no)
+    mtu_bytes: int = 4096  # packet a store-and-forward switch holds (RoCE/InfiniBand MTU)
     aggregator: bool = False
     agg_slots: int = 0  # 0 = unbounded; else number of in-flight aggregation slots
-    agg_slot_bytes: int = 0  # bytes one slot holds (pipelining granularity); 0 = whole message
+    agg_slot_bytes: int = 0  # bytes one slot holds (pipelining granularity); 0 = AGG_PIECE_BYTES
     agg_rate_bps: float = float("inf")  # summing rate of the aggregator
     transform: TransformSpec | None = None  # transform computed at the switch port (E' variant)
+
+    @property
+    def piece_bytes(self) -> int:
+        """Bytes summed per piece: the slot size, else one packet (AGG_PIECE_BYTES)."""
+        return self.agg_slot_bytes or AGG_PIECE_BYTES
 
 
 @dataclass(frozen=True)

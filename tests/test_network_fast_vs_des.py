@@ -1,0 +1,128 @@
+"""The fast paths against the per-transfer SimPy reference on many random small networks.
+
+Each collective gets 200 seeded configurations (topology, rates, latencies, overheads,
+store-and-forward, pluggables and transforms, stragglers); wherever "auto" takes the fast path,
+every worker's finishing time must equal the DES's to 1e-9 s, and most configurations must take
+it (otherwise the test would prove nothing).
+"""
+
+import numpy as np
+import pytest
+
+from transitsim.network import (
+    Exchange,
+    LinkSpec,
+    NetworkSpec,
+    PluggableSpec,
+    SwitchSpec,
+    TransformSpec,
+    simulate_exchange,
+)
+
+CONFIGS = 200
+
+
+def _link(rng: np.random.Generator) -> LinkSpec:
+    return LinkSpec(
+        float(rng.choice([25e9, 100e9, 200e9, 400e9])),
+        latency_s=float(rng.choice([0.0, 1e-6, 5e-6])),
+        length_m=float(rng.choice([0.0, 3.0, 100.0])),
+        overhead_s=float(rng.choice([0.0, 0.0, 2e-7])),
+    )
+
+
+def _network(rng: np.random.Generator, algo: str, transform: bool) -> NetworkSpec:
+    topology = {
+        "hierarchical": "datacentres",
+        "switch_sum": rng.choice(["switch", "switch", "leaf_spine"]),
+    }.get(algo, rng.choice(["switch", "leaf_spine", "datacentres"]))
+    switch = SwitchSpec(
+        forwarding_latency_s=float(rng.choice([0.0, 5e-7])),
+        store_and_forward=bool(rng.random() < 0.3),
+        mtu_bytes=int(rng.choice([1500, 4096, 9000])),
+        aggregator=algo == "switch_sum",
+        agg_slots=int(rng.choice([0, 0, 2, 4])) if algo == "switch_sum" else 0,
+        agg_slot_bytes=int(rng.choice([0, 2048, 8192])) if algo == "switch_sum" else 0,
+        agg_rate_bps=float(rng.choice([np.inf, 4e12])) if algo == "switch_sum" else np.inf,
+        transform=TransformSpec(passes_per_s=1e9) if transform and algo == "switch_sum" else None,
+    )
+    pluggable = None
+    if transform or rng.random() < 0.3:
+        optics = TransformSpec(passes_per_s=float(rng.choice([1e8, 1e9]))) if transform else None
+        pluggable = PluggableSpec(float(rng.choice([200e9, 800e9])), 400e9, optics)
+    if topology == "datacentres":
+        count = int(rng.integers(1 if algo != "hierarchical" else 2, 4))
+        per = int(rng.integers(1, 4))
+        return NetworkSpec(
+            "dc",
+            "datacentres",
+            per * count,
+            _link(rng),
+            pluggable,
+            switch,
+            datacentres=count,
+            wan_link=LinkSpec(
+                float(rng.choice([10e9, 100e9])), length_m=float(rng.choice([1e3, 1e5]))
+            ),
+            wan_links=int(rng.choice([1, 1, 2])),
+        )
+    workers = int(rng.integers(1, 7))
+    if topology == "leaf_spine":
+        return NetworkSpec(
+            "ls",
+            "leaf_spine",
+            workers,
+            _link(rng),
+            pluggable,
+            switch,
+            hosts_per_rack=int(rng.integers(1, 4)),
+            spine_link=_link(rng),
+        )
+    return NetworkSpec("sw", "switch", workers, _link(rng), pluggable, switch)
+
+
+def _exchange(rng: np.random.Generator, algo: str, network: NetworkSpec) -> Exchange:
+    payload = int(rng.choice([1, 777, 50_000, 300_001]))
+    if algo == "switch_sum":
+        payload = int(rng.choice([1, 777, 20_000]))
+    place = None
+    if network.switch.transform is not None:
+        place = "switch"
+    elif network.pluggable is not None and network.pluggable.transform is not None:
+        place = "pluggable"
+    if place is None:
+        return Exchange(algo, payload)
+    dense = 16 * payload
+    loopback = bool(rng.random() < 0.5)
+    return Exchange(algo, payload, dense, place, loopback=loopback)
+
+
+def _case(algo: str, seed: int):
+    rng = np.random.default_rng([seed, len(algo)])
+    transform = algo != "hierarchical" and rng.random() < 0.3 or rng.random() < 0.15
+    network = _network(rng, algo, transform)
+    exchange = _exchange(rng, algo, network)
+    start = None
+    if rng.random() < 0.7:
+        scale = float(rng.choice([1e-7, 1e-5, 1e-3]))
+        start = rng.exponential(scale, network.workers)
+    return network, exchange, start
+
+
+@pytest.mark.parametrize("algo", ["ring_allreduce", "ring_allgather", "hierarchical", "switch_sum"])
+def test_fast_paths_equal_the_des_on_random_small_networks(algo):
+    fast_count = 0
+    for seed in range(CONFIGS):
+        network, exchange, start = _case(algo, seed)
+        auto = simulate_exchange(network, exchange, start_s=start)
+        if auto.method != "fast":
+            continue
+        fast_count += 1
+        des = simulate_exchange(network, exchange, start_s=start, method="des")
+        np.testing.assert_allclose(auto.finish_s, des.finish_s, rtol=0, atol=1e-9, err_msg=seed)
+        assert auto.time_s == pytest.approx(des.time_s, abs=1e-9)
+        assert auto.bytes_sent == pytest.approx(des.bytes_sent, rel=1e-9)
+        assert auto.link_stats["bytes"].to_numpy() == pytest.approx(
+            des.link_stats["bytes"].to_numpy(), rel=1e-9
+        )
+    assert fast_count >= 0.6 * CONFIGS, f"only {fast_count} of {CONFIGS} took the fast path"

@@ -1,0 +1,62 @@
+"""Straggler replay at scale: the O(N) max-plus path and the hierarchical fast path against the
+per-transfer DES, step by step on the same random draws."""
+
+import numpy as np
+import pytest
+from test_replay import make_trace
+
+from transitsim.compute import Stragglers
+from transitsim.network import LinkSpec, NetworkSpec, SwitchSpec
+from transitsim.replay import replay
+
+SWITCH = NetworkSpec(
+    "rack",
+    "switch",
+    4,
+    LinkSpec(100e9, latency_s=1e-6),
+    switch=SwitchSpec(aggregator=True, agg_slot_bytes=65536),
+)
+TWO_DC = NetworkSpec(
+    "2dc",
+    "datacentres",
+    4,
+    LinkSpec(100e9, length_m=3),
+    datacentres=2,
+    wan_link=LinkSpec(40e9, length_m=1e5),
+)
+CASES = {
+    "ring all-reduce": (SWITCH, "all_reduce", True, None),
+    "ring all-gather": (SWITCH, "all_gather", False, None),
+    "switch sum": (SWITCH, "all_reduce", True, "switch"),
+    "hierarchical": (TWO_DC, "all_reduce", True, None),
+}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+@pytest.mark.parametrize("jitter", ["exponential", "lognormal"])
+def test_straggler_replay_equals_the_des_step_by_step(tmp_path, name, jitter):
+    network, collective, reducible, sum_at = CASES[name]
+    steps = [1, 2, 3, 5, 6, 7, 8, 10, 11, 12]  # an interval of 2 rows in between
+    trace = make_trace(
+        tmp_path,
+        steps=steps,
+        collective=collective,
+        reducible=reducible,
+        compute_s=[0.01 + 0.001 * (s % 3) for s in steps],
+        rows="every_step",
+    )
+    stragglers = Stragglers(distribution=jitter, scale=0.05)
+    kwargs = {"stragglers": stragglers, "seed": 5, "sum_at": sum_at or "receivers"}
+    fast = replay(trace, network, **kwargs)
+    des = replay(trace, network, method="des", reuse=False, **kwargs)
+    assert fast.timeline["algo"].iloc[0] == des.timeline["algo"].iloc[0]
+    for column in ("step_s", "time_s", "compute_s"):
+        np.testing.assert_allclose(
+            fast.timeline[column], des.timeline[column], rtol=1e-12, atol=1e-12
+        )
+    parts = fast.timeline[["compute_s", "compress_s", "transform_s", "wire_s", "wait_s"]]
+    np.testing.assert_allclose(
+        parts.sum(axis=1) + fast.timeline["update_s"], fast.timeline["step_s"], rtol=1e-9
+    )
+    assert (fast.step_detail["events"] < des.step_detail["events"]).all()
+    assert len(fast.step_detail) == len(des.step_detail) == len(steps)

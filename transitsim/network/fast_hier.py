@@ -1,0 +1,332 @@
+"""The exact fast path for hierarchical all-reduce: two ring recurrences around a shared exchange.
+
+Inside each group (datacentre or rack) the reduce-scatter and the all-gather are parallel rings
+on links no other transfer uses at the same time (the stages meet at a rendezvous, see
+`schedule.hierarchical_layout`), so each transfer takes a fixed time and the per-phase
+recurrence of `fast_ring` holds, numpy across every ring at once. Across groups, the shards'
+rings share the WAN (or the rack uplinks): there the transfers are timed by processor sharing,
+event by event, with the same max-min shares the fluid DES computes (flows of one shared link
+with equal caps each get min(cap, C / k), k the flows on it). Message for message this fills
+the same ready / sent / arrived times as the DES, up to rounding.
+
+Exactness is checked, not assumed: ring edges of a stage must use disjoint resources, the
+flows of the exchange may share only links that carry nothing else, with equal caps on each,
+and a pre-stage transform must not overlap chunks arriving on its host lanes (a posteriori).
+"""
+
+import heapq
+import math
+
+import numpy as np
+
+from transitsim.network.des import Timing
+from transitsim.network.fabric import Fabric, Path
+from transitsim.network.fluid import SETTLE_REL
+from transitsim.network.schedule import HierLayout, RingStage, Schedule
+
+
+class MessageTable:
+    """Per message, from its compiled path: pre, transfer time alone, post, resources."""
+
+    def __init__(self, schedule: Schedule, path_ids: np.ndarray, paths: list[Path]):
+        pre = np.array([p.hops[0].pre_s for p in paths] + [0.0])
+        rate = np.array([p.hops[0].rate_bps for p in paths] + [math.inf])
+        post = np.array([p.hops[0].post_s for p in paths] + [0.0])
+        store = np.array([p.hops[0].store_s_per_bit for p in paths] + [0.0])
+        packet = np.array([p.hops[0].packet_bits for p in paths] + [0.0])
+        bits = schedule.nbytes * 8.0
+        self.path_ids = path_ids
+        self.paths = paths
+        self.bits = bits
+        self.pre = pre[path_ids]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            self.dur = np.where(bits > 0, bits / rate[path_ids], 0.0)
+        store = store[path_ids]
+        self.post = post[path_ids] + np.where(
+            store != 0.0, np.minimum(bits, packet[path_ids]) * store, 0.0
+        )
+
+
+def _stage_reason(fabric: Fabric, stage: RingStage, paths: list[Path], path_ids) -> str | None:
+    """Why a ring stage's edges could share a resource (None: they cannot)."""
+    first = stage.ids[0].ravel()
+    used: set[int] = set()
+    total = 0
+    for m in first.tolist():
+        resources = fabric.path_resources(paths[path_ids[m]])
+        used |= resources
+        total += len(resources)
+    return None if len(used) == total else "ring edges of a stage share a resource"
+
+
+class _Exchange:
+    """The cross-group stage's flows grouped by the one shared link they cross, if they do."""
+
+    def __init__(self, fabric: Fabric, stage: RingStage, paths: list[Path], path_ids, table):
+        self.reason: str | None = None
+        edges = stage.ids[0].ravel()
+        hops = [paths[path_ids[m]].hops[0] for m in edges.tolist()]
+        count: dict[int, int] = {}
+        for hop in hops:
+            for r in hop.resources:
+                count[r] = count.get(r, 0) + 1
+        self.group = np.full(len(edges), -1, dtype=np.int64)
+        self.cap = np.zeros(len(edges))
+        self.capacity: list[float] = []
+        self.resources: list[tuple[int, ...]] = []
+        keys: dict[tuple[int, ...], int] = {}
+        for e, hop in enumerate(hops):
+            shared = tuple(r for r in hop.resources if count[r] > 1)
+            own = [
+                fabric.resources[r].rate_bps / w
+                for r, w in zip(hop.resources, hop.weights, strict=True)
+                if count[r] == 1
+            ]
+            self.cap[e] = min(own, default=math.inf)
+            if not shared:
+                continue
+            if any(
+                w != 1.0 for r, w in zip(hop.resources, hop.weights, strict=True) if r in shared
+            ):
+                self.reason = "a shared link carries weighted (transformed) bytes"
+                return
+            if shared not in keys:
+                keys[shared] = len(self.capacity)
+                self.capacity.append(min(fabric.resources[r].rate_bps for r in shared))
+                self.resources.append(shared)
+            self.group[e] = keys[shared]
+        seen: set[int] = set()
+        for shared in self.resources:
+            if seen & set(shared):
+                self.reason = "flows share links in overlapping sets"
+                return
+            seen |= set(shared)
+        for g in range(len(self.capacity)):
+            caps = self.cap[self.group == g]
+            if not np.all(caps == caps[0]):
+                self.reason = "flows sharing a link have different rates of their own"
+                return
+
+
+def _ring_stage(ready0: np.ndarray, stage: RingStage, table: MessageTable, timing) -> None:
+    """Fill ready/free/arrive of a stage of fixed-time parallel rings (the ring recurrence)."""
+    ready_s, free_s, arrive_s = timing
+    ready = ready0
+    for k in range(stage.ids.shape[0]):
+        ids = stage.ids[k]
+        free = (ready + table.pre[ids]) + table.dur[ids]
+        arrive = free + table.post[ids]
+        ready_s[ids], free_s[ids], arrive_s[ids] = ready, free, arrive
+        ready = np.maximum(free, np.roll(arrive, 1, axis=1))
+
+
+def _exchange_stage(
+    ready0: np.ndarray, stage: RingStage, table: MessageTable, flows: _Exchange, timing, busy
+) -> np.ndarray:
+    """Fill the cross-group rings' times, sharing each shared link max-min fairly (events).
+
+    Returns, per flow, whether sharing slowed it (for the critical path's breakdown).
+    """
+    ready_s, free_s, arrive_s = timing
+    phases, rings, members = stage.ids.shape
+    ids = stage.ids.reshape(phases, -1)
+    edges = rings * members
+    group = flows.group
+    cap = flows.cap
+    groups = len(flows.capacity)
+    # per shared link: flows on it, virtual service (bits each flow got), rate, heap of targets
+    active = [0] * groups
+    served = [0.0] * groups
+    since = [0.0] * groups
+    rate = [0.0] * groups
+    targets: list[list[tuple[float, int, int]]] = [[] for _ in range(groups)]
+    version = [0] * groups
+    busy_from = [0.0] * groups
+    slowed = np.zeros(ids.size, dtype=bool)
+    events: list[tuple[float, int, int, int, int]] = []  # (time, seq, kind, a, b)
+    seq = 0
+    START, DEPART = 0, 1
+    pending = np.zeros((phases, edges), dtype=np.int64)  # deps still missing (after, data)
+    due = np.full((phases, edges), -np.inf)
+    pre, dur, post, bits = table.pre, table.dur, table.post, table.bits
+    ids_list = ids.tolist()
+
+    def release(k: int, e: int, t: float) -> None:
+        nonlocal seq
+        m = ids_list[k][e]
+        ready_s[m] = t
+        heapq.heappush(events, (t + pre[m], seq, START, k, e))
+        seq += 1
+
+    def satisfied(k: int, e: int, t: float) -> None:
+        if t > due[k, e]:
+            due[k, e] = t
+        pending[k, e] -= 1
+        if pending[k, e] == 0:
+            release(k, e, float(due[k, e]))
+
+    def advance(g: int, t: float) -> None:
+        served[g] += rate[g] * (t - since[g])
+        since[g] = t
+
+    def reshare(g: int, t: float) -> None:
+        nonlocal seq
+        version[g] += 1
+        if active[g] == 0:
+            rate[g] = 0.0
+            busy[g] += t - busy_from[g]
+            return
+        share = flows.capacity[g] / float(active[g])
+        rate[g] = min(cap[targets[g][0][2]], share)
+        left = max(targets[g][0][0] - served[g], 0.0)
+        heapq.heappush(events, (t + left / rate[g], seq, DEPART, g, version[g]))
+        seq += 1
+
+    def done(k: int, e: int, m: int, t: float) -> None:
+        free_s[m] = t
+        arrive_s[m] = t + post[m]
+        if k + 1 < phases:
+            satisfied(k + 1, e, t)  # its own next send
+            ring, member = divmod(e, members)
+            nxt = ring * members + (member + 1) % members
+            satisfied(k + 1, nxt, float(arrive_s[m]))  # the receiver's next send
+
+    pending[0, :] = 0
+    if phases > 1:
+        pending[1:, :] = 2
+    for e, t in enumerate(ready0.ravel().tolist()):
+        release(0, e, t)
+    while events:
+        t, _, kind, a, b = heapq.heappop(events)
+        if kind == START:
+            k, e = a, b
+            m = ids_list[k][e]
+            g = int(group[e])
+            if g < 0:  # crosses nothing shared: a fixed time
+                heapq.heappush(events, (t + dur[m], seq, DEPART, -1 - e, k))
+                seq += 1
+                continue
+            advance(g, t)
+            if active[g] == 0:
+                busy_from[g] = t
+            active[g] += 1
+            heapq.heappush(targets[g], (served[g] + bits[m], k, e))
+            reshare(g, t)
+            continue
+        if a < 0:  # a fixed-time flow ends
+            e, k = -1 - a, b
+            done(k, e, ids_list[k][e], t)
+            continue
+        g, stamp = a, b
+        if stamp != version[g]:
+            continue
+        advance(g, t)
+        _, k, e = heapq.heappop(targets[g])
+        m = ids_list[k][e]
+        active[g] -= 1
+        slowed[m - ids_list[0][0]] = t - (ready_s[m] + pre[m]) > dur[m] * (1 + SETTLE_REL)
+        reshare(g, t)
+        done(k, e, m, t)
+    return slowed
+
+
+def run_fast_hier(
+    fabric: Fabric,
+    schedule: Schedule,
+    layout: HierLayout,
+    path_ids: np.ndarray,
+    paths: list[Path],
+    start_s: np.ndarray,
+) -> Timing | str:
+    """Time every message of hierarchical's schedule, or say why that would not be exact."""
+    table = MessageTable(schedule, path_ids, paths)
+    exchange = None
+    for stage in layout.stages:
+        if stage.across:
+            exchange = _Exchange(fabric, stage, paths, path_ids, table)
+            if exchange.reason is not None:
+                return exchange.reason
+        else:
+            reason = _stage_reason(fabric, stage, paths, path_ids)
+            if reason is not None:
+                return reason
+    count = len(schedule)
+    ready_s, free_s, arrive_s = (np.full(count, np.nan) for _ in range(3))
+    timing = (ready_s, free_s, arrive_s)
+    start = np.asarray(start_s, dtype=float)
+    workers = schedule.workers
+    last_recv = np.full(workers, -np.inf)  # arrival of the last message each worker received
+    last_sent = np.full(workers, -np.inf)  # when each worker had sent its last message
+    pre_free = None
+    if layout.pre is not None:
+        ids = layout.pre
+        free = (start + table.pre[ids]) + table.dur[ids]
+        ready_s[ids], free_s[ids], arrive_s[ids] = start, free, free + table.post[ids]
+        last_recv = arrive_s[ids].copy()
+        pre_free = free
+    busy_shared = np.zeros(len(exchange.capacity) if exchange else 0)
+    slowed = np.zeros(0, dtype=bool)
+    for stage in layout.stages:
+        rings = stage.rings
+        ready0 = np.maximum(np.maximum(start[rings], last_recv[rings]), last_sent[rings])
+        if stage.rendezvous:
+            ready0 = np.maximum(ready0, last_recv[np.roll(rings, -1, axis=1)])
+        if stage.across and exchange is not None:
+            slowed = _exchange_stage(ready0, stage, table, exchange, timing, busy_shared)
+        else:
+            _ring_stage(ready0, stage, table, timing)
+        last_sent[rings] = free_s[stage.ids[-1]]
+        last_recv[rings] = np.roll(arrive_s[stage.ids[-1]], 1, axis=1)
+    if pre_free is not None and layout.stages:
+        first = layout.stages[0]
+        into = np.roll(first.ids[0], 1, axis=1)  # the first chunk each member receives
+        began = ready_s[into] + table.pre[into]
+        owner = first.rings
+        if np.any(began < pre_free[owner] - SETTLE_REL * np.abs(pre_free[owner])):
+            return "a chunk arrives while the own transform runs"
+    shared_by = np.full(count, -1, dtype=np.int64)
+    if exchange is not None and len(slowed):
+        cross = next(s for s in layout.stages if s.across)
+        flat = cross.ids.reshape(cross.ids.shape[0], -1)
+        hit = flat[:, exchange.group >= 0]
+        groups = np.broadcast_to(exchange.group[exchange.group >= 0], hit.shape)
+        first_res = np.array([shared[0] for shared in exchange.resources], dtype=np.int64)
+        mask = slowed[hit - flat[0, 0]]
+        shared_by[hit[mask]] = first_res[groups[mask]]
+    busy, carried = _usage(fabric, schedule, table, timing, exchange, busy_shared)
+    still = np.zeros(count)
+    return Timing(
+        ready_s=ready_s,
+        free_s=free_s,
+        arrive_s=arrive_s,
+        events=sum(s.ids.shape[0] for s in layout.stages) + 1,
+        stall_s=still,
+        stall0_s=still,
+        shared_by=shared_by,
+        busy_s=busy,
+        bytes=carried,
+    )
+
+
+def _usage(fabric, schedule, table, timing, exchange, busy_shared):
+    """Bytes each resource carried, and its busy time: the sum of its transfers' times, or for a
+    shared link the union of its flows' (from the event loop)."""
+    ready_s, free_s, _ = timing
+    ids = np.flatnonzero(table.path_ids >= 0)
+    path_ids = table.path_ids[ids]
+    span = free_s[ids] - (ready_s[ids] + table.pre[ids])
+    paths = int(path_ids.max()) + 1 if len(ids) else 0
+    bytes_by_path = np.bincount(path_ids, weights=schedule.nbytes[ids], minlength=paths)
+    span_by_path = np.bincount(path_ids, weights=span, minlength=paths)
+    carried = np.zeros(len(fabric.resources))
+    busy = np.zeros(len(fabric.resources))
+    for p in np.flatnonzero(bytes_by_path > 0).tolist() + []:
+        hop = table.paths[p].hops[0]
+        for r, w in zip(hop.resources, hop.weights, strict=True):
+            carried[r] += w * bytes_by_path[p]
+            busy[r] += span_by_path[p]
+    if exchange is not None:
+        for group, resources in enumerate(exchange.resources):
+            for r in resources:
+                busy[r] = busy_shared[group]
+    return busy, carried
