@@ -261,7 +261,7 @@ class Fabric:
             if link.dst == dst and switch.aggregator is not None:
                 parts.append((switch.aggregator, 1.0))
             if saf and link.dst != dst:  # holds one packet from this link, then sends it on
-                store += 1.0 / link.spec.rate_bps
+                store += 1.0 / link.resource.rate_bps  # the payload rate (after efficiency)
         if self.is_host(dst):
             target = self.pluggables[self.graph.nodes[dst]["worker"]]
             if target is not None:
