@@ -6,11 +6,8 @@ network's rate visibly changes the step time while every simulation stays cheap.
 
 import json
 import math
-import os
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -231,56 +228,6 @@ targets: [3.5]
     assert stderr.splitlines()[0].startswith("transitsim: job failed: tiny-optics-s0 on ")
     assert stderr.splitlines()[-1] == "transitsim: every job failed; nothing written"
     assert not out.exists()
-
-
-def test_kill_9_leaves_only_whole_outputs(workdir: Path, tmp_path: Path) -> None:
-    """Killed at the moment its first output appears, a run leaves every output file either
-    absent or complete; its temp files are dot-files, and the next run removes them."""
-    traces = tmp_path / "traces"
-    for variant, seed in (("A", 0), ("C", 0)):
-        write_test_trace(traces, variant, seed, rows=300)
-    sweep = ", ".join(f'"{rate} Gb/s"' for rate in range(100, 500, 50))
-    scenario = tmp_path / "big.yaml"
-    scenario.write_text(
-        "traces: [traces/]\n"
-        "grid:\n  network: 8x200g-switch\n"
-        f"  sweep:\n    host_link.rate: [{sweep}]\n"
-        "targets: [3.5]\nbaseline: A\n"
-        "outputs: {files: [timeline, summary, ladder, sweep, link_util, report, trace_events]}\n",
-        encoding="utf-8",
-    )
-    out = tmp_path / "out"
-    argv = [sys.executable, "-m", "transitsim.cli", "run", str(scenario), "-o", str(out)]
-    process = subprocess.Popen([*argv, "--serial", "--quiet"], stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and process.poll() is None:
-        if out.is_dir() and any(not p.name.startswith(".") for p in out.iterdir()):
-            break
-        time.sleep(0.01)
-    os.kill(process.pid, signal.SIGKILL)
-    process.wait(timeout=30)
-    assert process.returncode == -signal.SIGKILL, "the run ended before it could be killed"
-
-    readers = {
-        "timeline.parquet": pd.read_parquet,
-        "summary.csv": pd.read_csv,
-        "ladder.csv": pd.read_csv,
-        "sweep.csv": pd.read_csv,
-        "link_util.csv": pd.read_csv,
-        "trace_events.json": lambda p: json.loads(p.read_text()),
-        "report.html": lambda p: p.read_text().rstrip().endswith("</html>") or 1 / 0,
-    }
-    outputs = [p for p in out.iterdir() if not p.name.startswith(".")]
-    assert outputs, "nothing written before the kill"
-    for path in outputs:
-        assert path.name in readers, f"unexpected visible file {path.name}"
-        readers[path.name](path)  # whole: parses to the end
-    if (out / "summary.csv").exists():
-        assert len(pd.read_csv(out / "summary.csv")) == 2 * 8
-
-    done = subprocess.run([*argv, "--serial", "--quiet"], capture_output=True, timeout=300)
-    assert done.returncode == 0, done.stderr
-    assert sorted(p.name for p in out.iterdir()) == sorted(readers)  # no temp file left
 
 
 def test_replay_with_a_preset_and_set(workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from trainer.config import PRESETS, RunConfig, check_config, make_config
+from transitsim.atomic import check_writable_folder
 from transitsim.errors import TransitsimError
 
 OPTIONAL_FIELDS = ("enob", "planes")  # None is a meaningful value (no noise / no quantisation)
@@ -196,6 +197,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m trainer") -> int:
         return 0
     if args.out is None:
         raise TransitsimError("give an output folder with -o DIR (or use --dry-run)")
+    check_writable_folder(args.out, what="-o folder")
     if args.backend == "simulated":
         if args.nproc is not None:
             raise TransitsimError("--nproc starts ranks of a --backend gloo or nccl run")

@@ -5,6 +5,7 @@ A run is built in three layers: RunConfig defaults, then a preset (model and sch
 then the variant's defaults (algorithm, chunking, learning rate), then the user's overrides.
 """
 
+import math
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
@@ -20,6 +21,22 @@ VARIANT_IDS: dict[str, tuple[str, str]] = {
     "E'": ("optics_switch", "low"),
     "F": ("band", "random"),
 }
+# Beyond these a value is a typo, not a run: an int too wide for torch's seeds, a model that
+# cannot be allocated (one clear line instead of an overflow or an allocator traceback).
+UPPER_BOUNDS: dict[str, int] = {
+    "seed": 2**32 - 1,
+    "workers": 4096,
+    "steps": 10**9,
+    "block": 65536,
+    "n_layer": 1024,
+    "n_head": 1024,
+    "n_embd": 65536,
+    "batch": 65536,
+    "vocab_size": 10**7,
+    "chunk": 1 << 20,
+    "threads": 1024,
+}
+MAX_TRAIN_BYTES = 64 * 2**30
 ALGORITHMS = ("adamw", "topk", "band", "calib", "optics", "optics_switch")
 BANDS = ("low", "zigzag", "high", "random", "calib")
 CHUNK_MODES = ("2d", "1d")
@@ -254,6 +271,13 @@ def check_config(cfg: RunConfig) -> None:
     def fail(name: str, why: str) -> None:
         raise TransitsimError(f"bad value {name}={getattr(cfg, name)!r}: {why}")
 
+    for item in fields(cfg):  # nan/inf pass every comparison below unnoticed
+        value = getattr(cfg, item.name)
+        if isinstance(value, float) and not math.isfinite(value):
+            fail(item.name, "must be a finite number")
+    for name, most in UPPER_BOUNDS.items():
+        if getattr(cfg, name) > most:
+            fail(name, f"must be at most {most:,}")
     if cfg.variant not in ALGORITHMS:
         fail("variant", f"choose from {', '.join(ALGORITHMS)}")
     if cfg.band not in BANDS:
@@ -293,3 +317,20 @@ def check_config(cfg: RunConfig) -> None:
         fail("vocab_size", "a byte-level BPE needs more than 256 tokens")
     if cfg.device not in DEVICES:
         fail("device", f"choose from {', '.join(DEVICES)}")
+    need = estimated_bytes(cfg)
+    if need > MAX_TRAIN_BYTES:
+        raise TransitsimError(
+            f"model and batch need about {need / 2**30:,.0f} GiB (block {cfg.block}, n_embd "
+            f"{cfg.n_embd}, n_layer {cfg.n_layer}, batch {cfg.batch}); at most "
+            f"{MAX_TRAIN_BYTES / 2**30:,.0f} GiB"
+        )
+
+
+def estimated_bytes(cfg: RunConfig) -> float:
+    """A rough upper estimate of the memory a run needs: float32 weights with their gradients
+    and two optimiser moments per worker copy, and one worker's activations and attention
+    matrices (the trainer steps workers one after another)."""
+    vocab = cfg.vocab_size if cfg.tokenizer == "bpe" else 256
+    params = (vocab + cfg.block) * cfg.n_embd + 12 * cfg.n_layer * cfg.n_embd**2
+    activations = cfg.batch * cfg.block * cfg.n_layer * (16 * cfg.n_embd + cfg.n_head * cfg.block)
+    return 4.0 * (4 * params + 2 * activations)

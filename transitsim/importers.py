@@ -14,6 +14,7 @@ from typing import Any
 
 import pandas as pd
 
+from transitsim.atomic import check_writable_folder
 from transitsim.errors import TransitsimError
 from transitsim.trace import (
     DIAG_COLUMNS,
@@ -340,6 +341,7 @@ def import_logs(paths: list[Path | str], out_dir: Path | str) -> list[ImportResu
     Every log is read before anything is written, so a bad log or two logs of the same run name
     (e.g. an lr sweep beside the main runs) leave out_dir untouched.
     """
+    check_writable_folder(out_dir, what="traces folder")
     logs = find_logs(paths)
     if not logs:
         raise TransitsimError(f"no .jsonl logs in {', '.join(map(str, paths))}")

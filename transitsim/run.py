@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from transitsim.atomic import atomic_path
+from transitsim.atomic import check_writable_file
 from transitsim.errors import TransitsimError
 from transitsim.metrics import (
     LADDER_COLUMNS,
@@ -33,6 +33,7 @@ from transitsim.metrics import (
 )
 from transitsim.metrics import TIMELINE_COLUMNS as METRIC_COLUMNS
 from transitsim.network import NetworkSpec
+from transitsim.outfolder import check_output_folder, write_folder
 from transitsim.overlap import DDP_BUCKET_BYTES
 from transitsim.replay import placement_for
 from transitsim.report import write_report
@@ -177,6 +178,8 @@ def run_scenario(
     The local Dask cluster starts worker processes by spawning: a script that calls this
     without serial=True needs the `if __name__ == "__main__":` guard.
     """
+    out_dir = default_output_dir(scenario) if out_dir is None else Path(out_dir)
+    check_outputs_writable(out_dir, trace_events)
     traces = load_traces([trace.path for trace in scenario.trace_files])
     own_labels = {
         trace.config: trace.label for trace in scenario.trace_files if trace.label is not None
@@ -206,7 +209,6 @@ def run_scenario(
     )
     if scenario.scale_params is not None:  # first, so that the printed notes always show it
         result.notes.insert(0, _scale_note(scenario.scale_params, traces))
-    out_dir = default_output_dir(scenario) if out_dir is None else Path(out_dir)
     files = list(dict.fromkeys(scenario.outputs.files))
     write_outputs(result, out_dir, files, scenario.outputs.table_format, trace_events)
     return result
@@ -445,6 +447,29 @@ def output_names(table_format: str = "parquet") -> dict[str, str]:
     }
 
 
+def owned_names(trace_events: Path | None = None, out_dir: Path | None = None) -> set[str]:
+    """Every name a run may leave in its output folder (any table format), so a folder holding
+    only these is an earlier run's and may be replaced as a whole."""
+    names = {*output_names("parquet").values(), *output_names("csv").values()}
+    inside = _events_inside(trace_events, out_dir)
+    return names | ({inside} if inside else set())
+
+
+def _events_inside(trace_events: Path | None, out_dir: Path | None) -> str | None:
+    """The name of --trace-events when it is a file in the output folder itself."""
+    if trace_events is None or out_dir is None:
+        return None
+    inside = Path(trace_events).absolute().parent.resolve() == Path(out_dir).absolute().resolve()
+    return Path(trace_events).name if inside else None
+
+
+def check_outputs_writable(out_dir: Path, trace_events: Path | None = None) -> None:
+    """Before any work: out_dir can take a run's outputs, and --trace-events can be written."""
+    check_output_folder(out_dir, owned_names(trace_events, out_dir))
+    if trace_events is not None and not _events_inside(trace_events, out_dir):
+        check_writable_file(trace_events, what="--trace-events file")
+
+
 def write_outputs(
     result: RunResult,
     out_dir: Path,
@@ -452,10 +477,13 @@ def write_outputs(
     table_format: str = "parquet",
     trace_events: Path | None = None,
 ) -> list[Path]:
-    """Write the chosen outputs into out_dir, each atomically; the report last (slowest)."""
+    """Write the chosen outputs into out_dir as one unit (`transitsim.outfolder`: staged, then
+    swapped in whole), the report last (slowest); a --trace-events file elsewhere after it."""
     unknown = [name for name in files if name not in OUTPUT_FILES]
     if unknown:
         raise TransitsimError(f"unknown output(s) {', '.join(unknown)} (known: {OUTPUT_FILES})")
+    out_dir = Path(out_dir)
+    check_outputs_writable(out_dir, trace_events)
     names = output_names(table_format)
     tables = {
         "timeline": result.timeline,
@@ -464,29 +492,32 @@ def write_outputs(
         "sweep": result.crossovers,
         "link_util": result.link_util,
     }
-    written: list[Path] = []
+    writers: dict[str, Callable[[Path], object]] = {}
     for name in ("timeline", "summary", "ladder", "sweep", "link_util"):
-        if name not in files:
-            continue
-        path = out_dir / names[name]
-        writer = (
-            _write_parquet(tables[name]) if path.suffix == ".parquet" else _write_csv(tables[name])
-        )
-        with atomic_path(path) as tmp:
-            writer(tmp)
-        written.append(path)
-    events_paths = [out_dir / names["trace_events"]] if "trace_events" in files else []
-    events_paths += [Path(trace_events)] if trace_events is not None else []
-    for path in events_paths:
-        if result.step_events is None:
-            result.notes.append(
-                f"no trace events written to {path}: no network of at most 64 workers replayed"
+        if name in files:
+            file_name = names[name]
+            table = tables[name]
+            writers[file_name] = (
+                _write_parquet(table) if file_name.endswith(".parquet") else _write_csv(table)
             )
-            continue
-        written.append(write_trace_events(path, result.step_events))
+    inside = _events_inside(trace_events, out_dir)
+    events_names = [names["trace_events"]] if "trace_events" in files else []
+    events_names += [inside] if inside else []
+    outside = Path(trace_events) if trace_events is not None and not inside else None
+    events = result.step_events
+    for file_name in [*events_names, *([str(outside)] if outside else [])]:
+        if events is None:
+            result.notes.append(
+                f"no trace events written to {file_name}: no network of at most 64 workers replayed"
+            )
+    if events is not None:
+        for file_name in events_names:
+            writers[file_name] = lambda path, events=events: write_trace_events(path, events)
     if "report" in files:
-        written.append(_write_report(result, out_dir / names["report"]))
-    _remove_stale_temps(out_dir, names.values())
+        writers[names["report"]] = lambda path: _write_report(result, path)
+    written = write_folder(out_dir, writers, owned_names(trace_events, out_dir))
+    if outside is not None and events is not None:
+        written.append(write_trace_events(outside, events))
     result.files.extend(written)
     return written
 
@@ -506,12 +537,3 @@ def _write_report(result: RunResult, path: Path) -> Path:
         title=result.title,
         labels=result.labels,
     )
-
-
-def _remove_stale_temps(out_dir: Path, names: Any) -> None:
-    """Temp files of our outputs left by an earlier run that was killed mid-write."""
-    if not out_dir.is_dir():
-        return
-    for name in names:
-        for stale in out_dir.glob(f".{name}.*.tmp"):
-            stale.unlink(missing_ok=True)

@@ -28,6 +28,7 @@ from transitsim.run import (
     JobsFailed,
     RunResult,
     bottlenecks,
+    check_outputs_writable,
     default_placement,
     load_traces,
     replay_traces,
@@ -190,6 +191,8 @@ def replay_command(
     bucket_bytes = parse_bytes(bucket_size)
     if bucket_bytes < 1:
         raise TransitsimError(f"--bucket-size must be positive, got {bucket_size!r}")
+    if out is not None:
+        check_outputs_writable(out)
     spec = network_from_dict(network_description(network, settings))
     placed_transform, placed_sum = _placement(spec, transform_at, sum_at)
     loaded = load_traces(find_traces(traces))

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import typer
 
-from transitsim.atomic import write_text_atomic
+from transitsim.atomic import check_writable_file, write_text_atomic
 from transitsim.errors import TransitsimError
+from transitsim.run import check_outputs_writable
 from transitsim.scenario import (
     load_scenario,
     network_placement,
@@ -20,6 +21,11 @@ from transitsim.scenario import (
 def _describe(path: Path) -> dict:
     """What a valid scenario resolves to, in a few numbers a person can check at a glance."""
     scenario = load_scenario(path)
+    if scenario.output_dir is not None:  # `run -o` may choose another; without it, this one
+        try:
+            check_outputs_writable(scenario.output_dir)
+        except TransitsimError as exc:
+            raise TransitsimError(f"{path}: outputs.dir: {exc}") from None
     networks = [name for name, _, _ in scenario_to_networks(scenario)]
     return {
         "file": str(path),
@@ -70,7 +76,7 @@ def schema_command(
     if output is None:
         sys.stdout.write(text)
         return 0
-    write_text_atomic(output, text)
+    write_text_atomic(check_writable_file(output, what="--output file"), text)
     return 0
 
 

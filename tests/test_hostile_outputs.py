@@ -1,0 +1,198 @@
+"""Hostile output paths and concurrent or killed runs (issue 15, kinds 1 and 6).
+
+Every writer refuses a path it cannot write before any work, in one line with exit 2; a run's
+outputs are one unit, so a killed rerun leaves the previous run whole and two runs into one
+folder at once both finish, leaving one whole set.
+"""
+
+import fcntl
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from test_run_cli import run_cli, write_test_trace
+
+from transitsim import outfolder
+
+SCENARIO = "traces: [traces/]\nnetworks: [8x200g-switch]\ntargets: [{target}]\n"
+
+
+@pytest.fixture(scope="module")
+def work(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("hostile-out")
+    for variant in ("A", "C"):
+        write_test_trace(folder / "traces", variant, 0)
+    (folder / "s.yaml").write_text(SCENARIO.format(target=3.5), encoding="utf-8")
+    (folder / "a_file").write_text("not a folder\n", encoding="utf-8")
+    (folder / "with_dir" / "report.html").mkdir(parents=True)
+    (folder / "foreign").mkdir()
+    (folder / "foreign" / "notes.txt").write_text("mine\n", encoding="utf-8")
+    os.mkfifo(folder / "fifo")
+    return folder
+
+
+def _argv(work: Path, kind: str) -> list[str]:
+    trace = str(work / "traces" / "tiny-adamw-s0.parquet")
+    logs = str(work / "traces")  # no .jsonl there: the writability check must come first
+    return {
+        "run": ["run", str(work / "s.yaml"), "--serial", "-q", "-o"],
+        "replay": ["replay", trace, "--network", "8x200g-switch", "-o"],
+        "schema": ["scenario-schema", "-o"],
+        "import": ["traces", "import", logs, "-o"],
+        "train": ["train", "--variant", "A", "--steps", "2", "--quiet", "-o"],
+        "events": ["run", str(work / "s.yaml"), "--serial", "-q", "-o", str(work / "ev-out")]
+        + ["--trace-events"],
+    }[kind]
+
+
+BAD_PATHS = [
+    ("run", "/proc/transitsim-x", "cannot write in /proc"),
+    ("run", "{work}/a_file", "exists and is not a folder"),
+    ("run", "{work}/fifo", "exists and is not a folder"),
+    ("run", "{work}/a_file/below", "is a file, not a folder"),
+    ("run", "{work}/with_dir", "report.html/"),
+    ("run", "{work}/foreign", "notes.txt"),
+    ("replay", "/proc/transitsim-x", "cannot write in /proc"),
+    ("replay", "{work}/a_file", "exists and is not a folder"),
+    ("schema", "/proc/transitsim-x/s.json", "cannot write in /proc"),
+    ("schema", "{work}/with_dir", "is a folder, not a file"),
+    ("schema", "{work}/fifo", "not a regular file"),
+    ("schema", "{work}/" + "n" * 300 + ".json", "longer than"),
+    ("import", "/proc/transitsim-x", "cannot write in /proc"),
+    ("import", "{work}/a_file", "exists and is not a folder"),
+    ("train", "/proc/transitsim-x", "cannot write in /proc"),
+    ("train", "{work}/a_file", "exists and is not a folder"),
+    ("events", "/proc/transitsim-x/e.json", "cannot write in /proc"),
+    ("events", "{work}/with_dir", "is a folder, not a file"),
+]
+
+
+@pytest.mark.parametrize(("kind", "path", "message"), BAD_PATHS)
+def test_unwritable_output_is_one_line_before_any_work(
+    work: Path, capsys: pytest.CaptureFixture[str], kind: str, path: str, message: str
+) -> None:
+    before = sorted(p.name for p in work.rglob("*"))
+    code, stdout, stderr = run_cli([*_argv(work, kind), path.format(work=work)], capsys)
+    assert code == 2, stderr
+    assert len(stderr.splitlines()) == 1 and stderr.startswith("transitsim: error: ")
+    assert message in stderr
+    assert sorted(p.name for p in work.rglob("*")) == before  # nothing written, no probe left
+
+
+def test_validate_catches_an_unwritable_outputs_dir(
+    work: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = work / "bad-out.yaml"
+    bad.write_text(SCENARIO.format(target=3.5) + "outputs: {dir: /proc/transitsim-x}\n")
+    code, _, stderr = run_cli(["validate", str(bad)], capsys)
+    assert code == 2 and "outputs.dir" in stderr and "/proc" in stderr
+    assert len(stderr.splitlines()) == 1
+
+
+def _outputs(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.iterdir())
+
+
+def test_a_killed_rerun_leaves_the_previous_run_whole(work: Path, tmp_path: Path) -> None:
+    """A rerun with another target, killed while it writes, leaves every file of the first run
+    (all for target 3.5) and none of the second; the next run removes its staging folder."""
+    out = tmp_path / "out"
+    (tmp_path / "traces").symlink_to(work / "traces")
+    first = tmp_path / "first.yaml"
+    first.write_text(SCENARIO.format(target=3.5) + "outputs: {files: [summary, ladder, report]}\n")
+    argv = [sys.executable, "-m", "transitsim.cli", "run", "--serial", "-q", "-o", str(out)]
+    done = subprocess.run([*argv, str(first)], capture_output=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert _outputs(out) == ["ladder.csv", "report.html", "summary.csv"]
+    old = {name: (out / name).read_bytes() for name in _outputs(out)}
+
+    second = tmp_path / "second.yaml"  # more outputs and another target: any mix would show
+    second.write_text(
+        SCENARIO.format(target=3.0)
+        + "outputs: {files: [timeline, summary, ladder, sweep, link_util, report]}\n"
+    )
+    process = subprocess.Popen([*argv, str(second)], stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 120
+    staged: list[Path] = []
+    while time.monotonic() < deadline and process.poll() is None and not staged:
+        staged = [p for p in tmp_path.glob(".out.*.tmp") if any(p.iterdir())]
+        time.sleep(0.005)
+    os.kill(process.pid, signal.SIGKILL)
+    process.wait(timeout=30)
+    assert process.returncode == -signal.SIGKILL, "the rerun ended before it could be killed"
+    assert staged, "the rerun was killed before it staged anything"
+    assert {name: (out / name).read_bytes() for name in _outputs(out)} == old
+    assert set(pd.read_csv(out / "summary.csv")["target"]) == {3.5}
+
+    done = subprocess.run([*argv, str(second)], capture_output=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert _outputs(out) == sorted(
+        ["ladder.csv", "link_util.csv", "report.html", "summary.csv", "sweep.csv"]
+        + ["timeline.parquet"]
+    )
+    assert set(pd.read_csv(out / "summary.csv")["target"]) == {3.0}
+    assert not list(tmp_path.glob(".*.tmp")), "a staging folder was left behind"
+
+
+def test_two_runs_into_one_folder_at_once_both_succeed(work: Path, tmp_path: Path) -> None:
+    """Real processes, three rounds of two at once: both exit 0, the folder holds one whole
+    set (every file from the same run), and no staging folder stays."""
+    (tmp_path / "traces").symlink_to(work / "traces")
+    scenarios = []
+    for target in (3.5, 3.0):
+        path = tmp_path / f"t{target}.yaml"
+        path.write_text(SCENARIO.format(target=target))
+        scenarios.append(path)
+    out = tmp_path / "out"
+    argv = [sys.executable, "-m", "transitsim.cli", "run", "--serial", "-q", "-o", str(out)]
+    for _ in range(3):
+        runs = [subprocess.Popen([*argv, str(s)], stderr=subprocess.PIPE) for s in scenarios]
+        for process in runs:
+            _, err = process.communicate(timeout=180)
+            assert process.returncode == 0, err.decode()
+        assert _outputs(out) == ["ladder.csv", "report.html", "summary.csv", "timeline.parquet"]
+        targets = set(pd.read_csv(out / "summary.csv")["target"])
+        ladder_targets = set(pd.read_csv(out / "ladder.csv")["target"])
+        assert targets in ({3.5}, {3.0}) and ladder_targets == targets  # one run's whole set
+        assert not list(tmp_path.glob(".*.tmp"))
+
+
+def test_stale_staging_is_removed_only_when_its_writer_is_gone(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    live, dead = tmp_path / ".out.live.tmp", tmp_path / ".out.dead.tmp"
+    for folder in (live, dead):
+        folder.mkdir()
+        (folder / "summary.csv").write_text("x\n")
+    fd = os.open(live, os.O_RDONLY | os.O_DIRECTORY)
+    fcntl.flock(fd, fcntl.LOCK_EX)  # a live writer holds its staging folder's lock
+    try:
+        outfolder.remove_stale_staging(out)
+        assert live.is_dir() and not dead.exists()
+    finally:
+        os.close(fd)
+    outfolder.remove_stale_staging(out)
+    assert not live.exists()
+
+
+def test_a_failing_writer_leaves_the_old_folder_and_no_staging(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "summary.csv").write_text("old\n")
+
+    def boom(path: Path) -> None:
+        path.write_text("half")
+        raise RuntimeError("disk full")
+
+    with pytest.raises(RuntimeError):
+        outfolder.write_folder(
+            out,
+            {"summary.csv": lambda p: p.write_text("new\n"), "report.html": boom},
+            {"summary.csv", "report.html"},
+        )
+    assert _outputs(out) == ["summary.csv"] and (out / "summary.csv").read_text() == "old\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["out"]
