@@ -24,11 +24,20 @@ TWO_DC = NetworkSpec(
     datacentres=2,
     wan_link=LinkSpec(40e9, length_m=1e5),
 )
+NEAR_DC = NetworkSpec(  # a short WAN: the exchange's phases meet on it, steps timed one by one
+    "near",
+    "datacentres",
+    6,
+    LinkSpec(100e9, length_m=3),
+    datacentres=2,
+    wan_link=LinkSpec(40e9, length_m=10),
+)
 CASES = {
     "ring all-reduce": (SWITCH, "all_reduce", True, None),
     "ring all-gather": (SWITCH, "all_gather", False, None),
     "switch sum": (SWITCH, "all_reduce", True, "switch"),
     "hierarchical": (TWO_DC, "all_reduce", True, None),
+    "hierarchical, phases meet": (NEAR_DC, "all_reduce", True, None),
 }
 
 

@@ -19,7 +19,8 @@ import numpy as np
 
 from transitsim.compute import Stragglers
 from transitsim.network import Exchange, NetworkSpec
-from transitsim.network.exchange import linear_exchange
+from transitsim.network.exchange import steps_form
+from transitsim.network.linear import Linear
 
 BLOCK_VALUES = 1 << 21  # (steps x workers) values per block: 16 MB an array
 
@@ -34,7 +35,7 @@ class LinearBlock:
     steps: np.ndarray  # the optimiser step of each
     finish_s: np.ndarray  # when the exchange ended, from the step's start
     ready_min_s: np.ndarray  # when its first worker was ready
-    moving_s: np.ndarray  # the critical worker's d: transform + wire along its path
+    moving_s: np.ndarray | None  # the critical worker's d: transform + wire (None: not linear)
     compute_s: np.ndarray
     compress_s: np.ndarray
     update_s: np.ndarray
@@ -53,7 +54,7 @@ def linear_block(
     columns: the plan's per-row step, interval, compute_s, compress_s and update_s.
     """
     exchange = exchanges[first]
-    form = linear_exchange(network, exchange)
+    form = steps_form(network, exchange)
     if form is None:
         return None
     intervals = columns["interval"]
@@ -80,13 +81,15 @@ def linear_block(
     relative = ready - offset[:, None]
     first_step = np.asarray(columns["step"], dtype=np.int64)[row_of] - np.repeat(counts, counts)
     within = np.arange(len(row_of)) - np.repeat(np.cumsum(counts) - counts, counts)
+    finish = form.finish_s(relative)
+    moving = form.d_s[form.critical(relative)] if isinstance(form, Linear) else None
     return LinearBlock(
         rows=rows,
         row_of=row_of,
         steps=first_step + 1 + within,
-        finish_s=form.finish_s(relative) + offset,
+        finish_s=finish + offset,
         ready_min_s=offset,
-        moving_s=form.d_s[form.critical(relative)],
+        moving_s=moving,
         compute_s=compute_w.min(axis=1),
         compress_s=compress,
         update_s=update,

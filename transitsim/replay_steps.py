@@ -181,12 +181,13 @@ def _linear_rows(
     reference = simulate_step(run, exchange, np.zeros(run.network.workers), [])
     moving = reference.transform_s + reference.wire_s
     share = reference.transform_s / moving if moving > 0 else 0.0
-    transform = block.moving_s * share
-    wire = block.moving_s - transform
+    exchange_s = block.finish_s - block.ready_min_s
+    path_s = block.moving_s if block.moving_s is not None else np.minimum(moving, exchange_s)
+    transform = path_s * share
+    wire = path_s - transform
     step_s = block.finish_s + block.update_s
     wait = step_s - (block.compute_s + block.compress_s + transform + wire + block.update_s)
     wait = np.where(np.abs(wait) <= 1e-12 * step_s, 0.0, wait)
-    exchange_s = block.finish_s - block.ready_min_s
     run.uses[id(reference)] = (reference, len(block.row_of))
     segments: dict[int, list[Segment]] = {int(r): [] for r in block.rows}
     values = zip(

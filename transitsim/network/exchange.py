@@ -26,7 +26,7 @@ import pandas as pd
 from transitsim.errors import TransitsimError
 from transitsim.network.des import ResourceFault, Timing, assign_paths, run_des
 from transitsim.network.fabric import PLAIN, XFORM_PLUGGABLE, XFORM_SWITCH, Fabric, Path, Weights
-from transitsim.network.fast_hier import run_fast_hier
+from transitsim.network.fast_hier import MessageTable, run_fast_hier
 from transitsim.network.fast_ring import (
     disjoint_reason,
     ring_finish,
@@ -43,6 +43,7 @@ from transitsim.network.fast_switch import (
     switch_reason,
 )
 from transitsim.network.linear import Linear, ring_linear, switch_linear
+from transitsim.network.linear_hier import HierForm, hier_form
 from transitsim.network.outcome import (
     critical_path,
     finish_times,
@@ -369,7 +370,7 @@ def simulate_exchange(
     return _result(fabric, schedule, path_of, timing, start, finish, sent, received, "des")
 
 
-_LINEAR: dict[tuple, "Linear | None"] = {}
+_LINEAR: dict[tuple, Linear | HierForm | None] = {}
 
 
 def linear_exchange(network: NetworkSpec, exchange: Exchange) -> Linear | None:
@@ -394,6 +395,21 @@ def linear_exchange(network: NetworkSpec, exchange: Exchange) -> Linear | None:
             form = switch_linear(fabric, _switch_plan(fabric, exchange), weights)
         _LINEAR[key] = form
     return _LINEAR[key]
+
+
+def steps_form(network: NetworkSpec, exchange: Exchange) -> Linear | HierForm | None:
+    """What times many steps of this exchange at once: its linear form, or hierarchical's
+    stage-vectorised form (linear_hier); None: simulate step by step."""
+    form = linear_exchange(network, exchange)
+    if form is None and exchange.algo == "hierarchical":
+        fabric = fabric_for(network)
+        weights = transform_weights(network, exchange)
+        key = (repr(network), exchange, "hier")
+        if key not in _LINEAR:
+            schedule, layout, path_ids, compiled, table = hier_dag(fabric, exchange, weights)
+            _LINEAR[key] = hier_form(fabric, schedule, layout, path_ids, compiled, table)
+        return _LINEAR[key]
+    return form
 
 
 def _fast_ring(fabric, exchange, weights, start, faults, record) -> ExchangeResult | str:
@@ -430,7 +446,8 @@ def hier_dag(fabric: Fabric, exchange: Exchange, weights: Weights) -> tuple:
             groups, exchange.payload_bytes, exchange.transform_at == "pluggable"
         )
         path_ids, compiled = assign_paths(fabric, schedule, weights)
-        built = _HIER[key] = (schedule, layout, path_ids, compiled)
+        table = MessageTable(schedule, path_ids, compiled)
+        built = _HIER[key] = (schedule, layout, path_ids, compiled, table)
     return built
 
 
@@ -440,8 +457,8 @@ def _fast_hier(fabric, exchange, weights, start, faults, record) -> ExchangeResu
         return "link faults"
     if record:
         return "utilisation over time is recorded by the DES"
-    schedule, layout, path_ids, compiled = hier_dag(fabric, exchange, weights)
-    timing = run_fast_hier(fabric, schedule, layout, path_ids, compiled, start)
+    schedule, layout, path_ids, compiled, table = hier_dag(fabric, exchange, weights)
+    timing = run_fast_hier(fabric, schedule, layout, path_ids, compiled, start, table)
     if not isinstance(timing, Timing):
         return timing
     finish = finish_times(schedule, timing, start)

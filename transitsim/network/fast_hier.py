@@ -47,7 +47,7 @@ class MessageTable:
         )
 
 
-def _stage_reason(fabric: Fabric, stage: RingStage, paths: list[Path], path_ids) -> str | None:
+def stage_reason(fabric: Fabric, stage: RingStage, paths: list[Path], path_ids) -> str | None:
     """Why a ring stage's edges could share a resource (None: they cannot)."""
     first = stage.ids[0].ravel()
     used: set[int] = set()
@@ -59,10 +59,10 @@ def _stage_reason(fabric: Fabric, stage: RingStage, paths: list[Path], path_ids)
     return None if len(used) == total else "ring edges of a stage share a resource"
 
 
-class _Exchange:
+class ExchangeGroups:
     """The cross-group stage's flows grouped by the one shared link they cross, if they do."""
 
-    def __init__(self, fabric: Fabric, stage: RingStage, paths: list[Path], path_ids, table):
+    def __init__(self, fabric: Fabric, stage: RingStage, paths: list[Path], path_ids):
         self.reason: str | None = None
         edges = stage.ids[0].ravel()
         hops = [paths[path_ids[m]].hops[0] for m in edges.tolist()]
@@ -108,6 +108,20 @@ class _Exchange:
                 return
 
 
+def exchange_groups(fabric: Fabric, stage: RingStage, paths: list[Path], path_ids):
+    """The exchange's flows by shared link (cached per stage: it walks every flow's path)."""
+    key = id(stage)
+    cached = _GROUPS.get(key)
+    if cached is None or cached[0] is not stage:
+        if len(_GROUPS) >= 8:
+            _GROUPS.pop(next(iter(_GROUPS)))
+        cached = _GROUPS[key] = (stage, ExchangeGroups(fabric, stage, paths, path_ids))
+    return cached[1]
+
+
+_GROUPS: dict[int, tuple] = {}
+
+
 def _ring_stage(ready0: np.ndarray, stage: RingStage, table: MessageTable, timing) -> None:
     """Fill ready/free/arrive of a stage of fixed-time parallel rings (the ring recurrence)."""
     ready_s, free_s, arrive_s = timing
@@ -120,8 +134,8 @@ def _ring_stage(ready0: np.ndarray, stage: RingStage, table: MessageTable, timin
         ready = np.maximum(free, np.roll(arrive, 1, axis=1))
 
 
-def _exchange_stage(
-    ready0: np.ndarray, stage: RingStage, table: MessageTable, flows: _Exchange, timing, busy
+def exchange_stage(
+    ready0: np.ndarray, stage: RingStage, table: MessageTable, flows: ExchangeGroups, timing, busy
 ) -> np.ndarray:
     """Fill the cross-group rings' times, sharing each shared link max-min fairly (events).
 
@@ -237,17 +251,18 @@ def run_fast_hier(
     path_ids: np.ndarray,
     paths: list[Path],
     start_s: np.ndarray,
+    table: MessageTable | None = None,
 ) -> Timing | str:
     """Time every message of hierarchical's schedule, or say why that would not be exact."""
-    table = MessageTable(schedule, path_ids, paths)
+    table = table if table is not None else MessageTable(schedule, path_ids, paths)
     exchange = None
     for stage in layout.stages:
         if stage.across:
-            exchange = _Exchange(fabric, stage, paths, path_ids, table)
+            exchange = exchange_groups(fabric, stage, paths, path_ids)
             if exchange.reason is not None:
                 return exchange.reason
         else:
-            reason = _stage_reason(fabric, stage, paths, path_ids)
+            reason = stage_reason(fabric, stage, paths, path_ids)
             if reason is not None:
                 return reason
     count = len(schedule)
@@ -272,7 +287,7 @@ def run_fast_hier(
         if stage.rendezvous:
             ready0 = np.maximum(ready0, last_recv[np.roll(rings, -1, axis=1)])
         if stage.across and exchange is not None:
-            slowed = _exchange_stage(ready0, stage, table, exchange, timing, busy_shared)
+            slowed = exchange_stage(ready0, stage, table, exchange, timing, busy_shared)
         else:
             _ring_stage(ready0, stage, table, timing)
         last_sent[rings] = free_s[stage.ids[-1]]
