@@ -14,6 +14,7 @@ from transitsim.commands import (
     ladder_cmd,
     replay_cmd,
     run_cmd,
+    testbed_cmd,
     traces_cmd,
     train_cmd,
     validate_cmd,
@@ -36,6 +37,7 @@ for module in (
     run_cmd,
     replay_cmd,
     validate_cmd,
+    testbed_cmd,
 ):
     module.register(app)
 

@@ -1,0 +1,190 @@
+"""The namespace testbed: a tiny real measurement against transitsim, and certain teardown.
+
+Skips (with the reason) where namespaces cannot be made or torch is missing. Every test starts
+by removing what killed runs left (`cleanup_leftovers`), and checks that `ip netns` holds none
+of its own namespaces when it ends, including after its child process was SIGKILLed.
+"""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from transitsim.errors import TransitsimError
+from transitsim.testbed import netns
+from transitsim.testbed.netns import Shaping, Testbed, TestbedError, cleanup_leftovers
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _testbed_reason() -> str | None:
+    try:
+        netns.preflight()
+        with Testbed(1, Shaping.for_rate(50e6)):
+            pass
+    except TestbedError as exc:
+        return str(exc)
+    return None
+
+
+REASON = _testbed_reason()
+needs_netns = pytest.mark.skipif(REASON is not None, reason=REASON or "")
+
+
+def _ours(run_id: str) -> list[str]:
+    return [n for n in netns.list_namespaces() if n.startswith(run_id)]
+
+
+@pytest.fixture(autouse=True)
+def _no_leftovers():
+    if REASON is None:
+        cleanup_leftovers()
+    yield
+    if REASON is None:
+        mine = [n for n in netns.list_namespaces() if n.startswith(f"tsb-{os.getpid()}-")]
+        assert mine == [], f"namespaces left behind: {mine}"
+
+
+@needs_netns
+def test_tiny_testbed_matches_the_simulation():
+    """2 hosts at 200 Mb/s: alpha fitted on the 1 MiB all-reduce predicts the 4 MiB one."""
+    pytest.importorskip("torch", reason="the testbed's workers need torch")
+    from transitsim.testbed.measure import (
+        Point,
+        _payload_sent,
+        measure_rtt,
+        run_ranks,
+        summarise,
+    )
+    from transitsim.testbed.model import compare
+
+    t0 = time.monotonic()
+    rate = 200e6
+    with Testbed(2, Shaping.for_rate(rate)) as testbed:
+        run_id = testbed.run_id
+        assert len(_ours(run_id)) == 3  # switch + 2 hosts
+        rtt = measure_rtt(testbed, 29591, count=200)
+        before = testbed.qdisc_bytes()
+        points = [Point("all_reduce", 1 << 20, 1, 5), Point("all_reduce", 4 << 20, 1, 4)]
+        merged = run_ranks(testbed, 2, points, 29592)
+        after = testbed.qdisc_bytes()
+    assert _ours(run_id) == []
+    wire = sum(after[h][0] - before[h][0] for h in after)
+    efficiency = _payload_sent(merged, 2) / wire
+    assert 0.85 < efficiency < 0.97  # TCP/IP/Ethernet framing and ACKs: about 0.94
+    rows = pd.DataFrame(
+        [
+            {**summarise(m, 2), "rate_bps": rate, "rtt_s": rtt, "qdisc_efficiency": efficiency}
+            for m in merged
+        ]
+    )
+    table = compare(rows, calibration_bytes=1 << 20)
+    predicted = table[~table["fitted"]]
+    assert len(predicted) == 1
+    error = float(predicted["rel_error"].iloc[0])
+    assert abs(error) <= 0.15, table[["bytes", "median_s", "simulated_s", "rel_error"]]
+    assert time.monotonic() - t0 < 60
+
+
+def _child(body: str) -> subprocess.Popen:
+    """A python child that builds a 2-host testbed, prints its run id, then runs `body`."""
+    code = (
+        "import sys, time\n"
+        "from transitsim.testbed.netns import Testbed, Shaping\n"
+        "from transitsim.testbed.measure import signals_raise\n"
+        "with signals_raise(), Testbed(2, Shaping.for_rate(50e6)) as tb:\n"
+        "    print(tb.run_id, flush=True)\n"
+        f"    {body}\n"
+    )
+    return subprocess.Popen(
+        [sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, cwd=REPO
+    )
+
+
+@needs_netns
+def test_sigterm_tears_down():
+    child = _child("time.sleep(30)")
+    run_id = child.stdout.readline().strip()
+    assert len(_ours(run_id)) == 3
+    child.send_signal(signal.SIGTERM)
+    child.wait(timeout=20)
+    assert _ours(run_id) == []
+
+
+@needs_netns
+def test_a_killed_run_is_cleaned_up_at_next_start():
+    child = _child("time.sleep(30)")
+    run_id = child.stdout.readline().strip()
+    child.kill()  # SIGKILL: no trap runs
+    child.wait(timeout=10)
+    assert len(_ours(run_id)) == 3  # left behind, recognisable by its prefix and dead pid
+    removed = cleanup_leftovers()
+    assert sorted(removed) == sorted(f"{run_id}-{n}" for n in ("sw", "h0", "h1"))
+    assert _ours(run_id) == []
+
+
+@needs_netns
+def test_down_command_removes_leftovers(capsys):
+    from transitsim.cli import main
+
+    child = _child("time.sleep(30)")
+    run_id = child.stdout.readline().strip()
+    child.kill()
+    child.wait(timeout=10)
+    with pytest.raises(SystemExit) as exit_info:
+        main(["testbed", "down"])
+    assert exit_info.value.code == 0
+    assert f"{run_id}-sw" in capsys.readouterr().out
+    assert _ours(run_id) == []
+
+
+def test_not_root_is_one_line_and_exit_2(monkeypatch, capsys):
+    from transitsim.cli import main
+
+    monkeypatch.setattr(netns.os, "geteuid", lambda: 1000)
+    with pytest.raises(SystemExit) as exit_info:
+        main(["testbed", "down"])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["transitsim: error: testbed: needs root (network namespaces and tc)"]
+
+
+def test_missing_tc_is_an_error(monkeypatch):
+    monkeypatch.setattr(netns.os, "geteuid", lambda: 0)
+    monkeypatch.setattr(netns.shutil, "which", lambda tool: None if tool == "tc" else "/x")
+    with pytest.raises(TransitsimError, match="`tc` not found"):
+        netns.preflight()
+
+
+def test_refused_namespace_is_an_error(monkeypatch):
+    """`ip netns add` failing (no CAP_SYS_ADMIN in a container) is one line, nothing left."""
+    monkeypatch.setattr(netns.os, "geteuid", lambda: 0)
+    monkeypatch.setattr(netns.shutil, "which", lambda tool: "/x")
+    real = netns._run
+
+    def refuse(argv, check=True):
+        if argv[:3] == ["ip", "netns", "add"]:
+            return subprocess.CompletedProcess(argv, 1, "", "mount: permission denied\n")
+        return real(argv, check)
+
+    monkeypatch.setattr(netns, "_run", refuse)
+    with pytest.raises(TestbedError, match="cannot create network namespace.*permission denied"):
+        Testbed(2, Shaping.for_rate(50e6)).up()
+
+
+def test_committed_comparison_is_reproduced():
+    """`transitsim testbed compare docs/testbed/measured.parquet` gives the committed table."""
+    from transitsim.testbed.model import compare
+
+    measured = pd.read_parquet(REPO / "docs" / "testbed" / "measured.parquet")
+    committed = pd.read_csv(REPO / "docs" / "testbed" / "comparison.csv")
+    rate = measured["rate_bps"].min()
+    ours = compare(measured[measured["rate_bps"] == rate])
+    theirs = committed[committed["rate_bps"] == rate].reset_index(drop=True)
+    assert len(ours) == len(theirs) > 0
+    assert ours["simulated_s"].to_numpy() == pytest.approx(theirs["simulated_s"], rel=1e-4)

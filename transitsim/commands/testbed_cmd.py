@@ -1,0 +1,240 @@
+"""`transitsim testbed run|compare|down`: gloo collectives on a real shaped network, simulated.
+
+`run` builds the namespace testbed, measures, tears it down (also on Ctrl-C and SIGTERM),
+replays every point through transitsim and prints the comparison. `compare` redoes only the
+simulation from a measured table (no root, no torch). `down` removes what killed runs left.
+"""
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pandas as pd
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from transitsim.atomic import atomic_path
+from transitsim.errors import TransitsimError
+from transitsim.units import parse_bytes, parse_rate_bps
+
+DEFAULT_SIZES = "64 KiB,256 KiB,1 MiB,4 MiB,16 MiB,64 MiB"
+TABLE_COLUMNS = [
+    "rate_bps",
+    "collective",
+    "workers",
+    "bytes",
+    "repeats",
+    "median_s",
+    "spread",
+    "simulated_s",
+    "rel_error",
+    "fitted",
+    "alpha_s",
+    "qdisc_efficiency",
+    "latency_s",
+    "gloo_algorithm",
+]
+
+
+def _list(text: str, parse, what: str) -> list:
+    items = [t.strip() for t in text.split(",") if t.strip()]
+    if not items:
+        raise TransitsimError(f"--{what} needs at least one value")
+    return [parse(t) for t in items]
+
+
+def _workers(text: str) -> int:
+    if not text.isdigit() or not 2 <= int(text) <= 16:
+        raise TransitsimError(f"--workers: expected integers 2..16, got {text!r}")
+    return int(text)
+
+
+def _collective(text: str) -> str:
+    name = text.replace("-", "_")
+    if name not in ("all_reduce", "all_gather"):
+        raise TransitsimError(f"--collectives: expected all-reduce or all-gather, got {text!r}")
+    return name
+
+
+def _write_parquet(frame: pd.DataFrame, path: Path) -> None:
+    with atomic_path(path) as tmp:
+        frame.to_parquet(tmp, index=False)
+
+
+def _size(nbytes: int) -> str:
+    return f"{nbytes >> 20} MiB" if nbytes >= 1 << 20 else f"{nbytes >> 10} KiB"
+
+
+def _rate(rate_bps: float) -> str:
+    return f"{rate_bps / 1e9:g} Gb/s" if rate_bps >= 1e9 else f"{rate_bps / 1e6:g} Mb/s"
+
+
+def report(table: pd.DataFrame, out: Path | None) -> dict:
+    """Print the comparison and its summary; write comparison.{parquet,csv}, report.html."""
+    from transitsim.testbed.model import summary
+
+    console = Console(width=max(Console().width, 120))
+    grid = Table(title="gloo collectives on the testbed: measured vs transitsim")
+    for name in ("rate", "collective", "P", "bytes", "measured s", "spread", "simulated s",
+                 "error", ""):  # fmt: skip
+        grid.add_column(name, justify="right" if name not in ("collective", "") else "left")
+    for row in table.itertuples():
+        grid.add_row(
+            _rate(row.rate_bps),
+            row.collective,
+            str(row.workers),
+            _size(row.bytes),
+            f"{row.median_s:.4f}",
+            f"{row.spread:.1%}",
+            f"{row.simulated_s:.4f}",
+            f"{row.rel_error:+.1%}",
+            "fitted" if row.fitted else "",
+        )
+    console.print(grid)
+    per_rate = Table(title="per rate: parameters and |error| over the predicted points")
+    for name in ("rate", "efficiency (tbf counters)", "latency (RTT/4)", "alpha (fitted)",
+                 "points", "median |error|", "worst |error|"):  # fmt: skip
+        per_rate.add_column(name, justify="right")
+    figures = {"overall": summary(table), "per_rate": {}}
+    for rate, group in table.groupby("rate_bps", sort=True):
+        s = summary(group)
+        figures["per_rate"][_rate(rate)] = {
+            **s,
+            "alpha_s": float(group["alpha_s"].iloc[0]),
+            "efficiency": float(group["qdisc_efficiency"].mean()),
+            "latency_s": float(group["latency_s"].iloc[0]),
+        }
+        per_rate.add_row(
+            _rate(rate),
+            f"{group['qdisc_efficiency'].mean():.4f}",
+            f"{group['latency_s'].iloc[0] * 1e6:.1f} us",
+            f"{group['alpha_s'].iloc[0] * 1e3:.3f} ms",
+            f"{s['predicted_points']} (+{s['points'] - s['predicted_points']} fitted)",
+            f"{s['median_abs_error']:.1%}",
+            f"{s['worst_abs_error']:.1%}",
+        )
+    console.print(per_rate)
+    predicted = table[~table["fitted"]]
+    by_workers = predicted.assign(abs_error=predicted["rel_error"].abs()).pivot_table(
+        index="rate_bps", columns="workers", values="abs_error", aggfunc="median"
+    )
+    split = Table(title="median |error| of the predicted points by rate and workers")
+    split.add_column("rate", justify="right")
+    for workers in by_workers.columns:
+        split.add_column(f"P = {workers}", justify="right")
+    for rate, values in by_workers.iterrows():
+        split.add_row(_rate(rate), *(f"{v:.1%}" for v in values))
+    console.print(split)
+    o = figures["overall"]
+    console.print(
+        f"all rates: {o['predicted_points']} predicted points, median |error| "
+        f"{o['median_abs_error']:.1%}, worst {o['worst_abs_error']:.1%}"
+    )
+    if out is not None:
+        from transitsim.testbed.plot import write_page
+
+        _write_parquet(table, out / "comparison.parquet")
+        with atomic_path(out / "comparison.csv") as tmp:
+            table[TABLE_COLUMNS].to_csv(tmp, index=False, float_format="%.6g")
+        with atomic_path(out / "summary.json") as tmp:
+            tmp.write_text(json.dumps(figures, indent=2) + "\n")
+        note = (
+            "Markers: measured median (bars: interquartile range); lines: transitsim on the "
+            "same network (one switch, host links at the tbf rate, measured efficiency and "
+            "latency, alpha fitted on the 1 MiB points of each rate)."
+        )
+        write_page(out / "report.html", table, note)
+        console.print(f"wrote {out}/comparison.parquet, comparison.csv, summary.json, report.html")
+    return figures
+
+
+def run_command(
+    rates: str = typer.Option("50 Mb/s,200 Mb/s,1 Gb/s", "--rates", help="tbf rates"),
+    workers: str = typer.Option("2,4,8", "--workers", help="worker counts (one rank per host)"),
+    sizes: str = typer.Option(DEFAULT_SIZES, "--sizes", help="payload per worker"),
+    collectives: str = typer.Option("all-reduce,all-gather", "--collectives"),
+    calibrate: str = typer.Option("1 MiB", "--calibrate", help="the one size alpha is fitted on"),
+    call_limit: float = typer.Option(2.0, "--call-limit", help="skip points longer than this (s)"),
+    budget: float = typer.Option(2.5, "--budget", help="seconds of repeats per point"),
+    min_repeats: int = typer.Option(5, "--min-repeats"),
+    max_repeats: int = typer.Option(25, "--max-repeats"),
+    warmup: int = typer.Option(2, "--warmup"),
+    out: Path = typer.Option(Path("out/testbed"), "--output", "-o"),
+) -> int:
+    """Build the testbed, measure gloo collectives, tear it down, compare with transitsim."""
+    if importlib.util.find_spec("torch") is None:
+        raise TransitsimError("transitsim testbed run needs torch: pip install -e '.[train]'")
+    rate_list = _list(rates, parse_rate_bps, "rates")
+    worker_list = _list(workers, _workers, "workers")
+    size_list = _list(sizes, parse_bytes, "sizes")
+    coll_list = _list(collectives, _collective, "collectives")
+    calib = parse_bytes(calibrate)
+    if calib not in size_list:
+        raise TransitsimError(f"--calibrate {calibrate!r} must be one of --sizes")
+    if not 1 <= min_repeats <= max_repeats or warmup < 0:
+        raise TransitsimError("need 1 <= --min-repeats <= --max-repeats and --warmup >= 0")
+    from transitsim.testbed.measure import measure_grid
+    from transitsim.testbed.model import compare
+    from transitsim.testbed.netns import preflight
+
+    preflight()
+    measured = measure_grid(
+        rate_list,
+        worker_list,
+        size_list,
+        coll_list,
+        call_limit_s=call_limit,
+        budget_s=budget,
+        repeats=(min_repeats, max_repeats),
+        warmup=warmup,
+        log=lambda line: print(line, flush=True),
+    )
+    _write_parquet(measured, out / "measured.parquet")
+    report(compare(measured, calib), out)
+    return 0
+
+
+def compare_command(
+    measured: Path = typer.Argument(..., help="measured.parquet from `testbed run`"),
+    calibrate: str = typer.Option("1 MiB", "--calibrate", help="the one size alpha is fitted on"),
+    out: Path | None = typer.Option(None, "--output", "-o", help="write the comparison here"),
+) -> int:
+    """Replay a measured table through transitsim and print the comparison (no root needed)."""
+    from transitsim.testbed.model import compare
+
+    if not measured.is_file():
+        raise TransitsimError(f"no measured table at {measured}")
+    try:
+        frame = pd.read_parquet(measured)
+    except Exception as exc:  # pyarrow raises several types for a non-Parquet file
+        raise TransitsimError(f"{measured}: not a Parquet table ({type(exc).__name__})") from None
+    needed = {"rate_bps", "collective", "workers", "bytes", "median_s", "start_offsets_s"}
+    if missing := needed - set(frame.columns):
+        raise TransitsimError(f"{measured}: not a testbed table (missing {sorted(missing)})")
+    report(compare(frame, parse_bytes(calibrate)), out)
+    return 0
+
+
+def down_command(
+    everything: bool = typer.Option(False, "--all", help="also live runs' namespaces"),
+) -> int:
+    """Remove testbed namespaces left by killed runs (their creating process is gone)."""
+    from transitsim.testbed.netns import cleanup_leftovers, preflight
+
+    preflight()
+    removed = cleanup_leftovers(everything)
+    print(f"removed {len(removed)} namespaces" + (f": {' '.join(removed)}" if removed else ""))
+    return 0
+
+
+def register(app: typer.Typer) -> None:
+    """Add `transitsim testbed run|compare|down`."""
+    group = typer.Typer(
+        help="A real network of namespaces: gloo collectives measured, and simulated.",
+        no_args_is_help=True,
+    )
+    group.command("run")(run_command)
+    group.command("compare")(compare_command)
+    group.command("down")(down_command)
+    app.add_typer(group, name="testbed")

@@ -1,0 +1,297 @@
+"""Measure gloo collectives on a testbed: one torch.distributed process per host namespace.
+
+For each link rate the testbed is (re)shaped, the kernel's round trip is measured, and for each
+worker count the ranks run every planned (collective, size) point: warm-up calls, then repeats,
+each after a barrier. One row per point: the median and spread of the collective's time
+(max end - min start over ranks, one monotonic clock), the ranks' start offsets, the payload
+share of the line that tbf's own byte counters saw, and the testbed's parameters.
+"""
+
+import json
+import os
+import platform
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from transitsim.testbed import gloo_algos
+from transitsim.testbed.netns import Shaping, Testbed, TestbedError, cleanup_leftovers
+
+COLLECTIVES = ("all_reduce", "all_gather")
+BASE_PORT = 29611
+STARTUP_S = 90.0  # torch import and rendezvous on a loaded 2-core machine, per launch
+
+
+@dataclass(frozen=True)
+class Point:
+    collective: str
+    bytes: int
+    warmup: int
+    repeats: int
+
+
+def estimate_s(collective: str, nbytes: int, workers: int, rate_bps: float) -> float:
+    """Rough wire time of one call (for planning only: 95 % payload share, no latency)."""
+    sent = gloo_algos.bytes_sent_per_rank(collective, nbytes, workers)
+    return sent * 8 / (0.95 * rate_bps)
+
+
+def plan_points(
+    rate_bps: float,
+    workers: int,
+    sizes: list[int],
+    collectives: list[str],
+    *,
+    call_limit_s: float,
+    budget_s: float,
+    repeats: tuple[int, int],
+    warmup: int,
+) -> list[Point]:
+    """Every (collective, size) whose call fits in call_limit_s; repeats fill budget_s."""
+    points = []
+    for collective in collectives:
+        for nbytes in sizes:
+            est = estimate_s(collective, nbytes, workers, rate_bps)
+            if est > call_limit_s:
+                continue
+            count = int(np.clip(budget_s / max(est, 1e-4), *repeats))
+            points.append(Point(collective, nbytes, warmup, count))
+    return points
+
+
+@contextmanager
+def signals_raise() -> Iterator[None]:
+    """SIGTERM and SIGHUP raise KeyboardInterrupt here, so `finally` blocks tear down."""
+
+    def handler(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    previous = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)
+
+
+def _stop(procs: list[subprocess.Popen]) -> None:
+    for proc in procs:
+        if proc.poll() is None:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+    for proc in procs:
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            pass
+
+
+def _launch(testbed: Testbed, i: int, argv: list[str], env: dict, log: Path) -> subprocess.Popen:
+    with log.open("w") as stream:
+        return subprocess.Popen(
+            testbed.exec_argv(i, argv),
+            env=env,
+            stdout=stream,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+
+
+def _wait_all(procs: list[subprocess.Popen], deadline: float, logs: list[Path]) -> None:
+    """Wait (bounded) for every process; TestbedError with the first failure's last line."""
+    while time.monotonic() < deadline:
+        codes = [p.poll() for p in procs]
+        failed = [k for k, c in enumerate(codes) if c not in (None, 0)]
+        if failed:
+            lines = logs[failed[0]].read_text(errors="replace").strip().splitlines()
+            raise TestbedError(
+                f"testbed: rank {failed[0]} failed: {lines[-1] if lines else codes[failed[0]]}"
+            )
+        if all(c == 0 for c in codes):
+            return
+        time.sleep(0.05)
+    raise TestbedError("testbed: ranks did not finish before the deadline")
+
+
+def _env(testbed: Testbed, rank: int, world: int, port: int) -> dict:
+    env = {k: v for k, v in os.environ.items() if k not in ("LOCAL_WORLD_SIZE", "LOCAL_RANK")}
+    env.update(
+        RANK=str(rank),
+        WORLD_SIZE=str(world),
+        MASTER_ADDR=testbed.address(0),
+        MASTER_PORT=str(port),
+        GLOO_SOCKET_IFNAME="eth0",
+        OMP_NUM_THREADS="1",
+        PYTHONPATH=os.pathsep.join(p for p in sys.path if p),
+    )
+    return env
+
+
+def measure_rtt(testbed: Testbed, port: int, count: int = 400) -> float:
+    """Median TCP round trip h0 <-> h1 (1-byte ping-pong), seconds."""
+    if testbed.hosts < 2:
+        return 0.0
+    with tempfile.TemporaryDirectory(prefix="tsb-probe-") as tmp:
+        logs = [Path(tmp) / "serve.log", Path(tmp) / "ping.log"]
+        module = [sys.executable, "-m", "transitsim.testbed.probe"]
+        env = _env(testbed, 0, 1, port)
+        addr = testbed.address(1)
+        procs = [_launch(testbed, 1, [*module, "serve", addr, str(port), str(count)], env, logs[0])]
+        try:
+            procs.append(_launch(testbed, 0, [*module, "ping", addr, str(port), str(count)], env,
+                                 logs[1]))  # fmt: skip
+            _wait_all(procs, time.monotonic() + 60.0, logs)
+        finally:
+            _stop(procs)
+        return float(logs[1].read_text().split()[-1])
+
+
+def run_ranks(testbed: Testbed, workers: int, points: list[Point], port: int) -> list[dict]:
+    """Run the plan on hosts 0..workers-1; one dict per point with every rank's times."""
+    budget = sum(
+        (p.warmup + p.repeats) * (estimate_s(p.collective, p.bytes, workers,
+                                             testbed.shaping.rate_bps) * 8 + 0.1)
+        for p in points
+    )  # fmt: skip
+    plan = {"points": [asdict(p) for p in points], "deadline_s": budget + 60, "timeout_s": 300}
+    with tempfile.TemporaryDirectory(prefix="tsb-run-") as tmp:
+        plan_path = Path(tmp) / "plan.json"
+        plan_path.write_text(json.dumps(plan))
+        outs = [Path(tmp) / f"rank{r}.json" for r in range(workers)]
+        logs = [Path(tmp) / f"rank{r}.log" for r in range(workers)]
+        argv = [sys.executable, "-m", "transitsim.testbed.worker", str(plan_path)]
+        procs = []
+        try:
+            for r in range(workers):
+                env = _env(testbed, r, workers, port)
+                procs.append(_launch(testbed, r, [*argv, str(outs[r])], env, logs[r]))
+            _wait_all(procs, time.monotonic() + STARTUP_S + budget + 60, logs)
+        finally:
+            _stop(procs)
+        ranks = [json.loads(o.read_text()) for o in outs]
+    merged = []
+    for k, point in enumerate(points):
+        if any(len(rank["points"]) <= k for rank in ranks):
+            break  # a rank's deadline cut the plan short
+        starts = np.array([rank["points"][k]["starts"] for rank in ranks])  # (ranks, repeats)
+        ends = np.array([rank["points"][k]["ends"] for rank in ranks])
+        merged.append({**asdict(point), "starts": starts, "ends": ends})
+    return merged
+
+
+def summarise(merged: dict, workers: int) -> dict:
+    """Median and spread of one point's time; the ranks' median start offsets."""
+    starts, ends = merged["starts"], merged["ends"]
+    times = ends.max(axis=0) - starts.min(axis=0)
+    offsets = np.median(starts - starts.min(axis=0), axis=1)
+    q25, q75 = np.percentile(times, [25, 75])
+    return {
+        "collective": merged["collective"],
+        "workers": workers,
+        "bytes": merged["bytes"],
+        "warmup": merged["warmup"],
+        "repeats": len(times),
+        "median_s": float(np.median(times)),
+        "min_s": float(times.min()),
+        "max_s": float(times.max()),
+        "iqr_s": float(q75 - q25),
+        "spread": float((q75 - q25) / np.median(times)),
+        "start_skew_s": float(np.median(starts.max(axis=0) - starts.min(axis=0))),
+        "start_offsets_s": json.dumps([round(float(x), 9) for x in offsets]),
+        "gloo_algorithm": gloo_algos.describe(merged["collective"], merged["bytes"], workers),
+    }
+
+
+def _payload_sent(merged: list[dict], workers: int) -> float:
+    """Payload bytes the ranks' host uplinks carried (collective calls only, all ranks)."""
+    return sum(
+        (m["warmup"] + m["repeats"]) * workers
+        * gloo_algos.bytes_sent_per_rank(m["collective"], m["bytes"], workers)
+        for m in merged
+    )  # fmt: skip
+
+
+def measure_grid(
+    rates_bps: list[float],
+    workers_list: list[int],
+    sizes: list[int],
+    collectives: list[str],
+    *,
+    call_limit_s: float = 2.0,
+    budget_s: float = 3.0,
+    repeats: tuple[int, int] = (5, 30),
+    warmup: int = 2,
+    log=print,
+) -> pd.DataFrame:
+    """Build one testbed (max workers hosts), measure every point, tear it down."""
+    cleanup_leftovers()
+    rows = []
+    hosts = max(max(workers_list), 2)
+    port = BASE_PORT
+    load = os.getloadavg()[0]
+    with signals_raise(), Testbed(hosts, Shaping.for_rate(rates_bps[0])) as testbed:
+        for rate in rates_bps:
+            shaping = Shaping.for_rate(rate)
+            testbed.shape(shaping)
+            port += 1
+            rtt = measure_rtt(testbed, port)
+            burst = shaping.burst_bytes
+            log(f"rate {rate / 1e6:g} Mb/s: tbf burst {burst} B, rtt {rtt * 1e6:.0f} us")
+            for workers in workers_list:
+                points = plan_points(rate, workers, sizes, collectives, call_limit_s=call_limit_s,
+                                     budget_s=budget_s, repeats=repeats, warmup=warmup)  # fmt: skip
+                if not points:
+                    continue
+                before = testbed.qdisc_bytes()
+                port += 1
+                t0 = time.monotonic()
+                merged = run_ranks(testbed, workers, points, port)
+                after = testbed.qdisc_bytes()
+                wire = sum(after[testbed.host(r)][0] - before[testbed.host(r)][0]
+                           for r in range(workers))  # fmt: skip
+                efficiency = _payload_sent(merged, workers) / wire if wire else float("nan")
+                log(f"  {workers} workers: {len(merged)} points in {time.monotonic() - t0:.0f} s, "
+                    f"payload share of tbf bytes {efficiency:.4f}")  # fmt: skip
+                for m in merged:
+                    rows.append({
+                        "rate_bps": rate,
+                        **summarise(m, workers),
+                        "rtt_s": rtt,
+                        "qdisc_efficiency": efficiency,
+                        "tbf_burst_bytes": shaping.burst_bytes,
+                        "tbf_latency_s": shaping.queue_latency_s,
+                        "mtu": 1500,
+                    })  # fmt: skip
+    frame = pd.DataFrame(rows)
+    frame["kernel"] = platform.release()
+    frame["cpus"] = os.cpu_count()
+    frame["loadavg_1m_at_start"] = round(load, 2)
+    frame["torch"] = _torch_version()
+    return frame
+
+
+def _torch_version() -> str:
+    done = subprocess.run(
+        [sys.executable, "-c", "import torch; print(torch.__version__)"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    return done.stdout.strip() or "?"
+
+
+def median_abs(values: list[float]) -> float:
+    return statistics.median(abs(v) for v in values) if values else float("nan")

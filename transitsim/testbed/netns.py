@@ -1,0 +1,226 @@
+"""A real network on this machine: host namespaces on one bridge, every host link shaped by tbf.
+
+Layout of one testbed (run id `tsb-<pid>-<tag>`):
+
+    <run>-sw   the switch namespace: bridge `br0`, one port `p<i>` per host
+    <run>-h<i> host i: `eth0` (veth peer of `p<i>`), address 10.77.0.<i+1>/24, and `lo`
+
+Both directions of every host link are shaped with `tc tbf` to the same rate: the host's
+`eth0` egress (host -> switch) and the switch port's `p<i>` egress (switch -> host). Nothing
+is created in, routed to or addressed from the root namespace: every device is made inside the
+switch namespace and its peer moved straight into the host's. The names carry the creating
+process id, so `cleanup_leftovers` can tell a killed run's namespaces from a live run's.
+Every command has a timeout; every loop is bounded by the (small) number of hosts.
+"""
+
+import os
+import re
+import secrets
+import shutil
+import signal
+import subprocess
+from dataclasses import dataclass, field
+
+from transitsim.errors import TransitsimError
+
+PREFIX = "tsb-"
+NAME_RE = re.compile(r"^tsb-(\d+)-([0-9a-f]{4})-(sw|h\d+)$")
+SUBNET = "10.77.0"
+MAX_HOSTS = 16
+COMMAND_TIMEOUT_S = 15.0
+
+
+class TestbedError(TransitsimError):
+    """The testbed cannot be built here (not root, tools missing, namespaces refused)."""
+
+    __test__ = False  # not a pytest test class despite the name
+
+
+@dataclass(frozen=True)
+class Shaping:
+    """tc tbf on each direction of each host link: rate, bucket size, queue bound."""
+
+    rate_bps: float
+    burst_bytes: int  # token bucket depth: bytes that may leave back to back after idle
+    queue_latency_s: float = 0.05  # tbf `latency`: how long a packet may wait (queue bound)
+
+    @staticmethod
+    def for_rate(rate_bps: float) -> "Shaping":
+        """The smallest bucket tbf keeps up with: two full frames, or 250 us of the rate."""
+        return Shaping(rate_bps, max(2 * 1514, int(rate_bps * 250e-6 / 8)))
+
+    def tc_args(self) -> list[str]:
+        return [
+            "tbf",
+            "rate",
+            f"{int(self.rate_bps)}bit",
+            "burst",
+            str(self.burst_bytes),
+            "latency",
+            f"{int(self.queue_latency_s * 1e3)}ms",
+        ]
+
+
+def _run(argv: list[str], check: bool = True) -> subprocess.CompletedProcess:
+    try:
+        done = subprocess.run(
+            argv, capture_output=True, text=True, timeout=COMMAND_TIMEOUT_S, check=False
+        )
+    except subprocess.TimeoutExpired:
+        raise TestbedError(f"testbed: {' '.join(argv)!r} did not finish in 15 s") from None
+    if check and done.returncode != 0:
+        detail = (done.stderr or done.stdout).strip().splitlines()
+        raise TestbedError(f"testbed: {' '.join(argv)} failed: {detail[-1] if detail else '?'}")
+    return done
+
+
+def preflight() -> None:
+    """One-line TestbedError unless this process can build a testbed: root, ip, tc."""
+    if os.geteuid() != 0:
+        raise TestbedError("testbed: needs root (network namespaces and tc)")
+    for tool in ("ip", "tc"):
+        if shutil.which(tool) is None:
+            raise TestbedError(f"testbed: `{tool}` not found (install iproute2)")
+
+
+def list_namespaces() -> list[str]:
+    """Names of every network namespace `ip netns` knows."""
+    done = _run(["ip", "netns", "list"], check=False)
+    return [line.split()[0] for line in done.stdout.splitlines() if line.strip()]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _kill_inside(namespace: str) -> None:
+    """SIGKILL every process still running in a namespace (left by a killed run)."""
+    done = _run(["ip", "netns", "pids", namespace], check=False)
+    for token in done.stdout.split()[:256]:
+        if token.isdigit() and int(token) != os.getpid():
+            try:
+                os.kill(int(token), signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+def delete_namespace(namespace: str) -> None:
+    """Kill what runs inside, then delete it (its veth ends go with it)."""
+    _kill_inside(namespace)
+    _run(["ip", "netns", "delete", namespace], check=False)
+
+
+def cleanup_leftovers(everything: bool = False) -> list[str]:
+    """Delete testbed namespaces whose creating process is gone (all of ours if `everything`)."""
+    removed = []
+    for name in list_namespaces():
+        match = NAME_RE.match(name)
+        if match is None:
+            continue
+        if everything or not _alive(int(match.group(1))):
+            delete_namespace(name)
+            removed.append(name)
+    return removed
+
+
+@dataclass
+class Testbed:
+    """N host namespaces on one bridge; `up()` builds it, `down()` removes every piece."""
+
+    __test__ = False  # not a pytest test class despite the name
+
+    hosts: int
+    shaping: Shaping
+    run_id: str = field(default_factory=lambda: f"{PREFIX}{os.getpid()}-{secrets.token_hex(2)}")
+    created: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.hosts <= MAX_HOSTS:
+            raise TestbedError(f"testbed: hosts must be 1..{MAX_HOSTS}, got {self.hosts}")
+
+    @property
+    def switch(self) -> str:
+        return f"{self.run_id}-sw"
+
+    def host(self, i: int) -> str:
+        return f"{self.run_id}-h{i}"
+
+    @staticmethod
+    def address(i: int) -> str:
+        return f"{SUBNET}.{i + 1}"
+
+    def _add_namespace(self, name: str) -> None:
+        done = _run(["ip", "netns", "add", name], check=False)
+        if done.returncode != 0:
+            detail = done.stderr.strip().splitlines()
+            raise TestbedError(
+                f"testbed: cannot create network namespace {name}: "
+                f"{detail[-1] if detail else 'refused'}"
+            )
+        self.created.append(name)
+        _run(["ip", "-n", name, "link", "set", "lo", "up"])
+        # IPv6 autoconfiguration only adds chatter to the measured links.
+        _run(["ip", "netns", "exec", name, "sh", "-c",
+              "echo 1 > /proc/sys/net/ipv6/conf/all/disable_ipv6"], check=False)  # fmt: skip
+
+    def up(self) -> "Testbed":
+        """Build the namespaces, bridge, veths, addresses and shaping; on failure, undo it."""
+        preflight()
+        try:
+            self._add_namespace(self.switch)
+            sw = ["ip", "-n", self.switch]
+            _run([*sw, "link", "add", "br0", "type", "bridge"])
+            _run([*sw, "link", "set", "br0", "up"])
+            for i in range(self.hosts):
+                host = self.host(i)
+                self._add_namespace(host)
+                port = f"p{i}"
+                _run([*sw, "link", "add", port, "type", "veth", "peer", "name", "eth0",
+                      "netns", host])  # fmt: skip
+                _run([*sw, "link", "set", port, "master", "br0"])
+                _run([*sw, "link", "set", port, "up"])
+                _run(["ip", "-n", host, "addr", "add", f"{self.address(i)}/24", "dev", "eth0"])
+                _run(["ip", "-n", host, "link", "set", "eth0", "up"])
+            self.shape(self.shaping)
+        except BaseException:
+            self.down()
+            raise
+        return self
+
+    def shape(self, shaping: Shaping) -> None:
+        """(Re)shape both directions of every host link."""
+        self.shaping = shaping
+        for i in range(self.hosts):
+            for ns, dev in ((self.host(i), "eth0"), (self.switch, f"p{i}")):
+                _run(["tc", "-n", ns, "qdisc", "replace", "dev", dev, "root", *shaping.tc_args()])
+
+    def qdisc_bytes(self) -> dict[str, tuple[int, int]]:
+        """(bytes, packets) each host's egress tbf has sent so far, by host namespace."""
+        counts = {}
+        for i in range(self.hosts):
+            done = _run(["tc", "-s", "-n", self.host(i), "qdisc", "show", "dev", "eth0"])
+            match = re.search(r"Sent (\d+) bytes (\d+) pkt", done.stdout)
+            counts[self.host(i)] = (int(match.group(1)), int(match.group(2))) if match else (0, 0)
+        return counts
+
+    def exec_argv(self, i: int, argv: list[str]) -> list[str]:
+        """argv run inside host i's namespace."""
+        return ["ip", "netns", "exec", self.host(i), *argv]
+
+    def down(self) -> None:
+        """Delete everything this testbed created (idempotent)."""
+        for name in reversed(self.created):
+            delete_namespace(name)
+        self.created.clear()
+
+    def __enter__(self) -> "Testbed":
+        return self.up()
+
+    def __exit__(self, *exc: object) -> None:
+        self.down()
