@@ -2,8 +2,9 @@
 
 Same seed, same tiny config: 4 gloo ranks, one worker each, give the losses of the simulated
 backend's 4 in-process workers, for A (all-reduce), B (values and positions all-gathered),
-C, E with feedback of what was sent (all-gathered optics output) and E' loopback (all-reduced
-band). Also: the exchange's wire form, the launcher, and a killed distributed run resuming.
+C, E with feedback of what was sent (all-gathered optics output), E' loopback (all-reduced
+band) and G recal (a band rank 0 re-chooses and broadcasts). Also: the exchange's wire form,
+the launcher, and a killed distributed run resuming.
 """
 
 import json
@@ -36,6 +37,7 @@ EQUIVALENT = {
     "C": {},
     "E": dict(feedback="sent", fs_every=10),
     "E'": dict(feedback="loopback", fs_every=10),
+    "G": dict(band="recal", select_every=7),  # rank 0 chooses, broadcasts the positions
 }
 
 

@@ -25,6 +25,7 @@ class ByteAccounting:
     wire_bytes: float
     collective: str  # "all_reduce" | "all_gather" | "reduce_at_switch"
     reducible: bool
+    broadcast_bytes: int = 0  # G recal / subspace: the new band, sent on each choice step only
 
 
 def index_bytes(m: int) -> int:
@@ -67,9 +68,39 @@ def byte_accounting(
             payload, payload_int64, dense, float((workers - 1) * payload), "all_gather", False
         )
     payload = values * VALUE_BYTES
+    if cfg.variant == "moving":
+        return ByteAccounting(
+            payload,
+            payload,
+            dense,
+            float((workers - 1) * payload),
+            "all_gather",
+            True,
+            broadcast_bytes(shapes, cfg),
+        )
     if cfg.variant == "optics_switch":
         # Each worker sends its band once to the switch, which sums and returns one result.
         return ByteAccounting(payload, payload, dense, float(payload), "reduce_at_switch", True)
     return ByteAccounting(
         payload, payload, dense, float((workers - 1) * payload), "all_gather", True
     )
+
+
+def broadcast_bytes(shapes: dict[str, tuple[int, ...]], cfg: RunConfig) -> int:
+    """Bytes of one G re-choice, broadcast by the chooser on the steps it chooses.
+
+    recal: k positions per tensor (one set for all its chunks) at the compact index width;
+    subspace: the k x m band rows per tensor as values; rotating: nothing (every worker computes
+    its positions from the shared seed).
+    """
+    if cfg.variant != "moving" or cfg.band == "rotating":
+        return 0
+    total = 0
+    for shape in shapes.values():
+        chunker = make_chunker(shape, cfg.chunk_mode, cfg.chunk, chunk_rule(cfg.variant))
+        k = k_per_chunk(chunker.m, cfg.keep)
+        if cfg.band == "recal":
+            total += k * index_bytes(chunker.m)
+        else:
+            total += k * chunker.m * VALUE_BYTES
+    return total

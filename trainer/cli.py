@@ -52,17 +52,21 @@ def build_parser(prog: str = "python -m trainer") -> argparse.ArgumentParser:
         description="Train one variant of the DeMo fixed-band experiment and write its trace.",
         epilog=(
             "Variants: A adamw, B top-k, C low band, D calibrated band, E optics (1-D 256), "
-            "E' optics summed at a switch (also written EP), F other band shapes. "
+            "E' optics summed at a switch (also written EP), F other band shapes, "
+            "G moving bands without per-step comparisons (--band recal|rotating|subspace, "
+            "--select-every R). "
             "Re-running the same command resumes from its checkpoint."
         ),
     )
     parser.add_argument("--preset", default="shakespeare", help=f"one of {', '.join(PRESETS)}")
-    parser.add_argument("--variant", required=True, help="A, B, C, D, E, E' (or EP), F")
+    parser.add_argument("--variant", required=True, help="A, B, C, D, E, E' (or EP), F, G")
     parser.add_argument("-o", "--out", type=Path, help="output folder for trace and checkpoint")
     parser.add_argument("--steps", type=int, help="optimiser steps (the schedule follows)")
     parser.add_argument("--seed", type=int)
     parser.add_argument("--lr", type=float, help="peak learning rate")
-    parser.add_argument("--band", help="low, zigzag, high, random, calib")
+    parser.add_argument(
+        "--band", help="low, zigzag, high, random, calib; G: recal, rotating, subspace"
+    )
     parser.add_argument("--chunk-mode", dest="chunk_mode", help="2d or 1d")
     parser.add_argument("--chunk", type=int, help="target chunk side (2d) or run length (1d)")
     parser.add_argument("--keep", type=_fraction, help="kept fraction per chunk, e.g. 1/16")
@@ -77,6 +81,12 @@ def build_parser(prog: str = "python -m trainer") -> argparse.ArgumentParser:
     parser.add_argument("--kappa", type=float, help="E: input full scale in RMS units")
     parser.add_argument("--fs-every", dest="fs_every", type=int, help="E: full-scale re-set")
     parser.add_argument("--feedback", help="E: exact|sent; E': loopback|exact|mean")
+    parser.add_argument(
+        "--select-every",
+        dest="select_every",
+        type=int,
+        help="G: steps between re-choices (recal, subspace) or new random sets (rotating)",
+    )
     parser.add_argument("--corpus", help="shakespeare, tinystories, synthetic, or a text path")
     parser.add_argument("--tokenizer", help="char or bpe (path corpora)")
     parser.add_argument("--threads", type=int, help="torch intra-op threads")
@@ -167,6 +177,7 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
         "kappa": args.kappa,
         "fs_every": args.fs_every,
         "feedback": args.feedback,
+        "select_every": args.select_every,
         "dataset": args.corpus,
         "tokenizer": args.tokenizer,
         "threads": args.threads,

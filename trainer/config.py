@@ -20,6 +20,7 @@ VARIANT_IDS: dict[str, tuple[str, str]] = {
     "E": ("optics", "low"),
     "E'": ("optics_switch", "low"),
     "F": ("band", "random"),
+    "G": ("moving", "rotating"),
 }
 # Beyond these a value is a typo, not a run: an int too wide for torch's seeds, a model that
 # cannot be allocated (one clear line instead of an overflow or an allocator traceback).
@@ -37,8 +38,10 @@ UPPER_BOUNDS: dict[str, int] = {
     "threads": 1024,
 }
 MAX_TRAIN_BYTES = 64 * 2**30
-ALGORITHMS = ("adamw", "topk", "band", "calib", "optics", "optics_switch")
-BANDS = ("low", "zigzag", "high", "random", "calib")
+ALGORITHMS = ("adamw", "topk", "band", "calib", "optics", "optics_switch", "moving")
+# G's selections (trainer/moving.py): bands that move without per-step comparisons.
+MOVING_SELECTIONS = ("recal", "rotating", "subspace")
+BANDS = ("low", "zigzag", "high", "random", "calib", *MOVING_SELECTIONS)
 CHUNK_MODES = ("2d", "1d")
 TOKENIZERS = ("char", "bpe")
 DEVICES = ("cpu", "cuda")
@@ -73,6 +76,8 @@ VARIANT_DEFAULTS: dict[str, dict[str, Any]] = {
         lr=DEMO_LR,
     ),
     "F": dict(variant="band", band="random", chunk_mode="2d", chunk=64, lr=DEMO_LR),
+    # G in the module's shape (1-D 256, as C 1-D 256 and E), so it can be made by the optics.
+    "G": dict(variant="moving", band="rotating", chunk_mode="1d", chunk=256, lr=DEMO_LR),
 }
 
 
@@ -105,6 +110,7 @@ class RunConfig:
     fs_every: int = 0
     feedback: str = "exact"
     native: int = 256
+    select_every: int = 50  # G: R, the steps between re-choices (recal, subspace) or new sets
     seed: int = 0
     eval_every: int = 50
     eval_batches: int = 8
@@ -121,8 +127,20 @@ class RunConfig:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "RunConfig":
+        """Known fields from data; fields it lacks (added after it was written) at defaults."""
         known = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in known})
+
+
+def same_config(stored: dict[str, Any] | None, cfg: RunConfig) -> bool:
+    """Whether a config dict written by an earlier trainer describes cfg: fields added since
+    (absent from `stored`) count as their defaults, so old traces and checkpoints still match."""
+    if not isinstance(stored, dict):
+        return False
+    known = {f.name for f in fields(RunConfig)}
+    if set(stored) - known:
+        return False
+    return RunConfig.from_dict(stored).to_dict() == cfg.to_dict()
 
 
 PRESETS: dict[str, dict[str, Any]] = {
@@ -251,7 +269,7 @@ def make_config(preset: str, variant_id: str, **overrides: Any) -> RunConfig:
 
 
 def variant_id(cfg: RunConfig) -> str:
-    """The design-table id (A..F, E') of a config: band shapes other than low are F."""
+    """The design-table id (A..G, E') of a config: band shapes other than low are F."""
     if cfg.variant == "band":
         return "C" if cfg.band == "low" else "F"
     for vid, (algorithm, _band) in VARIANT_IDS.items():
@@ -288,6 +306,12 @@ def check_config(cfg: RunConfig) -> None:
         fail("tokenizer", "choose from char, bpe")
     if cfg.variant in FEEDBACK_MODES and cfg.feedback not in FEEDBACK_MODES[cfg.variant]:
         fail("feedback", f"choose from {', '.join(FEEDBACK_MODES[cfg.variant])}")
+    if cfg.variant == "moving" and cfg.band not in MOVING_SELECTIONS:
+        fail("band", f"variant G selects with one of {', '.join(MOVING_SELECTIONS)}")
+    if cfg.variant != "moving" and cfg.band in MOVING_SELECTIONS:
+        fail("band", "recal, rotating and subspace are the selections of variant G")
+    if cfg.select_every < 1:
+        fail("select_every", "must be at least 1")
     if not 0 < cfg.keep <= 1:
         fail("keep", "must lie in (0, 1]")
     if not 0 <= cfg.decay < 1:

@@ -33,12 +33,27 @@ from trainer.dct import dct_chunks, dct_matrix, idct_chunks, transform_rows
 from trainer.demo_state import demo_state, load_state
 from trainer.diagnostics import EnergyTally, row_energies
 from trainer.exchange import Exchange, LocalExchange, Message, sparse_wire
+from trainer.moving import (
+    CHOOSING,
+    SELECTIONS,
+    SUBSPACE_MAX_M,
+    epoch_of,
+    is_choice_step,
+    rotating_positions,
+    subspace_step,
+)
 from trainer.optics import OpticsEmulator, chunk_full_scale, input_scale, readout_sigma
 from trainer.selection import FIXED_SHAPES, band_positions, calibrated_positions, topk_mask
 
-DEMO_VARIANTS = ("topk", "band", "calib", "optics", "optics_switch")
+DEMO_VARIANTS = ("topk", "band", "calib", "optics", "optics_switch", "moving")
 OPTICS_VARIANTS = ("optics", "optics_switch")
-FEEDBACK_BY_VARIANT = {"topk": ("exact",), "band": ("exact",), "calib": ("exact",)}
+ROW_T_MAX_VALUES = 1 << 26  # G rotating: per-row band rows up to 256 MiB, else gather the DCT
+FEEDBACK_BY_VARIANT = {
+    "topk": ("exact",),
+    "band": ("exact",),
+    "calib": ("exact",),
+    "moving": ("exact",),
+}
 FEEDBACK_BY_VARIANT.update(FEEDBACK_MODES)
 
 
@@ -54,7 +69,9 @@ class _Member:
     sumsq: float = 0.0  # E/E': sum of delta^2 (window, then since the last full-scale re-set)
     count: int = 0
     scale_in: float = 1.0
-    positions: torch.Tensor | None = None  # D: calibrated band, (k,)
+    positions: torch.Tensor | None = None  # D, G recal: calibrated band, (k,)
+    rows_t: torch.Tensor | None = None  # G recal / subspace after a choice: band rows (k, m)
+    cov: torch.Tensor | None = None  # G subspace: float64 (m, m) chunk covariance since a choice
 
     @property
     def stop(self) -> int:
@@ -65,7 +82,7 @@ class _Member:
 class _Pending:
     """One group's compressed step: what its workers send, and what the feedback needs."""
 
-    kind: str  # "topk" | "band"
+    kind: str  # "topk" | "band" | "rows" (G: each tensor its rows) | "row_t" (G: each row)
     message: Message
     idx: torch.Tensor | None = None  # band: (L, rows, k) positions
     val: torch.Tensor | None = None  # band: exact band values (L, rows, k)
@@ -88,6 +105,9 @@ class _Group:
     emulator: OpticsEmulator | None = None
     scale_rows: torch.Tensor | None = None  # (rows, 1) input full scale per row
     diag_bands: dict[str, torch.Tensor] | None = None
+    member_rows: bool = False  # G after a choice: each tensor its own band rows (member.rows_t)
+    epoch: int | None = None  # G rotating: the epoch whose positions pos_rows holds
+    row_t: torch.Tensor | None = None  # G rotating, 1-D: each row's band rows (rows, k, m)
     buffers: dict[str, torch.Tensor] = field(default_factory=dict)  # work memory reused per step
 
     @property
@@ -130,6 +150,11 @@ def _validate(cfg: RunConfig, workers: int) -> None:
         raise ValueError(
             f"variant {cfg.variant!r} needs a fixed band shape {FIXED_SHAPES}, got {cfg.band!r}"
         )
+    if cfg.variant == "moving":
+        if cfg.band not in SELECTIONS:
+            raise ValueError(f"variant 'moving' (G) selects with one of {SELECTIONS}")
+        if cfg.select_every < 1:
+            raise ValueError(f"select_every must be >= 1, got {cfg.select_every}")
     if cfg.variant in ("calib", *OPTICS_VARIANTS):
         if cfg.calib_start < 0 or cfg.calib_steps < 1:
             raise ValueError(
@@ -203,6 +228,9 @@ class DeMo:
         self._noise_gen = torch.Generator(device=self.device)
         self._noise_gen.manual_seed(cfg.seed + 777)
         self._pre_calib_shape = cfg.band if cfg.band in FIXED_SHAPES else "low"
+        self.chose = False  # G: whether the last step ended with a re-choice (a broadcast)
+        self.optics_diag: dict[str, float] | None = None  # E, E': the last step's worker-0 sums
+        self._oob: dict[str, float] = {}
 
         rule = chunk_rule_override or chunk_rule(cfg.variant)
         k_overrides = dict(k_overrides or {})
@@ -223,6 +251,13 @@ class DeMo:
             self._members.append(member)
         if k_overrides:
             raise ValueError(f"k_overrides names unknown tensors: {sorted(k_overrides)}")
+        if cfg.variant == "moving" and cfg.band == "subspace":
+            for member in self._members:
+                if member.chunker.m > SUBSPACE_MAX_M:
+                    raise ValueError(
+                        f"G subspace keeps an m x m covariance per tensor, so chunks of at most "
+                        f"{SUBSPACE_MAX_M}; {member.name} has {member.chunker.m} (use 1-D chunks)"
+                    )
         if cfg.variant in OPTICS_VARIANTS:
             for member in self._members:
                 for side in member.chunker.chunk_shape:
@@ -255,11 +290,16 @@ class DeMo:
             for member in members:
                 self._group_index[member.name] = len(self._groups) - 1
             if cfg.variant != "topk":
-                shape = self._pre_calib_shape if cfg.variant == "calib" else cfg.band
+                shape = cfg.band if cfg.band in FIXED_SHAPES else self._pre_calib_shape
                 self._set_shared_band(group, band_positions(chunk_shape, k, shape, cfg.seed))
-            if cfg.variant == "calib":
+            if cfg.variant == "calib" or (cfg.variant == "moving" and cfg.band == "recal"):
                 for member in members:
                     member.energy = torch.zeros(group.m, dtype=torch.float64, device=self.device)
+            if cfg.variant == "moving" and cfg.band == "subspace":
+                for member in members:
+                    member.cov = torch.zeros(
+                        group.m, group.m, dtype=torch.float64, device=self.device
+                    )
 
     # ----------------------------------------------------------------------------- set-up pieces
 
@@ -275,6 +315,63 @@ class DeMo:
         group.pos_rows = torch.cat(
             [mm.positions.expand(mm.chunker.chunks, group.k) for mm in group.members]
         )
+
+    def _set_rotating(self, gi: int, group: _Group, step: int) -> None:
+        """G rotating: the positions of the epoch holding `step`, per chunk row. A pure function
+        of (seed, epoch, group, row), so every worker and process computes the same."""
+        epoch = epoch_of(step, self.cfg.select_every)
+        if group.epoch == epoch:
+            return
+        positions = rotating_positions(group.m, group.k, self.cfg.seed, epoch, 0, group.rows, gi)
+        group.band = None
+        group.t_band = None
+        group.pos_rows = positions.to(self.device)
+        group.epoch = epoch
+        if len(group.chunk_shape) == 1 and group.rows * group.k * group.m <= ROW_T_MAX_VALUES:
+            # each row's k DCT rows: k MACs per value, where the full DCT would cost m
+            basis = group.mats[0]
+            group.row_t = torch.index_select(basis, 0, group.pos_rows.reshape(-1)).view(
+                group.rows, group.k, group.m
+            )
+
+    def _set_member_rows(self, group: _Group) -> None:
+        """G recal / subspace after a choice: each tensor sends its own k band rows."""
+        group.band = None
+        group.t_band = None
+        group.member_rows = True
+        if self.cfg.band == "recal":
+            group.pos_rows = torch.cat(
+                [mm.positions.expand(mm.chunker.chunks, group.k) for mm in group.members]
+            )
+        else:
+            group.pos_rows = None
+
+    def _choose(self) -> None:
+        """G recal / subspace at the end of an R-step window: the chooser (the process holding
+        worker 0) picks the new band from what it accumulated since the last choice -- the only
+        comparisons of G, on its host -- and broadcasts it to every process."""
+        choice = None
+        if self.offset == 0:
+            choice = {}
+            for group in self._groups:
+                for mm in group.members:
+                    if self.cfg.band == "recal":
+                        choice[mm.name] = calibrated_positions(mm.energy, group.k).cpu()
+                    else:
+                        current = mm.rows_t if mm.rows_t is not None else group.t_band
+                        choice[mm.name] = subspace_step(mm.cov, current).cpu()
+        if self.exchange.world > 1:
+            choice = self.exchange.broadcast_object(choice)
+        for group in self._groups:
+            for mm in group.members:
+                if self.cfg.band == "recal":
+                    mm.positions = choice[mm.name].to(self.device)
+                    mm.rows_t = transform_rows(group.chunk_shape, mm.positions).to(self.device)
+                    mm.energy.zero_()
+                else:
+                    mm.rows_t = choice[mm.name].to(self.device)
+                    mm.cov.zero_()
+            self._set_member_rows(group)
 
     def _build_emulators(self) -> None:
         cfg = self.cfg
@@ -325,8 +422,13 @@ class DeMo:
             )
             tally = EnergyTally() if diag else None
             diag_s = 0.0
+            self.chose = False
+            self._oob = {}
 
             self._accumulate(grads, lr)
+            if self.variant == "moving" and cfg.band == "rotating":
+                for gi, group in enumerate(self._groups):
+                    self._set_rotating(gi, group, step)
             noise = self._draw_noise()
             pending = []
             for gi, group in enumerate(self._groups):
@@ -350,6 +452,7 @@ class DeMo:
             t_end = time.perf_counter()
 
         self._diag_rows = tally.rows() if diag else None
+        self.optics_diag = self._oob_shares() if self._oob else None
         self.last_timing = {
             "compress_s": t_compressed - t_start - diag_s - comm_s,
             "update_s": t_end - t_compressed,
@@ -436,7 +539,8 @@ class DeMo:
         delta_flat = group.delta.view(L, group.rows, m)
         use_band_matrix = group.band is not None and group.band_matrix_cheaper
         calib_energy = self.variant == "calib" and in_window
-        need_coef = not use_band_matrix or calib_energy
+        per_row = group.row_t is not None
+        need_coef = (not use_band_matrix and not group.member_rows and not per_row) or calib_energy
         full = group.delta.shape
         coef = None
         if need_coef:  # into reused buffers: "work" is free again once coef is done
@@ -453,6 +557,20 @@ class DeMo:
             energy = coef.square().sum(0)
             for mm in group.members:
                 mm.energy += energy[mm.start : mm.stop].sum(0, dtype=torch.float64)
+        if self.variant == "moving" and self.cfg.band in CHOOSING and self.offset == 0:
+            self._accumulate_choice(group, coef)
+        if group.member_rows:  # G recal / subspace after a choice: each tensor its rows
+            val = self._buffer(group, "member_val", (L, group.rows, k))
+            for mm in group.members:
+                torch.matmul(
+                    delta_flat[:, mm.start : mm.stop], mm.rows_t.T, out=val[:, mm.start : mm.stop]
+                )
+            return _Pending("rows", Message([val], self.band_combine), val=val)
+        if per_row:  # G rotating in 1-D: each row its own k DCT rows
+            val = torch.bmm(delta_flat.transpose(0, 1), group.row_t.transpose(1, 2))
+            val = val.transpose(0, 1).contiguous()  # (L, rows, k)
+            return _Pending("row_t", Message([val], self.band_combine), val=val)
+
         if track_fs:
             row_sq = delta_flat.square().sum(-1)
             for mm in group.members:
@@ -486,6 +604,8 @@ class DeMo:
             self._clipped += clipped
             if group.emulator.planes is not None:
                 self._clip_total += L * sum(mm.chunker.numel for mm in group.members)
+            if self.offset == 0:  # the out-of-band diagnostics describe worker 0
+                self._tally_oob(group, delta_flat[0], val[0], tx[0])
         message = Message([tx], self.band_combine)
         return _Pending("band", message, idx=idx, val=val, use_band_matrix=use_band_matrix)
 
@@ -501,6 +621,16 @@ class DeMo:
 
         aggregate = received[0] if self.band_combine == "sum" else received[0].sum(0)
         band_mean = aggregate / self.workers
+        if pending.kind == "rows":  # G: exact feedback through each tensor's rows
+            delta_flat = group.delta.view(L, group.rows, m)
+            for mm in group.members:
+                rows = delta_flat[:, mm.start : mm.stop]
+                rows.sub_(pending.val[:, mm.start : mm.stop] @ mm.rows_t)
+            return ("rows", band_mean)
+        if pending.kind == "row_t":
+            by_row = group.delta.view(L, group.rows, m).transpose(0, 1)  # (rows, L, m)
+            by_row.sub_(torch.bmm(pending.val.transpose(0, 1), group.row_t))
+            return ("row_t", band_mean)
         tx = pending.message.tensors[0]
         if self.variant in OPTICS_VARIANTS and cfg.feedback in ("sent", "loopback"):
             fb = tx
@@ -537,6 +667,17 @@ class DeMo:
                 count.add_(picks[w])
             divisor = self._buffer(group, "divisor", (rows, m)).copy_(count).clamp_(min=1)
             update = self._decode(group, total.div_(divisor))
+        elif aggregate[0] == "row_t":
+            band_mean = aggregate[1]  # (rows, k)
+            update = torch.bmm(band_mean.unsqueeze(1), group.row_t).view(rows, *group.chunk_shape)
+        elif aggregate[0] == "rows":
+            band_mean = aggregate[1]
+            update = self._buffer(group, "dense", (rows, m))
+            for mm in group.members:
+                torch.matmul(
+                    band_mean[mm.start : mm.stop], mm.rows_t, out=update[mm.start : mm.stop]
+                )
+            update = update.view(rows, *group.chunk_shape)
         else:
             _, use_band_matrix, band_mean = aggregate
             if use_band_matrix:
@@ -561,8 +702,16 @@ class DeMo:
         return idct_chunks(dense.view(shape), group.mats, out=out, work=work)
 
     def _end_of_step(self, step: int) -> None:
-        """Close calibration (§8.3, §9.2) or re-set the optics' full scale when due (§9.6)."""
+        """Close calibration (§8.3, §9.2) or re-set the optics' full scale when due (§9.6);
+        G recal / subspace: re-choose the band at the end of each R-step window."""
         cfg = self.cfg
+        if (
+            self.variant == "moving"
+            and cfg.band in CHOOSING
+            and is_choice_step(step, cfg.select_every, cfg.steps)
+        ):
+            self._choose()
+            self.chose = True
         if self._calibrates and step == self._calib_end - 1:
             if self.variant == "calib":
                 self._total_energies()
@@ -588,6 +737,61 @@ class DeMo:
             self._reset_full_scale()
             for group in self._groups:
                 self._refresh_scale_rows(group)
+
+    def _accumulate_choice(self, group: _Group, coef: torch.Tensor | None) -> None:
+        """G recal: worker 0's energy map (coef^2 per position); subspace: its chunk covariance
+        (sum of x x^T). Multiply-accumulate only, on the chooser's own delta."""
+        x0 = group.delta[0]
+        if self.cfg.band == "recal":
+            c0 = coef[0] if coef is not None else dct_chunks(x0, group.mats).reshape(group.rows, -1)
+            energy = c0.square()
+            for mm in group.members:
+                mm.energy += energy[mm.start : mm.stop].sum(0, dtype=torch.float64)
+            return
+        flat = x0.reshape(group.rows, group.m)
+        for mm in group.members:
+            rows = flat[mm.start : mm.stop]
+            mm.cov += (rows.T @ rows).double()
+
+    def _tally_oob(
+        self, group: _Group, x0: torch.Tensor, val0: torch.Tensor, tx0: torch.Tensor
+    ) -> None:
+        """E, E' worker 0, before feedback: the energies behind the out-of-band diagnostics.
+
+        x0 (rows, m) the delta, val0 the exact band, tx0 what the optics sent. tx0 - val0 is
+        T_band applied to the optics' input error, so it is how much of the (mostly out-of-band)
+        delta its quantisation, clipping and noise carry into the band; the noise-free readout
+        of the same input separates quantisation and clipping from readout noise.
+        """
+        quiet, _ = group.emulator.readout(x0, group.scale_rows, None)
+        after_sent = x0 - tx0 @ group.t_band
+        sums = {
+            "delta": x0.square().sum(),
+            "band": val0.square().sum(),
+            "sent_error": (tx0 - val0).square().sum(),
+            "quant_error": (quiet - val0).square().sum(),
+            "after_sent": after_sent.square().sum(),
+        }
+        for name, value in sums.items():
+            self._oob[name] = self._oob.get(name, 0.0) + float(value.double())
+
+    def _oob_shares(self) -> dict[str, float]:
+        """The last step's out-of-band diagnostics as shares of worker 0's delta energy.
+
+        oob_sent_share: energy of (sent - exact band), all tensors; oob_quant_share: the same
+        without readout noise (quantisation and clipping only); fb_removed_exact_share: the
+        delta's energy that feedback of the exact band removes (the band's share);
+        fb_removed_sent_share: what feedback of the values sent removes.
+        """
+        total = self._oob["delta"]
+        if total <= 0:
+            return {}
+        return {
+            "oob_sent_share": self._oob["sent_error"] / total,
+            "oob_quant_share": self._oob["quant_error"] / total,
+            "fb_removed_exact_share": self._oob["band"] / total,
+            "fb_removed_sent_share": (total - self._oob["after_sent"]) / total,
+        }
 
     def _total_energies(self) -> None:
         """Calibration energy pooled over all W workers (every process's partial sums)."""
@@ -634,8 +838,16 @@ class DeMo:
         bands = dict(group.diag_bands)
         if self.variant == "calib" and self.calibrated:
             bands["calib"] = group.pos_rows
+        values = {}
+        if self.variant == "moving":  # G: the band it sends at this step, "current"
+            if group.member_rows and group.pos_rows is None:  # subspace: rows, not positions
+                values = {"delta": group.delta[0], "momentum": group.shadow, "grad": grad0}
+            else:
+                bands["current"] = group.band if group.band is not None else group.pos_rows
         for source, c in sources.items():
             energies = row_energies(c, group.k, bands)
+            if source in values:
+                energies["current"] = self._member_rows_energy(group, values[source])
             names = list(energies)
             stacked = torch.stack([energies[n] for n in names]).double()
             for mm in included:
@@ -643,6 +855,14 @@ class DeMo:
                 values = dict(zip(names, sums, strict=True))
                 total = values.pop("total")
                 tally.add(mm.name, source, total, values)
+
+    def _member_rows_energy(self, group: _Group, x: torch.Tensor) -> torch.Tensor:
+        """Per chunk row, the energy of x (rows, *chunk) in each tensor's band rows: ||x T^T||^2
+        (T has orthonormal rows, so this is the energy the band keeps)."""
+        flat = x.reshape(group.rows, group.m)
+        return torch.cat(
+            [(flat[mm.start : mm.stop] @ mm.rows_t.T).square().sum(-1) for mm in group.members]
+        )
 
     def sent_positions(self, name: str) -> torch.Tensor | None:
         """The band positions tensor `name` sends now (k,), on CPU; None for top-k."""

@@ -43,6 +43,10 @@ def demo_state(demo: "DeMo") -> dict:
         "optics_active": demo.optics_active,
         "noise_rng": demo._noise_gen.get_state(),
         "clip": [demo._clipped, demo._clip_total],
+        # G: the band rows every process shares, and the chooser's covariance (worker 0's)
+        "rows_t": {mm.name: mm.rows_t.clone() for mm in members if mm.rows_t is not None},
+        "cov": {mm.name: mm.cov.clone() for mm in members if mm.cov is not None},
+        "member_rows": [group.member_rows for group in demo._groups],
     }
 
 
@@ -108,5 +112,15 @@ def load_state(demo: "DeMo", state: dict) -> None:
     if demo.calibrated and demo.variant == "calib":
         for group in demo._groups:
             demo._set_member_bands(group)
+    for mm in demo._members:
+        if mm.name in state.get("rows_t", {}):
+            mm.rows_t = state["rows_t"][mm.name].to(demo.device).clone()
+        if mm.name in state.get("cov", {}):
+            cov = state["cov"][mm.name].to(demo.device, torch.float64).clone()
+            mm.cov = cov if owns_sums else torch.zeros_like(cov)
+    member_rows = state.get("member_rows", [False] * len(demo._groups))
+    for group, chosen in zip(demo._groups, member_rows, strict=True):
+        if chosen:
+            demo._set_member_rows(group)
     if demo.optics_active:
         demo._build_emulators()

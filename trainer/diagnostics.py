@@ -11,7 +11,7 @@ from trainer.selection import topk_energy
 
 SOURCES = ("delta", "momentum", "grad")
 GROUPS = ("all", "attn", "mlp", "embed")
-SELECTORS = ("topk", "low", "zigzag", "high", "random", "calib")
+SELECTORS = ("topk", "low", "zigzag", "high", "random", "calib", "current")  # current: G now
 
 
 def subgroup(name: str) -> str | None:

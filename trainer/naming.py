@@ -1,7 +1,8 @@
 """Run names (spec §1.4), so traces of the same configuration group by name without the seed.
 
 `{dataset}-{algorithm}[-{band}]-k{1/keep}-{mode}{chunk}[-enob{e}-p{p}][-agc{n}][-fb{f}]-lr{lr}-s{seed}`
-E' (optics summed at a switch) is named `opticsum` and always carries its feedback mode.
+E' (optics summed at a switch) is named `opticsum` and always carries its feedback mode; G
+(moving bands) is `moving-{selection}-...-r{R}`.
 """
 
 import re
@@ -27,10 +28,12 @@ def run_name(cfg: RunConfig) -> str:
     algorithm = NAME_OF_ALGORITHM.get(cfg.variant, cfg.variant)
     parts = [dataset_label(cfg.dataset), algorithm]
     if cfg.variant != "adamw":
-        if cfg.variant in ("band", "calib", "optics", "optics_switch"):
+        if cfg.variant in ("band", "calib", "optics", "optics_switch", "moving"):
             parts.append(cfg.band)
         parts.append(f"k{round(1 / cfg.keep)}")
         parts.append(f"{cfg.chunk_mode}{cfg.chunk}")
+    if cfg.variant == "moving":
+        parts.append(f"r{cfg.select_every}")
     if cfg.variant in ("optics", "optics_switch"):
         enob = None if cfg.enob is None else float(cfg.enob)
         parts.append(f"enob{enob}")

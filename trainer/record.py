@@ -4,6 +4,7 @@ Each run is a separate `python -m trainer` process, so a run that is killed resu
 checkpoint when this script is started again, and completed traces are skipped.
 
     python -m trainer.record --preset shakespeare-mini -o traces/shakespeare-mini --jobs 2
+    python -m trainer.record --preset shakespeare -o traces/shakespeare --grid next-step --jobs 1
 """
 
 import argparse
@@ -116,7 +117,44 @@ def cpu_check_grid(fs_every: int) -> list[tuple[str, list[str], tuple[int, ...]]
     ]
 
 
-GRIDS = {"issue": grid, "cpu-check": cpu_check_grid}
+# Issue 14's next step (deck slide 12): G selections and E with feedback of the values sent.
+G_RUNS = (("rotating", 1), ("recal", 10), ("subspace", 50), ("rotating", 50), ("recal", 100))
+NEXT_E_ENOBS = ("8", "10", "12")
+
+
+def next_step_grid(fs_every: int) -> list[tuple[str, list[str], tuple[int, ...]]]:
+    """Issue 14's runs at 3 seeds, ordered so seed 0 of every new configuration (G, then E at
+    ENOB 10 and 12) comes first, then seed 1, then seed 2; the published core (B, C 1-D 256, D,
+    F random), which an earlier grid records under the same names, comes last and is skipped
+    where complete."""
+    new: list[tuple[str, list[str]]] = [
+        (
+            f"G {selection} r{every}",
+            ["--variant", "G", "--band", selection, "--select-every", str(every)],
+        )
+        for selection, every in G_RUNS
+    ]
+    for enob in NEXT_E_ENOBS:
+        new.append(
+            (
+                f"E sent enob{enob} p8 fs{fs_every}",
+                [
+                    *("--variant", "E", "--enob", enob, "--planes", "8"),
+                    *("--feedback", "sent", "--fs-every", str(fs_every)),
+                ],
+            )
+        )
+    core = [
+        ("B top-k 2d64", ["--variant", "B"]),
+        ("C low 1d256", ["--variant", "C", "--chunk-mode", "1d", "--chunk", "256"]),
+        ("D calibrated 2d64", ["--variant", "D"]),
+        ("F random 2d64", ["--variant", "F", "--band", "random"]),
+    ]
+    runs = [(label, options, (seed,)) for seed in CORE_SEEDS for label, options in new]
+    return runs + [(label, options, CORE_SEEDS) for label, options in core]
+
+
+GRIDS = {"issue": grid, "cpu-check": cpu_check_grid, "next-step": next_step_grid}
 
 
 def commands(

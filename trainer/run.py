@@ -22,7 +22,7 @@ from typing import Any
 import torch
 
 from trainer.checkpoint import checkpoint_path, load_checkpoint, save_checkpoint
-from trainer.config import RunConfig, is_demo
+from trainer.config import RunConfig, is_demo, same_config
 from trainer.corpus import Corpus, load_corpus
 from trainer.data import WorkerBatches, eval_batches
 from trainer.exchange import Exchange, LocalExchange, Message
@@ -34,6 +34,13 @@ from transitsim.errors import TransitsimError
 from transitsim.trace import read_meta
 
 TIMING_COLUMNS = ("compute_s", "compress_s", "comm_s", "update_s", "wall_s", "end_unix_s")
+# E, E' per step on worker 0 (issue 14's optics hypothesis), NaN until the optics runs.
+OOB_COLUMNS = (
+    "oob_sent_share",
+    "oob_quant_share",
+    "fb_removed_exact_share",
+    "fb_removed_sent_share",
+)
 
 
 ADAMW_BETAS = (0.9, 0.95)
@@ -169,14 +176,17 @@ class Trainer:
                 self.diagnostics.append({"step": done, **record})
         evaluated = done % cfg.eval_every == 0 or done == cfg.steps
         val_loss = self.evaluate() if evaluated and self.exchange.rank == 0 else math.nan
+        # G recal / subspace: the chooser broadcasts the new band on the steps it re-chooses;
+        # a ring broadcast has every worker forward it once, so it adds to payload and wire alike.
+        broadcast = self.bytes.broadcast_bytes if self.demo is not None and self.demo.chose else 0
         row = {
             "step": done,
             "train_loss": train_loss,
             "val_loss": val_loss,
             "lr": lr,
-            "payload_bytes": self.bytes.payload_bytes,
-            "payload_int64_bytes": self.bytes.payload_int64_bytes,
-            "wire_bytes": float(self.bytes.wire_bytes),
+            "payload_bytes": self.bytes.payload_bytes + broadcast,
+            "payload_int64_bytes": self.bytes.payload_int64_bytes + broadcast,
+            "wire_bytes": float(self.bytes.wire_bytes) + broadcast,
             "collective": self.bytes.collective,
             "reducible": bool(self.bytes.reducible),
             "compute_s": compute_s,
@@ -185,8 +195,11 @@ class Trainer:
             "exchange_bytes": sent_bytes,
             "update_s": update_s,
         }
+        if self.cfg.variant == "moving":
+            row["broadcast_bytes"] = broadcast
         if self.optics:
             row.update(self._clip_rates(evaluated))
+            row.update({name: math.nan for name in OOB_COLUMNS} | (self.demo.optics_diag or {}))
         self.done = done
         row["wall_s"] = time.perf_counter() - start_s
         row["end_unix_s"] = time.time()
@@ -467,7 +480,7 @@ def _resume_state(cfg: RunConfig, backend: str, ckpt_path: Path) -> dict[str, An
         state = load_checkpoint(ckpt_path)
     except TransitsimError as exc:
         return str(exc)
-    if state.get("config") != cfg.to_dict():
+    if not same_config(state.get("config"), cfg):
         return (
             f"{ckpt_path} was written by a different configuration of run {ckpt_path.stem}; "
             "delete it or use another output folder"
@@ -505,7 +518,8 @@ def _complete_meta(trace_path: Path) -> dict[str, Any] | None:
 
 def _identity_differences(meta: dict[str, Any], cfg: RunConfig, backend: str) -> str:
     """ "" when the trace is this run; else the first differences, e.g. "steps=400 (not 30)"."""
-    old, new = meta["config"], cfg.to_dict()
+    # a field added since the trace was written counts as its default
+    old, new = {**RunConfig().to_dict(), **meta["config"]}, cfg.to_dict()
     diffs = [
         f"{key}={old.get(key)!r} (not {new.get(key)!r})"
         for key in sorted(set(old) | set(new))

@@ -64,6 +64,8 @@ def variant_params(cfg: RunConfig) -> dict[str, Any]:
     )
     if cfg.variant in ("calib", *OPTICS_ALGORITHMS):
         params.update(calib_start=cfg.calib_start, calib_steps=cfg.calib_steps)
+    if cfg.variant == "moving":
+        params.update(selection=cfg.band, select_every=cfg.select_every)
     if cfg.variant in OPTICS_ALGORITHMS:
         params.update(
             enob=cfg.enob,
@@ -135,6 +137,7 @@ def trace_meta(trainer: "Trainer", status: str, revision: str) -> dict[str, Any]
         "wire_bytes_per_step": float(acc.wire_bytes),
         "collective": acc.collective,
         "reducible": bool(acc.reducible),
+        "broadcast_bytes_per_choice": int(acc.broadcast_bytes),
         "timing": TIMING_MEANING,
         "steps_planned": cfg.steps,
         "steps_done": trainer.done,

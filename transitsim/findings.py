@@ -10,6 +10,7 @@ Sections, each a table with raw numbers (NaN where a figure was not recorded):
   optics           (d) E against the exact band C 1-D 256, with clip rates (§14.2, §14.4, §14.5)
   optics_claims    (d) the deck's claims on the optics (slides 08-10)
   switch           (e) E' (band summed at a switch; new, nothing published) beside E sent and C
+  selections ...   (f), (g) issue 14's questions: see transitsim.selection_findings
 
 Runs are grouped into configurations (the run name without its seed) and configurations into
 scales (data set, model, steps): every comparison is made within one scale. Rankings and claims
@@ -78,6 +79,11 @@ SECTIONS = (
     "optics",
     "optics_claims",
     "switch",
+    # issue 14 (transitsim.selection_findings): moving bands and the optics hypothesis
+    "selections",
+    "selection_claims",
+    "optics_oob",
+    "optics_oob_claims",
 )
 
 # Peak learning rates of the published runs (spec §1.2): AdamW 3e-3, every DeMo variant 1e-3.
@@ -685,6 +691,8 @@ def findings(traces: list[Trace], gap_nats: float = FIXED_BAND_GAP_NATS) -> dict
     scales: dict[RunScale, list[ConfigResult]] = {}
     for result in summarise(traces):
         scales.setdefault(result.scale, []).append(result)
+    from transitsim.selection_findings import BUILDERS  # it builds on this module's tables
+
     builders: dict[str, Callable[[list[ConfigResult], RunScale], pd.DataFrame]] = {
         "final_loss": final_loss_table,
         "ordering": ordering_table,
@@ -694,6 +702,7 @@ def findings(traces: list[Trace], gap_nats: float = FIXED_BAND_GAP_NATS) -> dict
         "optics": optics_table,
         "optics_claims": optics_claims,
         "switch": switch_table,
+        **BUILDERS,
     }
     return {
         section: pd.concat(

@@ -33,7 +33,7 @@ __all__ = ["TIMELINE_COLUMNS", "Replay", "needs_loopback", "placement_for", "rep
 SUM_AT = ("receivers", "switch")
 TRANSFORM_AT = ("pluggable", "switch")
 # Variants whose payload is a fixed band of a chunked DCT, so an optical transform can make it.
-TRANSFORM_VARIANTS = ("C", "D", "E", "E'", "F")
+TRANSFORM_VARIANTS = ("C", "D", "E", "E'", "F", "G")
 # Variants trained with the (emulated) optical transform: a network-wide placement applies to these.
 OPTICAL_VARIANTS = ("E", "E'")
 # Error feedback modes that subtract the sender's own optical output, so need it back.

@@ -180,6 +180,9 @@ def variant_label(meta: dict[str, Any]) -> str:
         return f"top-k {chunks}{sparsity}"
     if variant == "D":
         return f"calibrated band {chunks}{sparsity}"
+    if variant == "G":
+        selection = params.get("selection") or params.get("band", "moving")
+        return f"{selection} band {chunks} every {params.get('select_every', '?')}{sparsity}"
     if variant in ("E", "E'"):
         enob = params.get("enob")
         planes = params.get("planes")

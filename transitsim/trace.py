@@ -25,7 +25,7 @@ FORMAT_VERSION = 1
 META_KEY = b"transitsim.trace"
 DIAG_KEY = b"transitsim.diagnostics"
 
-VARIANTS = ("A", "B", "C", "D", "E", "E'", "F")
+VARIANTS = ("A", "B", "C", "D", "E", "E'", "F", "G")
 COLLECTIVES = ("all_reduce", "all_gather", "reduce_at_switch")
 ROW_KINDS = ("every_step", "evaluated_steps")
 ORIGINS = ("trainer", "import")

@@ -25,6 +25,12 @@ TITLES = {
     "optics": "(d) The optics (E) against the exact band C 1-D 256 (§14.1, §14.2, §14.5)",
     "optics_claims": "(d) The deck's claims on the optics (slides 08-10)",
     "switch": "(e) E' (band summed at a switch): new, nothing published; beside E sent and C",
+    "selections": "(f) Selections without comparisons (C, D, F, G) against top-k (B): new, "
+    "nothing published; mean ± sd over seeds",
+    "selection_claims": "(f) Does a comparison-free selection close the gap to top-k?",
+    "optics_oob": "(g) E with feedback of the values sent against the exact band, with the "
+    "out-of-band energy the values sent carry (per step, worker 0; means over seeds)",
+    "optics_oob_claims": "(g) The optics hypothesis (slide 10), over seeds",
 }
 CLAIM_HEADERS = {
     "claim": "Claim",
@@ -233,6 +239,94 @@ def show_switch(df: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, str]]:
     return out, headers
 
 
+def _bytes(value: float) -> str:
+    return DASH if _missing(value) else f"{value / 1e6:.2f} MB"
+
+
+def _steps(value: float, reached: str) -> str:
+    return f"not reached ({reached})" if _missing(value) else f"{value:.0f} ({reached})"
+
+
+def _share(value: float, sd: float = math.nan, seeds: int = 1) -> str:
+    if _missing(value):
+        return DASH
+    return f"{value:.2e} ± {sd:.1e}" if seeds > 1 else f"{value:.2e}"
+
+
+def show_selections(df: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, str]]:
+    out = pd.DataFrame({"configuration": df["configuration"], "seeds": df["seeds"]})
+    out["final_loss"] = [
+        _loss(row.final_loss, row.final_loss_sd, row.seeds) for _, row in df.iterrows()
+    ]
+    out["above_topk"] = [
+        f"{_signed(row.above_topk)} ({row.vs_topk})" if row.vs_topk != "reference" else "reference"
+        for _, row in df.iterrows()
+    ]
+    out["gap_closed"] = [DASH if _missing(v) else f"{v:.0%}" for v in df["gap_closed"]]
+    out["steps_to_c"] = [
+        _steps(v, r) for v, r in zip(df["steps_to_c"], df["reached_c"], strict=True)
+    ]
+    out["payload_to_c"] = [_bytes(v) for v in df["payload_to_c_bytes"]]
+    out["steps_to_topk"] = [
+        _steps(v, r) for v, r in zip(df["steps_to_topk"], df["reached_topk"], strict=True)
+    ]
+    out["payload_per_step"] = [f"{v:,.0f}" for v in df["payload_per_step_bytes"]]
+    out["kept"] = [DASH if _missing(v) else f"{v:.3f}" for v in df["momentum_kept"]]
+    out["kept_topk"] = [DASH if _missing(v) else f"{v:.3f}" for v in df["momentum_kept_topk"]]
+    headers = {
+        "configuration": "Configuration",
+        "seeds": "Seeds",
+        "final_loss": "Final loss",
+        "above_topk": "Above top-k",
+        "gap_closed": "Gap from C closed",
+        "steps_to_c": "Steps to C's final",
+        "payload_to_c": "Payload to C's final",
+        "steps_to_topk": "Steps to top-k's final",
+        "payload_per_step": "Payload/step (B, mean)",
+        "kept": "Momentum kept (own band)",
+        "kept_topk": "Momentum kept (top-k)",
+    }
+    return out, headers
+
+
+def show_questions(df: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, str]]:
+    headers = {"question": "Question", "measured": "Measured", "verdict": "Verdict"}
+    return df[list(headers)].copy(), headers
+
+
+def show_optics_oob(df: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, str]]:
+    out = pd.DataFrame({"configuration": df["configuration"], "seeds": df["seeds"]})
+    out["final_loss"] = [
+        _loss(row.final_loss, row.final_loss_sd, row.seeds) for _, row in df.iterrows()
+    ]
+    out["above_c"] = [
+        f"{_signed(row.above_c)} ({row.vs_c})" if row.vs_c != "reference" else "reference"
+        for _, row in df.iterrows()
+    ]
+    out["clip"] = [_percent(v) for v in df["clip_rate"]]
+    names = {
+        "oob_sent_share": "Out-of-band sent",
+        "oob_quant_share": "… without readout noise",
+        "fb_removed_exact_share": "Removed by fb exact",
+        "fb_removed_sent_share": "Removed by fb sent",
+    }
+    headers = {
+        "configuration": "Configuration",
+        "seeds": "Seeds",
+        "final_loss": "Final loss",
+        "above_c": "Above C",
+        "clip": "Clip rate",
+    }
+    for column, title in names.items():
+        out[column] = [
+            _share(row[column], row[f"{column}_sd"], row[f"{column}_seeds"])
+            + ("" if row[f"{column}_seeds"] in (0, row.seeds) else f" (n={row[f'{column}_seeds']})")
+            for _, row in df.iterrows()
+        ]
+        headers[column] = title
+    return out, headers
+
+
 SHOW = {
     "final_loss": show_final_loss,
     "ordering": show_ordering,
@@ -242,6 +336,10 @@ SHOW = {
     "optics": show_optics,
     "optics_claims": show_claims,
     "switch": show_switch,
+    "selections": show_selections,
+    "selection_claims": show_questions,
+    "optics_oob": show_optics_oob,
+    "optics_oob_claims": show_questions,
 }
 
 
