@@ -18,7 +18,14 @@ from transitsim.trace import read_trace, write_trace
 SCENARIOS = sorted((Path(__file__).resolve().parents[1] / "scenarios").glob("*.yaml"))
 MISSING_TRACES = ("no trace file matches", "trace file not found", "no *.parquet trace")
 # Algorithm part of a run name (spec §1.4) -> variant id; "opticsum" before "optics".
-VARIANT_OF = (("adamw", "A"), ("topk", "B"), ("calib", "D"), ("opticsum", "E'"), ("optics", "E"))
+VARIANT_OF = (
+    ("adamw", "A"),
+    ("topk", "B"),
+    ("calib", "D"),
+    ("opticsum", "E'"),
+    ("optics", "E"),
+    ("moving", "G"),
+)
 
 
 def test_the_shipped_scenarios_are_there() -> None:
