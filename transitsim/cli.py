@@ -1,51 +1,59 @@
 """The face of transitsim: parses options, calls the library, prints. No logic of its own.
 
 Each command group lives in `transitsim/commands/`; this module wires them together and turns
-every user error into one line on stderr and exit code 2 (never a traceback).
+every user error into one line on stderr and exit code 2 (never a traceback). A process imports
+only the module of the command it runs (`transitsim collective` never loads pandas' report
+stack or plotly), so a short command starts in a fraction of a second; help lists them all.
 """
 
+import importlib
 import sys
 
 import typer
 
-from transitsim.commands import (
-    collective_cmd,
-    findings_cmd,
-    ladder_cmd,
-    replay_cmd,
-    run_cmd,
-    testbed_cmd,
-    traces_cmd,
-    train_cmd,
-    validate_cmd,
-)
 from transitsim.errors import TransitsimError
 
-app = typer.Typer(
-    name="transitsim",
-    help="Replay training traces through network models to estimate time-to-loss.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-)
-for module in (
-    traces_cmd,
-    ladder_cmd,
-    findings_cmd,
-    train_cmd,
-    collective_cmd,
-    run_cmd,
-    replay_cmd,
-    validate_cmd,
-    testbed_cmd,
-):
-    module.register(app)
+# command name -> the module in transitsim/commands/ whose register(app) adds it (help order)
+COMMANDS = {
+    "traces": "traces_cmd",
+    "ladder": "ladder_cmd",
+    "findings": "findings_cmd",
+    "train": "train_cmd",
+    "collective": "collective_cmd",
+    "run": "run_cmd",
+    "replay": "replay_cmd",
+    "validate": "validate_cmd",
+    "scenario-schema": "validate_cmd",
+    "testbed": "testbed_cmd",
+}
+
+
+def build_app(argv: list[str] | None = None) -> typer.Typer:
+    """The CLI with the command `argv` names registered (every command when it names none)."""
+    app = typer.Typer(
+        name="transitsim",
+        help="Replay training traces through network models to estimate time-to-loss.",
+        no_args_is_help=True,
+        add_completion=False,
+        pretty_exceptions_enable=False,
+    )
+
+    @app.callback()
+    def _group() -> None:
+        """Replay training traces through network models to estimate time-to-loss."""
+
+    first = next((a for a in argv or [] if not a.startswith("-")), None)
+    modules = [COMMANDS[first]] if first in COMMANDS else list(dict.fromkeys(COMMANDS.values()))
+    for name in modules:
+        importlib.import_module(f"transitsim.commands.{name}").register(app)
+    return app
 
 
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry point: exit 0 on success, 1 when the work failed, 2 on bad input."""
+    argv = sys.argv[1:] if argv is None else list(argv)
     try:
-        result = app(args=argv, standalone_mode=False)
+        result = build_app(argv)(args=argv, standalone_mode=False)
     except TransitsimError as exc:
         print(f"transitsim: error: {exc}", file=sys.stderr)
         sys.exit(2)

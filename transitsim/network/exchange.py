@@ -18,10 +18,11 @@ has its payload).
 
 import functools
 import math
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from transitsim.errors import TransitsimError
 from transitsim.network.des import ResourceFault, Timing, assign_paths, run_des
@@ -66,6 +67,9 @@ from transitsim.network.spec import COLLECTIVE_ALGOS, NetworkSpec
 from transitsim.network.stages import padded_dense_bytes
 from transitsim.network.topology import worker_groups
 
+if TYPE_CHECKING:
+    import pandas as pd
+
 METHODS = ("auto", "des", "fast")
 TRANSFORM_PLACES = (None, "pluggable", "switch")
 
@@ -99,11 +103,26 @@ class ExchangeResult:
     wait_s: float  # critical path: stragglers, contention, faults (time_s - the two above)
     bytes_sent: np.ndarray  # per worker, on the line
     bytes_received: np.ndarray  # per worker, on the line
-    link_stats: pd.DataFrame  # per resource: link, kind, rate_bps, busy_s, bytes, utilisation
     events: int  # SimPy events processed
     method: str = "des"  # the one used: "des" or "fast"
     bottleneck: str = "none"  # what most of the critical path was spent on
-    utilisation: pd.DataFrame | None = None  # link, t0_s, t1_s, utilisation (if recorded)
+    # makes (link_stats, utilisation) on first use: pandas is imported only by who reads them
+    frames: Callable[[], tuple] | None = field(default=None, repr=False, compare=False)
+
+    @functools.cached_property
+    def link_stats(self) -> "pd.DataFrame":
+        """Per resource: link, kind, rate_bps, busy_s, bytes, utilisation."""
+        return self._frames[0]
+
+    @functools.cached_property
+    def utilisation(self) -> "pd.DataFrame | None":
+        """link, t0_s, t1_s, utilisation over time (when recorded), else None."""
+        return self._frames[1]
+
+    @functools.cached_property
+    def _frames(self) -> tuple:
+        assert self.frames is not None
+        return self.frames()
 
 
 _FABRICS: dict[str, Fabric] = {}
@@ -499,9 +518,15 @@ def _result(fabric, dag, path_of, timing, start, finish, sent, received, method)
         wait_s=breakdown.wait_s,
         bytes_sent=sent,
         bytes_received=received,
-        link_stats=link_stats(fabric, timing, time_s),
         events=int(timing.events),
         method=method,
         bottleneck=breakdown.bottleneck,
-        utilisation=utilisation_frame(fabric, timing) if timing.samples is not None else None,
+        frames=functools.partial(_frames, fabric, timing, time_s),
     )
+
+
+def _frames(fabric: Fabric, timing: Timing, time_s: float) -> tuple:
+    recorded = timing.samples is not None
+    return link_stats(fabric, timing, time_s), utilisation_frame(
+        fabric, timing
+    ) if recorded else None

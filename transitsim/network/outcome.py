@@ -20,13 +20,16 @@ transform_s + wire_s + wait_s == time_s (wait_s is clamped at 0 against rounding
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from transitsim.network.des import Timing
 from transitsim.network.fabric import Fabric, Path
 from transitsim.network.schedule import Schedule
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 @dataclass
@@ -61,12 +64,14 @@ def line_bytes(
     return sent, received
 
 
-def link_stats(fabric: Fabric, timing: Timing, time_s: float) -> pd.DataFrame:
+def link_stats(fabric: Fabric, timing: Timing, time_s: float) -> "pd.DataFrame":
     """One row per resource (link direction, lanes, transform, aggregator).
 
     utilisation = bytes carried / (rate x time_s): the share of its capacity used on average
     over the exchange (busy_s counts time with at least one transfer on it).
     """
+    import pandas as pd  # only who reads link figures pays for pandas
+
     rates = fabric.capacities()
     carried = timing.bytes
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -85,8 +90,10 @@ def link_stats(fabric: Fabric, timing: Timing, time_s: float) -> pd.DataFrame:
     )
 
 
-def utilisation_frame(fabric: Fabric, timing: Timing) -> pd.DataFrame:
+def utilisation_frame(fabric: Fabric, timing: Timing) -> "pd.DataFrame":
     """Piecewise-constant utilisation: one row per (link, interval) with a non-zero share."""
+    import pandas as pd
+
     columns = ["link", "t0_s", "t1_s", "utilisation"]
     if timing.samples is None or len(timing.samples[0]) == 0:
         return pd.DataFrame({c: [] for c in columns})
