@@ -5,6 +5,7 @@ same folder and renamed into place, so a kill at any moment leaves the previous 
 new one, never half of one.
 """
 
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -29,11 +30,18 @@ def save_checkpoint(path: Path, state: dict[str, Any]) -> None:
 def load_checkpoint(path: Path) -> dict[str, Any]:
     """Read a checkpoint this trainer wrote; anything else is a one-line TransitsimError.
 
-    weights_only=False because the file also holds the trace rows (plain Python objects); only
-    files in the run's own output folder are ever read.
+    Never runs code from the file: a file that is not torch.save's zip archive is refused
+    unread, and the archive is unpickled with weights_only=True, which builds only tensors and
+    plain containers, numbers and text (what `state()` holds) and refuses any other object.
+    A pickle dropped into the output folder as <run>.ckpt would otherwise run when train resumes.
     """
+    if not zipfile.is_zipfile(path):
+        raise TransitsimError(
+            f"{path}: unreadable checkpoint (not a torch archive, refused unread); delete it to "
+            "start afresh"
+        )
     try:
-        state = torch.load(path, map_location="cpu", weights_only=False)
+        state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # noqa: BLE001 - a corrupt file can fail in many ways
         raise TransitsimError(
             f"{path}: unreadable checkpoint ({type(exc).__name__}); delete it to start afresh"

@@ -20,6 +20,7 @@ from transitsim.trace import (
     DIAG_COLUMNS,
     STEP_COLUMNS,
     Trace,
+    check_run_name,
     config_name,
     read_meta,
     validate_diagnostics,
@@ -28,6 +29,7 @@ from transitsim.trace import (
     write_trace,
 )
 
+MAX_STEP = 10**12  # an optimiser step count beyond any run: a corrupt number
 DIVERGED_LOSS = 50.0  # a val loss above this (nats/token) is a diverged run, not a slow one
 TIMING_NOTE = "estimated: wall-clock per step / workers"
 _PLAIN_VARIANTS = {"adamw": "A", "topk": "B", "calib": "D", "optics": "E"}
@@ -48,9 +50,11 @@ class ImportResult:
 def variant_id(config: dict[str, Any], where: str) -> str:
     """The design's variant letter for a run config of the experiment."""
     kind = config.get("variant")
+    if not isinstance(kind, str):
+        raise TransitsimError(f"{where}: config has no variant name, got {kind!r}")
     if kind == "band":
         band = config.get("band")
-        if band not in _BAND_VARIANTS:
+        if not isinstance(band, str) or band not in _BAND_VARIANTS:
             raise TransitsimError(f"{where}: unknown band {band!r} for variant 'band'")
         return _BAND_VARIANTS[band]
     if kind not in _PLAIN_VARIANTS:
@@ -94,12 +98,20 @@ def _read_records(path: Path) -> tuple[list[tuple[int, dict[str, Any]]], list[st
 
 
 def _number(record: dict[str, Any], key: str, where: str) -> float:
+    """A number field; only losses may be null or non-finite (a diverged run). JSON logs can
+    hold Infinity and NaN, and integers too large for a float."""
     value = record.get(key)
     if value is None and key in ("val_loss", "train_loss"):
         return math.nan  # a loss logged as null: the run produced no finite loss
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise TransitsimError(f"{where}: {record['type']} record has no number {key!r}")
-    return float(value)
+    try:
+        number = float(value)
+    except OverflowError:
+        number = math.inf
+    if not math.isfinite(number) and key not in ("val_loss", "train_loss"):
+        raise TransitsimError(f"{where}: {record['type']} record has {key!r} {value!r}")
+    return number
 
 
 def _meta(config_record: dict[str, Any], where: str) -> dict[str, Any]:
@@ -110,6 +122,7 @@ def _meta(config_record: dict[str, Any], where: str) -> dict[str, Any]:
     name = config_record.get("name")
     if not isinstance(name, str) or not name or "/" in name or "\\" in name:
         raise TransitsimError(f"{where}: config record has no usable run name")
+    check_run_name(name, where)
     for key in _CONFIG_FIELDS:
         value = config_record.get(key)
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -119,8 +132,14 @@ def _meta(config_record: dict[str, Any], where: str) -> dict[str, Any]:
             raise TransitsimError(f"{where}: config has no integer {key!r}")
     variant = variant_id(config, where)
     payload = config_record["payload_bytes_per_step"]
+    int64_payload = config_record.get("payload_bytes_int64_per_step", payload)
+    if isinstance(int64_payload, bool) or not isinstance(int64_payload, int) or int64_payload < 0:
+        raise TransitsimError(f"{where}: 'payload_bytes_int64_per_step' is not a byte count")
     data = config_record.get("data") or {}
     hardware = config_record.get("hardware") or {}
+    for key, value in (("data", data), ("hardware", hardware)):
+        if not isinstance(value, dict):
+            raise TransitsimError(f"{where}: config record's {key!r} is not an object")
     meta: dict[str, Any] = {
         "name": name,
         "variant": variant,
@@ -154,7 +173,7 @@ def _meta(config_record: dict[str, Any], where: str) -> dict[str, Any]:
         "n_params": config_record["n_params"],
         "dense_bytes_per_step": config_record["dense_bytes_per_step"],
         "payload_bytes_per_step": payload,
-        "payload_bytes_int64_per_step": config_record.get("payload_bytes_int64_per_step", payload),
+        "payload_bytes_int64_per_step": int64_payload,
         "wire_bytes_per_step": config_record.get("wire_bytes_per_step"),
         "steps_planned": config.get("steps"),
         "rows": "evaluated_steps",
@@ -175,9 +194,17 @@ def _diag_rows(record: dict[str, Any], where: str) -> list[dict[str, Any]]:
     step = int(_number(record, "step", where))
     rows = []
     for source, groups in energy.items():
+        if not isinstance(groups or {}, dict):
+            raise TransitsimError(f"{where}: diag energy {source!r} is not an object")
         for group, selectors in (groups or {}).items():
+            if not isinstance(selectors or {}, dict):
+                raise TransitsimError(f"{where}: diag energy {source}/{group} is not an object")
             for selector, share in (selectors or {}).items():
-                if isinstance(share, bool) or not isinstance(share, int | float):
+                if (
+                    isinstance(share, bool)
+                    or not isinstance(share, int | float)
+                    or not math.isfinite(share)
+                ):
                     raise TransitsimError(f"{where}: diag share {source}/{group}/{selector} bad")
                 rows.append(
                     {
@@ -268,7 +295,7 @@ def import_log(path: Path | str) -> ImportResult:
                 if key in record:
                     values[key] = _number(record, key, where)
             step = int(values["step"])
-            if step != values["step"] or step < 1:
+            if step != values["step"] or not 1 <= step <= MAX_STEP:
                 raise TransitsimError(f"{where}: eval record has step {values['step']:g}")
             values["step"] = step
             resumed |= bool(evals) and step <= max(evals)

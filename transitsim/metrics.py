@@ -6,6 +6,7 @@ its figures are means over seeds, NaN (a dash) otherwise, with "r/n" saying how 
 """
 
 import math
+import numbers
 from typing import Any
 
 import numpy as np
@@ -217,8 +218,19 @@ def parse_targets(spec: str, traces: list[Trace]) -> list[float]:
             raise TransitsimError(
                 f"bad loss target {item!r}: expected a number like 3.158 or final:CONFIG"
             )
-        targets.append(value)
+        targets.append(check_target(value))
     return targets
+
+
+def check_target(value: object) -> float:
+    """A loss target is a positive finite number: a cross-entropy is never below 0, and NaN or
+    inf would be "reached" by every step or by none."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TransitsimError(f"bad loss target {value!r}: expected a number like 3.158")
+    number = float(value)
+    if not math.isfinite(number) or number <= 0:
+        raise TransitsimError(f"bad loss target {value!r}: a loss target is a positive number")
+    return number
 
 
 def _grid_params(timeline: pd.DataFrame) -> list[str]:

@@ -256,6 +256,8 @@ def replay_traces(
     when a baseline is named, else no time-to-target (timeline only). transform_at applies to the
     optical variants (replay.placement_for).
     """
+    if baseline is not None:  # a typo is bad input, not a note beside a table without speed-ups
+        resolve_config(baseline, {trace.config_name: trace.variant for trace in traces.values()})
     if targets is None and baseline is not None:
         targets = f"final:{baseline}"
     target_values = parse_targets(targets, list(traces.values())) if targets else []

@@ -19,11 +19,11 @@ import pandas as pd
 from transitsim.compute import ComputeModel, Stragglers
 from transitsim.errors import TransitsimError
 from transitsim.metrics import TIMELINE_COLUMNS as METRICS_COLUMNS
-from transitsim.metrics import extrapolated_flags, parse_targets, time_to_target
+from transitsim.metrics import check_target, extrapolated_flags, parse_targets, time_to_target
 from transitsim.network import LinkFault, NetworkSpec
 from transitsim.overlap import DDP_BUCKET_BYTES
 from transitsim.replay import TIMELINE_COLUMNS, placement_for, replay
-from transitsim.trace import Trace, find_traces, read_trace
+from transitsim.trace import Trace, find_traces, read_trace, validate_trace
 
 
 @dataclass
@@ -114,9 +114,11 @@ def _targets(
     if isinstance(targets, str):
         return parse_targets(targets, traces)
     try:
-        values = [float(target) for target in targets]
-    except (TypeError, ValueError):
+        values = [check_target(target) for target in targets]
+    except TypeError:
         raise TransitsimError(f"simulate: targets must be losses, got {targets!r}") from None
+    except TransitsimError as exc:
+        raise TransitsimError(f"simulate: {exc}") from None
     if not values:
         raise TransitsimError("simulate: targets is empty")
     return values
@@ -128,7 +130,7 @@ def _load(traces: Iterable[str | Path | Trace] | str | Path | Trace) -> list[Tra
     loaded: list[Trace] = []
     for item in items:
         if isinstance(item, Trace):
-            loaded.append(item)
+            loaded.append(validate_trace(item))
         elif isinstance(item, str | Path):
             loaded.extend(read_trace(path) for path in find_traces([item]))
         else:

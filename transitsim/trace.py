@@ -73,6 +73,11 @@ REQUIRED_META: dict[str, type | tuple[type, ...]] = {
     "status": str,
 }
 
+MAX_NAME_BYTES = 160  # run names become file names: <name>.parquet, .<name>.parquet.<tmp>.tmp
+MAX_STEP_BYTES = 2**50  # a PiB per worker per step: beyond it, a corrupt number, not a run
+MAX_STEP_SECONDS = 10**7  # four months per step
+MAX_PARAMS = 10**15
+_BAD_NAME = re.compile(r"[\x00-\x1f\x7f/\\]")
 _SEED_SUFFIX = re.compile(r"-s\d+$")
 
 
@@ -131,6 +136,32 @@ def _where(path: Path | str | None) -> str:
     return str(path) if path is not None else "<trace>"
 
 
+def check_run_name(name: str, where: str) -> None:
+    """A run name is a file name: printable, no slashes, not too long (TraceError otherwise)."""
+    if not name or _BAD_NAME.search(name) or name in (".", ".."):
+        raise TraceError(
+            f"{where}: run name {name[:40]!r} must be printable, without slashes or control "
+            "characters"
+        )
+    if len(name.encode("utf-8", "surrogateescape")) > MAX_NAME_BYTES:
+        raise TraceError(
+            f"{where}: run name of {len(name):,} characters (at most {MAX_NAME_BYTES} bytes)"
+        )
+
+
+def validate_trace(trace: "Trace") -> "Trace":
+    """A Trace built in code checked as read_trace checks a file (TraceError otherwise)."""
+    if not isinstance(trace, Trace) or not isinstance(trace.meta, dict):
+        raise TraceError(f"expected a Trace, got {type(trace).__name__}")
+    where = (
+        trace.path or trace.meta.get("name") if isinstance(trace.meta.get("name"), str) else None
+    )
+    validate_meta(trace.meta, where)
+    validate_steps(trace.steps, where)
+    validate_diagnostics(trace.diagnostics, where)
+    return trace
+
+
 def validate_meta(meta: dict[str, Any], path: Path | str | None = None) -> None:
     """Raise TraceError naming the file when metadata lacks a required key or has a bad value."""
     where = _where(path)
@@ -142,6 +173,12 @@ def validate_meta(meta: dict[str, Any], path: Path | str | None = None) -> None:
             raise TraceError(
                 f"{where}: metadata key {key!r} must be {kind.__name__}, got {value!r}"
             )
+    check_run_name(meta["name"], where)
+    if meta["n_params"] > MAX_PARAMS or meta["dense_bytes_per_step"] > MAX_STEP_BYTES:
+        raise TraceError(
+            f"{where}: n_params (at most {MAX_PARAMS:,}) or dense_bytes_per_step "
+            f"(at most {MAX_STEP_BYTES:,}) is too large"
+        )
     if meta["variant"] not in VARIANTS:
         raise TraceError(
             f"{where}: unknown variant {meta['variant']!r} (expected one of {VARIANTS})"
@@ -161,8 +198,12 @@ def validate_meta(meta: dict[str, Any], path: Path | str | None = None) -> None:
 
 
 def validate_steps(steps: pd.DataFrame, path: Path | str | None = None) -> None:
-    """Raise TraceError when a required column is missing, null where it may not be, or bad."""
+    """Raise TraceError when a required column is missing, null where it may not be, of the
+    wrong kind (text losses, "False" as text), out of range (a negative loss, inf seconds, more
+    bytes than any network could carry), or an optional column holds such values."""
     where = _where(path)
+    if not isinstance(steps, pd.DataFrame):
+        raise TraceError(f"{where}: the step table is not a table")
     missing = [name for name in STEP_COLUMNS if name not in steps.columns]
     if missing:
         raise TraceError(f"{where}: step table lacks column(s) {', '.join(missing)}")
@@ -171,21 +212,67 @@ def validate_steps(steps: pd.DataFrame, path: Path | str | None = None) -> None:
     for name in STEP_COLUMNS:
         if name != "val_loss" and steps[name].isna().any():
             raise TraceError(f"{where}: column {name!r} has missing values")
+    for name, kind in {**STEP_COLUMNS, **OPTIONAL_COLUMNS}.items():
+        if name in steps.columns:
+            _check_kind(steps[name], name, kind, where)
     step = steps["step"].to_numpy()
-    if not np.issubdtype(step.dtype, np.integer):
-        raise TraceError(f"{where}: column 'step' must hold integers")
     if step[0] < 1 or (np.diff(step) <= 0).any():
         raise TraceError(f"{where}: column 'step' must start at 1 or later and strictly increase")
-    if (steps["payload_bytes"] < 0).any():
-        raise TraceError(f"{where}: column 'payload_bytes' has negative values")
-    if ((steps["compute_s"] < 0) | (steps["compress_s"] < 0)).any():
-        raise TraceError(f"{where}: columns 'compute_s'/'compress_s' have negative values")
+    for name in ("train_loss", "val_loss"):  # inf: a diverged run, NaN val: not evaluated
+        if (steps[name] < 0).any():
+            raise TraceError(f"{where}: column {name!r} has negative losses")
+    for name in OPTIONAL_COLUMNS.keys() | {"lr", "payload_bytes", "compute_s", "compress_s"}:
+        if name not in steps.columns or name == "end_unix_s":
+            continue
+        values = steps[name].astype("float64")
+        if (values < 0).any():
+            raise TraceError(f"{where}: column {name!r} has negative values")
+        if np.isinf(values).any():
+            raise TraceError(f"{where}: column {name!r} has infinite values")
+        if name.endswith("bytes") and (values > MAX_STEP_BYTES).any():
+            raise TraceError(
+                f"{where}: column {name!r} has more than {MAX_STEP_BYTES:,} bytes in a step"
+            )
+        if name.endswith("_s") and (values > MAX_STEP_SECONDS).any():
+            raise TraceError(
+                f"{where}: column {name!r} has steps longer than {MAX_STEP_SECONDS:,} s"
+            )
     unknown = set(steps["collective"].astype(str)) - set(COLLECTIVES)
     if unknown:
         raise TraceError(
             f"{where}: column 'collective' has unknown value(s) {sorted(unknown)} "
             f"(expected {COLLECTIVES})"
         )
+
+
+def _check_kind(column: pd.Series, name: str, kind: pa.DataType, where: str) -> None:
+    """The column holds what its Arrow type says: text is never a number or a bool (a table
+    built in code may hold them as Python objects; each value is checked then)."""
+    if pa.types.is_boolean(kind):
+        allowed: tuple[type, ...] = (bool, np.bool_)
+        wanted = "true/false values (not text)"
+    elif pa.types.is_integer(kind):
+        allowed, wanted = (int, np.integer), "integers"
+    elif pa.types.is_floating(kind):
+        allowed, wanted = (int, float, np.integer, np.floating), "numbers"
+    else:
+        return
+    dtype = column.dtype
+    if pd.api.types.is_object_dtype(dtype):
+        values = column[column.notna()]
+        is_bool = pa.types.is_boolean(kind)
+        ok = all(
+            isinstance(v, allowed) and (is_bool or not isinstance(v, bool | np.bool_))
+            for v in values
+        )
+    elif pa.types.is_boolean(kind):
+        ok = pd.api.types.is_bool_dtype(dtype)
+    elif pa.types.is_integer(kind):
+        ok = pd.api.types.is_integer_dtype(dtype) and not pd.api.types.is_bool_dtype(dtype)
+    else:
+        ok = pd.api.types.is_numeric_dtype(dtype) and not pd.api.types.is_bool_dtype(dtype)
+    if not ok:
+        raise TraceError(f"{where}: column {name!r} must hold {wanted}, got {dtype}")
 
 
 def validate_diagnostics(diagnostics: pd.DataFrame, path: Path | str | None = None) -> None:

@@ -116,29 +116,52 @@ def _parse(
     return value
 
 
+# What a quantity may be: beyond these a value is a typo whose result would be inf or nan
+# ("1e-300 b/s" makes every transfer take forever), never a question worth simulating.
+RATE_RANGE_BPS = (1.0, 1e18)
+MAX_DURATION_S = 1e9  # about 32 years
+MAX_LENGTH_M = 1e10  # 10 million km
+FREQUENCY_RANGE_HZ = (1.0, 1e18)
+FLOP_RATE_RANGE = (1.0, 1e24)
+MAX_BYTES = 2**50  # a pebibyte
+
+
+def _bounded(value: float, low: float, high: float, what: str, text: object, unit: str) -> float:
+    if value < low or value > high:
+        raise TransitsimError(
+            f"{what} must lie between {low:g} and {high:g} {unit}, got {show_value(text)}"
+        )
+    return value
+
+
 def parse_rate_bps(text: object) -> float:
     """A positive data rate in bits per second ('200 Gb/s', '25 GB/s', '100 Gbps')."""
-    return float(_parse(text, _RATE_UNITS, "a rate", "200 Gb/s", allow_zero=False))
+    value = float(_parse(text, _RATE_UNITS, "a rate", "200 Gb/s", allow_zero=False))
+    return _bounded(value, *RATE_RANGE_BPS, "a rate", text, "b/s")
 
 
 def parse_time_s(text: object) -> float:
     """A non-negative duration in seconds ('5 ms', '2 us', '1.5 h')."""
-    return float(_parse(text, _TIME_UNITS, "a duration", "5 ms", allow_zero=True))
+    value = float(_parse(text, _TIME_UNITS, "a duration", "5 ms", allow_zero=True))
+    return _bounded(value, 0.0, MAX_DURATION_S, "a duration", text, "s")
 
 
 def parse_length_m(text: object) -> float:
     """A non-negative length in metres ('1000 km', '3 m')."""
-    return float(_parse(text, _LENGTH_UNITS, "a length", "1000 km", allow_zero=True))
+    value = float(_parse(text, _LENGTH_UNITS, "a length", "1000 km", allow_zero=True))
+    return _bounded(value, 0.0, MAX_LENGTH_M, "a length", text, "m")
 
 
 def parse_frequency_hz(text: object) -> float:
     """A positive frequency in Hz ('10 GHz', '1e9 /s')."""
-    return float(_parse(text, _FREQUENCY_UNITS, "a frequency", "10 GHz", allow_zero=False))
+    value = float(_parse(text, _FREQUENCY_UNITS, "a frequency", "10 GHz", allow_zero=False))
+    return _bounded(value, *FREQUENCY_RANGE_HZ, "a frequency", text, "Hz")
 
 
 def parse_flop_rate(text: object) -> float:
     """A positive compute rate in FLOP per second ('989 TFLOP/s', '2 PFLOPS')."""
-    return float(_parse(text, _FLOP_RATE_UNITS, "a compute rate", "989 TFLOP/s", allow_zero=False))
+    value = float(_parse(text, _FLOP_RATE_UNITS, "a compute rate", "989 TFLOP/s", allow_zero=False))
+    return _bounded(value, *FLOP_RATE_RANGE, "a compute rate", text, "FLOP/s")
 
 
 def parse_bytes(text: object) -> int:
@@ -147,13 +170,19 @@ def parse_bytes(text: object) -> int:
     if isinstance(text, int) and not isinstance(text, bool):
         if text < 0:
             raise TransitsimError(f"{expected}: must be non-negative, got {text}")
-        return text
-    if isinstance(text, str) and re.fullmatch(rf"\s*\+?{_WHOLE}\s*", text):
-        return int(text.replace(",", ""))
-    value = _parse(text, _BYTE_UNITS, "a size", "1 GB", allow_zero=True)
-    if value != value.to_integral_value():
-        raise TransitsimError(f"{expected}: not a whole number of bytes, got {show_value(text)}")
-    return int(value)
+        count = text
+    elif isinstance(text, str) and re.fullmatch(rf"\s*\+?{_WHOLE}\s*", text):
+        count = int(text.replace(",", ""))
+    else:
+        value = _parse(text, _BYTE_UNITS, "a size", "1 GB", allow_zero=True)
+        if value != value.to_integral_value():
+            raise TransitsimError(
+                f"{expected}: not a whole number of bytes, got {show_value(text)}"
+            )
+        count = int(value)
+    if count > MAX_BYTES:
+        raise TransitsimError(f"a size must be at most {MAX_BYTES:,} bytes, got {show_value(text)}")
+    return count
 
 
 # Units of the scenario keys a grid may sweep (their values arrive in SI units).

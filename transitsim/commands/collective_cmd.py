@@ -23,6 +23,7 @@ from transitsim.network import (
     simulate_exchange,
 )
 from transitsim.network.bandwidth import algorithm_bandwidth_bps, bus_bandwidth_bps
+from transitsim.scenario.network_models import MAX_DATACENTRES, MAX_WORKERS
 from transitsim.units import parse_bytes, parse_length_m, parse_rate_bps, parse_time_s
 
 CLI_ALGOS = {name.replace("_", "-"): name for name in COLLECTIVE_ALGOS}
@@ -38,7 +39,20 @@ def build_network(
     slot_bytes: str | None,
     efficiency: float = 1.0,
 ) -> NetworkSpec:
-    """One switch (or one per datacentre, joined by a WAN link each way), summing allowed."""
+    """One switch (or one per datacentre, joined by a WAN link each way), summing allowed.
+
+    Bounded as a scenario's network is (a ring of 10^8 hosts would never return), and sites
+    of equal size, as scenarios require."""
+    if not 1 <= workers <= MAX_WORKERS:
+        raise TransitsimError(f"--workers must lie in 1..{MAX_WORKERS:,}, got {workers:,}")
+    if not 1 <= datacentres <= MAX_DATACENTRES:
+        raise TransitsimError(
+            f"--datacentres must lie in 1..{MAX_DATACENTRES}, got {datacentres:,}"
+        )
+    if workers % datacentres:
+        raise TransitsimError(
+            f"--workers ({workers}) must be a multiple of --datacentres ({datacentres})"
+        )
     host_link = LinkSpec(
         parse_rate_bps(bandwidth), latency_s=parse_time_s(latency), efficiency=efficiency
     )

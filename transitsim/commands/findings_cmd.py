@@ -385,6 +385,8 @@ def findings_command(
     """Our runs beside the published results: (a) final losses, (b) ordering and the deck's
     loss claims, (c) captured energy, (d) the optics, (e) E' at a switch."""
     fmt = output_format(markdown=markdown, json_=json_)
+    if not math.isfinite(gap_nats) or gap_nats < 0:
+        raise TransitsimError(f"--gap-nats must be a non-negative number, got {gap_nats}")
     traces = [read_trace(path) for path in find_traces(paths)]
     if not traces:
         raise TransitsimError(f"no traces in {', '.join(map(str, paths))}")

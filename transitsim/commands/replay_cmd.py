@@ -114,8 +114,19 @@ def network_description(network: str, settings: list[str]) -> dict[str, Any]:
 
 
 def _placement(network: NetworkSpec, transform_at: str, sum_at: str) -> tuple[str | None, str]:
+    """The placement asked for, refused (as a scenario refuses it) where the hardware is absent:
+    otherwise every job would fail, one by one, with exit 1."""
     auto_transform, auto_sum = default_placement(network)
     transform = auto_transform if transform_at == "auto" else transform_at
+    if sum_at == "switch" and not network.switch.aggregator:
+        raise TransitsimError(
+            f"--sum-at switch: network {network.name} has no summing switch (switch.aggregator "
+            "is off; --set switch.aggregator=true adds one)"
+        )
+    if transform == "pluggable" and (network.pluggable is None or not network.pluggable.transform):
+        raise TransitsimError(f"--transform-at pluggable: network {network.name} has none")
+    if transform == "switch" and network.switch.transform is None:
+        raise TransitsimError(f"--transform-at switch: network {network.name} has no transform")
     return (None if transform == "none" else transform), auto_sum if sum_at == "auto" else sum_at
 
 

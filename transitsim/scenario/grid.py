@@ -9,7 +9,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from transitsim.scenario.models import NetworkPoint, Scenario
-from transitsim.scenario.network_models import NetworkModel
+from transitsim.scenario.network_models import MAX_GRID_POINTS, NetworkModel
 from transitsim.scenario.specs import network_spec, placement_of
 from transitsim.scenario.yaml_source import (
     KeyPathIssue,
@@ -19,8 +19,6 @@ from transitsim.scenario.yaml_source import (
     format_path,
     is_dict,
 )
-
-MAX_GRID_POINTS = 4096
 
 
 def _sweep_key_error(key: str) -> str | None:
@@ -69,6 +67,11 @@ def expand_grid(scenario: Scenario) -> list[NetworkPoint]:
     raw = grid._raw_network
     raw = {"preset": raw} if isinstance(raw, str) else raw
     base_name = grid.network.name or "grid"
+    count = math.prod(len(values) for values in grid.sweep.values())
+    if count > MAX_GRID_POINTS:  # first: checking each value of a huge grid takes long
+        raise KeyPathIssue(
+            ("grid", "sweep"), f"{count:,} points is too many (at most {MAX_GRID_POINTS:,})"
+        )
     for key, values in grid.sweep.items():
         problem = _sweep_key_error(key)
         if problem:
@@ -82,11 +85,6 @@ def expand_grid(scenario: Scenario) -> list[NetworkPoint]:
                 detail = message if inner in ("", key) else f"{inner}: {message}"
                 raise KeyPathIssue(("grid", "sweep", key, index), detail) from None
     keys = list(grid.sweep)
-    count = math.prod(len(values) for values in grid.sweep.values())
-    if count > MAX_GRID_POINTS:
-        raise KeyPathIssue(
-            ("grid", "sweep"), f"{count} points is too many (at most {MAX_GRID_POINTS})"
-        )
     points = []
     for combination in itertools.product(*(grid.sweep[key] for key in keys)):
         candidate = raw

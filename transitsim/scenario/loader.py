@@ -15,7 +15,6 @@ from transitsim.scenario.networks import expand_networks
 from transitsim.scenario.traces import check_names, resolve_traces
 from transitsim.scenario.yaml_source import (
     KeyPathIssue,
-    check_keys,
     error_message,
     format_path,
     line_of,
@@ -28,7 +27,7 @@ from transitsim.units import show_value
 def load_scenario(path: Path | str) -> Scenario:
     """Read, validate and resolve a scenario file; any mistake is one TransitsimError line."""
     path = Path(path)
-    node, data = read_yaml(path)
+    node = None
 
     def fail(where: tuple[Any, ...], message: str, line: int | None = None) -> TransitsimError:
         key = format_path(where)
@@ -36,7 +35,7 @@ def load_scenario(path: Path | str) -> Scenario:
         return TransitsimError(f"{prefix} {key}: {message}" if key else f"{prefix} {message}")
 
     try:
-        check_keys(node)
+        node, data = read_yaml(path)  # keys checked too (check_keys)
     except KeyPathIssue as issue:
         raise fail(issue.path, issue.message, issue.line) from None
     if not isinstance(data, dict):

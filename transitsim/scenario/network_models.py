@@ -10,6 +10,13 @@ from transitsim.network_presets import preset_dict, preset_names
 from transitsim.scenario.quantities import Duration, Frequency, Length, Rate, Size, _Strict
 from transitsim.units import show_value
 
+# Bigger networks take minutes to hours a step to simulate (a ring of 4,096 hosts already takes
+# seconds on the fast path): beyond these a value is a typo, and it is refused with the limit.
+MAX_WORKERS = 4096
+MAX_GRID_POINTS = 4096
+MAX_DATACENTRES = 64  # a full mesh of WAN links: 2,016 cables
+MAX_WAN_LINKS = 64
+
 
 class LinkModel(_Strict):
     """One direction of a cable."""
@@ -93,15 +100,15 @@ class NetworkModel(_Strict):
     preset: str | None = None
     description: str = ""
     topology: Literal[TOPOLOGIES]
-    workers: int = Field(ge=1, le=1_000_000)
+    workers: int = Field(ge=1, le=MAX_WORKERS)
     host_link: LinkModel
     pluggable: PluggableModel | None = None
     switch: SwitchModel = Field(default_factory=SwitchModel)
-    hosts_per_rack: int = Field(0, ge=0)
+    hosts_per_rack: int = Field(0, ge=0, le=MAX_WORKERS)
     spine_link: LinkModel | None = None
-    datacentres: int = Field(1, ge=1)
+    datacentres: int = Field(1, ge=1, le=MAX_DATACENTRES)
     wan_link: LinkModel | None = None
-    wan_links: int = Field(1, ge=1)
+    wan_links: int = Field(1, ge=1, le=MAX_WAN_LINKS)
     collective: Literal[COLLECTIVE_ALGOS] | None = None
     link_overrides: dict[str, LinkModel] = {}
     placement: PlacementModel | None = None
@@ -155,7 +162,9 @@ class GridModel(_Strict):
     """A base network and lists of values for some of its keys: every combination is a network."""
 
     network: NetworkModel
-    sweep: dict[str, Annotated[list[Any], Field(min_length=1)]] = Field(min_length=1)
+    sweep: dict[str, Annotated[list[Any], Field(min_length=1, max_length=MAX_GRID_POINTS)]] = Field(
+        min_length=1, max_length=64
+    )
     _raw_network: Any = PrivateAttr(None)
 
     @model_validator(mode="wrap")

@@ -7,6 +7,7 @@ from pydantic import ValidationError
 
 from transitsim.errors import TransitsimError
 from transitsim.network.spec import NetworkSpec
+from transitsim.network.topology import build_topology
 from transitsim.network_presets import preset_dict
 from transitsim.scenario.grid import expand_grid
 from transitsim.scenario.models import NetworkPoint, Placement, Scenario
@@ -37,6 +38,7 @@ def expand_networks(scenario: Scenario) -> list[NetworkPoint]:
                 f'network name "{name}" is used twice: give each network its own name',
             )
         seen.add(name)
+        _check_links(scenario, name, spec, ("networks", index) if in_list else ("grid",))
         factors = scenario.stragglers.worker_factors
         if factors and len(factors) != spec.workers:
             raise KeyPathIssue(
@@ -44,6 +46,37 @@ def expand_networks(scenario: Scenario) -> list[NetworkPoint]:
                 f"{len(factors)} factors for network {name} of {spec.workers} workers",
             )
     return expanded
+
+
+def link_names(spec: NetworkSpec) -> set[str]:
+    """Every name a fault or a link override may use on this network: u->v, u<->v, u->v#k."""
+    graph = build_topology(spec)
+    known: set[str] = set()
+    for a, b, data in graph.edges(data=True):
+        known |= {f"{a}->{b}", f"{a}<->{b}"} | {name for name, _ in data["links"]}
+    return known
+
+
+def check_link_overrides(spec: NetworkSpec) -> None:
+    """Overrides must name links of the network (else every job would fail later)."""
+    if spec.link_overrides:
+        build_topology(spec)  # raises TransitsimError naming the unknown link
+
+
+def _check_links(scenario: Scenario, name: str, spec: NetworkSpec, where: tuple) -> None:
+    if not spec.link_overrides and not scenario.faults:
+        return
+    try:
+        known = link_names(spec)
+    except TransitsimError as exc:
+        raise KeyPathIssue((*where, "link_overrides"), str(exc)) from None
+    for index, fault in enumerate(scenario.faults):
+        if fault.link not in known:
+            sample = ", ".join(sorted(known)[:4])
+            raise KeyPathIssue(
+                ("faults", index, "link"),
+                f"network {name} has no link {fault.link!r} (links are named like {sample}, ...)",
+            )
 
 
 def overlap_name(name: str, mode: str) -> str:
@@ -104,7 +137,9 @@ def network_from_dict(raw: Any) -> NetworkSpec:
     except ValidationError as exc:
         inner, message = first_error(exc, NetworkModel, raw)
         raise TransitsimError(f"network: {inner}: {message}" if inner else message) from None
-    return network_spec(model, model.name or "network")
+    spec = network_spec(model, model.name or "network")
+    check_link_overrides(spec)
+    return spec
 
 
 def network_preset(name: str) -> NetworkSpec:

@@ -1,6 +1,9 @@
-"""A scenario's trace entries -> trace files (metadata read), and the names that refer to them."""
+"""A scenario's trace entries -> trace files (read and validated), and names that refer to them."""
 
+import contextlib
 import glob
+import itertools
+import os
 import re
 from pathlib import Path
 
@@ -8,9 +11,38 @@ from transitsim.errors import TransitsimError
 from transitsim.metrics import resolve_config
 from transitsim.scenario.models import Scenario, TraceFile
 from transitsim.scenario.yaml_source import KeyPathIssue
-from transitsim.trace import config_name, read_meta
+from transitsim.trace import config_name, read_trace
 
+MAX_TRACE_FILES = 10_000
+MAX_GLOB_PATHS = 100_000  # a "**" over a home folder would otherwise walk it all
 _GLOB_CHARS = re.compile(r"[*?\[]")
+
+
+def _matches(text: str, base_dir: Path) -> list[Path]:
+    """The trace files one entry names: a glob's matches, a folder's *.parquet, or the file."""
+    if "\x00" in text:
+        raise ValueError("the path holds a NUL character")
+    pattern = Path(text).expanduser()
+    pattern = pattern if pattern.is_absolute() else base_dir / pattern
+    if _GLOB_CHARS.search(text):
+        found = itertools.islice(glob.iglob(str(pattern), recursive=True), MAX_GLOB_PATHS + 1)
+        matches = sorted(Path(p) for p in found)
+        if len(matches) > MAX_GLOB_PATHS:
+            raise ValueError(f"the pattern matches more than {MAX_GLOB_PATHS:,} paths")
+        matches = [p for p in matches if p.is_file()]
+        if not matches:
+            raise ValueError(f"no trace file matches {pattern}")
+    elif pattern.is_dir():
+        matches = sorted(pattern.glob("*.parquet"))
+        if not matches:
+            raise ValueError(f"no *.parquet trace in folder {pattern}")
+    elif not pattern.exists():
+        with contextlib.suppress(FileNotFoundError, NotADirectoryError):
+            os.stat(pattern)  # a name too long says so (OSError); a missing one is not found
+        raise ValueError(f"trace file not found: {pattern}")
+    else:
+        matches = [pattern]
+    return matches
 
 
 def resolve_traces(scenario: Scenario, base_dir: Path) -> list[TraceFile]:
@@ -18,28 +50,23 @@ def resolve_traces(scenario: Scenario, base_dir: Path) -> list[TraceFile]:
     seen: set[Path] = set()
     for index, entry in enumerate(scenario.traces):
         where = ("traces", index, "path")
-        pattern = Path(entry.path).expanduser()
-        pattern = pattern if pattern.is_absolute() else base_dir / pattern
-        if _GLOB_CHARS.search(entry.path):
-            matches = sorted(Path(p) for p in glob.glob(str(pattern), recursive=True))
-            matches = [p for p in matches if p.is_file()]
-            if not matches:
-                raise KeyPathIssue(where, f"no trace file matches {pattern}")
-        elif pattern.is_dir():
-            matches = sorted(pattern.glob("*.parquet"))
-            if not matches:
-                raise KeyPathIssue(where, f"no *.parquet trace in folder {pattern}")
-        elif not pattern.exists():
-            raise KeyPathIssue(where, f"trace file not found: {pattern}")
-        else:
-            matches = [pattern]
+        try:
+            matches = _matches(entry.path, base_dir)
+        except OSError as exc:  # a path too long for the system, a folder we may not read
+            raise KeyPathIssue(where, f"cannot read {entry.path[:80]!r}: {exc.strerror}") from None
+        except ValueError as exc:
+            raise KeyPathIssue(where, str(exc)) from None
+        if len(matches) > MAX_TRACE_FILES:
+            raise KeyPathIssue(
+                where, f"{len(matches):,} trace files match (at most {MAX_TRACE_FILES:,})"
+            )
         entry_configs = set()
         for path in matches:
             if path.resolve() in seen:
                 continue
             seen.add(path.resolve())
             try:
-                meta = read_meta(path)
+                meta = read_trace(path).meta  # the step table too: run would read it
             except TransitsimError as exc:
                 raise KeyPathIssue(where, str(exc)) from None
             config = config_name(meta["name"])
@@ -71,7 +98,24 @@ def resolve_traces(scenario: Scenario, base_dir: Path) -> list[TraceFile]:
                 f'config "{trace.config}" has two labels: '
                 f'"{labels[trace.config]}" and "{trace.label}"',
             )
+    owners: dict[str, str] = {}
+    for config, label in labels.items():  # two rows "SAME", and `baseline: SAME` picks one
+        other = owners.setdefault(label, config)
+        if other != config:
+            raise KeyPathIssue(
+                ("traces",), f'label "{label}" names two configs ("{other}" and "{config}")'
+            )
+        if label in variants_of(files) and label != config:
+            raise KeyPathIssue(
+                ("traces",),
+                f'label "{label}" of config "{config}" is the name of another config',
+            )
     return files
+
+
+def variants_of(files: list[TraceFile]) -> dict[str, str]:
+    """Config name -> variant id of the resolved traces."""
+    return {trace.config: trace.variant for trace in files}
 
 
 def check_names(scenario: Scenario, files: list[TraceFile]) -> None:

@@ -19,6 +19,9 @@ from transitsim.errors import TransitsimError
 from transitsim.units import show_value
 
 _TEXT_TAG = "tag:yaml.org,2002:str"
+_MERGE_TAG = "tag:yaml.org,2002:merge"
+MAX_YAML_BYTES = 1 << 20  # the shipped scenarios are a few kB; a 45 MB list took 3.6 GB
+MAX_YAML_NODES = 200_000  # values after alias expansion
 
 
 class KeyPathIssue(Exception):
@@ -36,8 +39,18 @@ class KeyPathIssue(Exception):
 
 
 def read_yaml(path: Path) -> tuple[yaml.Node | None, Any]:
-    """The YAML's node tree (for line numbers) and its data."""
+    """The YAML's node tree (for line numbers) and its data.
+
+    Bounded before anything is built: the file's size, and the size the document would have
+    with every alias expanded (nine levels of nine aliases are 387 million nodes), so no file
+    can hang the loader. Keys are checked (`check_keys`, which raises KeyPathIssue) on the tree
+    as written, before merge keys (<<) are flattened into it."""
     try:
+        size = path.stat().st_size if path.is_file() else 0
+        if size > MAX_YAML_BYTES:
+            raise TransitsimError(
+                f"{path}: {size:,} bytes is too large for a scenario (at most {MAX_YAML_BYTES:,})"
+            )
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise TransitsimError(f"{path}: no such scenario file") from None
@@ -51,6 +64,9 @@ def read_yaml(path: Path) -> tuple[yaml.Node | None, Any]:
     try:
         loader = yaml.SafeLoader(text)
         node = loader.get_single_node()
+        if node is not None:
+            _check_expanded_size(node, path)
+            check_keys(node)
         data = loader.construct_document(node) if node is not None else None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
@@ -66,11 +82,53 @@ def read_yaml(path: Path) -> tuple[yaml.Node | None, Any]:
     return node, data
 
 
+def _check_expanded_size(root: yaml.Node, path: Path) -> None:
+    """Raise when the document, aliases expanded, exceeds MAX_YAML_NODES or refers to itself.
+
+    Aliases share node objects, so sizes are summed once per node (linear in the file)."""
+    sizes: dict[int, int] = {}
+    open_nodes: set[int] = set()
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    while stack:
+        node, children_done = stack.pop()
+        key = id(node)
+        if children_done:
+            open_nodes.discard(key)
+            sizes[key] = 1 + sum(sizes[id(child)] for child in _children(node))
+            if sizes[key] > MAX_YAML_NODES:
+                raise TransitsimError(
+                    f"{path}: the document expands (aliases included) to more than "
+                    f"{MAX_YAML_NODES:,} values (an alias bomb?)"
+                )
+            continue
+        if key in sizes:
+            continue
+        if key in open_nodes:
+            line = node.start_mark.line + 1
+            raise TransitsimError(f"{path}:{line}: invalid YAML: an alias refers to itself")
+        open_nodes.add(key)
+        stack.append((node, True))
+        stack.extend((child, False) for child in _children(node) if id(child) not in sizes)
+
+
+def _children(node: yaml.Node) -> list[yaml.Node]:
+    if isinstance(node, yaml.MappingNode):
+        return [part for pair in node.value for part in pair]
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    return []
+
+
 def check_keys(node: yaml.Node | None, path: tuple[str | int, ...] = ()) -> None:
-    """Keys must be text and appear once (YAML would silently keep the last of two)."""
+    """Keys must be text and appear once (YAML would silently keep the last of two).
+
+    A merge key (<<) brings in keys that a key written beside it may override, as YAML says:
+    only keys written in the mapping itself are compared."""
     if isinstance(node, yaml.MappingNode):
         seen: set[str] = set()
         for key_node, value_node in node.value:
+            if key_node.tag == _MERGE_TAG:
+                continue  # the merged mapping is checked where it is written (its anchor)
             if key_node.tag != _TEXT_TAG:
                 line = key_node.start_mark.line + 1
                 raise KeyPathIssue(
