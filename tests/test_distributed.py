@@ -61,7 +61,7 @@ def test_four_gloo_ranks_give_the_simulated_losses(tiny_corpus, tmp_path):
     configs = {vid: tiny(tiny_corpus, vid) for vid in EQUIVALENT}
     spec = [{"config": cfg.to_dict(), "out": str(tmp_path / "gloo")} for cfg in configs.values()]
     (tmp_path / "runs.json").write_text(json.dumps(spec))
-    worker = [sys.executable, str(REPO / "tests" / "dist_worker.py"), str(tmp_path / "runs.json")]
+    worker = [sys.executable, "-m", "trainer.distributed.batch", str(tmp_path / "runs.json")]
     assert launch_command(worker, 4) == 0
 
     for vid, cfg in configs.items():

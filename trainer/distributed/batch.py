@@ -1,8 +1,9 @@
-"""One rank of the equivalence test: train every run of a JSON list on one process group.
+"""One rank that trains every run of a JSON list ([{"config": {...}, "out": DIR}]) in turn.
 
-Started by tests/test_distributed.py through trainer.distributed.launch with torchrun's
-environment; joining once and training all runs in turn keeps the test's start-up cost to
-one torch import per rank.
+    python -m trainer.distributed.batch RUNS.json   (under torchrun, or launch_command)
+
+Joining the process group once and training all runs in it keeps the start-up cost to one
+torch import per rank: the equivalence test and benchmarks/check_equivalence.py use it.
 """
 
 import json
