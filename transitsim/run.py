@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from transitsim.atomic import check_writable_file
+from transitsim.context import assumptions, scenario_question
 from transitsim.errors import TransitsimError
 from transitsim.metrics import (
     LADDER_COLUMNS,
@@ -36,12 +37,13 @@ from transitsim.network import NetworkSpec
 from transitsim.outfolder import check_output_folder, write_folder
 from transitsim.overlap import DDP_BUCKET_BYTES
 from transitsim.replay import placement_for
-from transitsim.report import write_report
+from transitsim.report import ReportContext, write_report
 from transitsim.scenario import OUTPUT_FILES, Scenario, network_placement, scenario_to_networks
 from transitsim.sweep import JobResult, ReplayJob, run_jobs
 from transitsim.tables import config_labels
 from transitsim.trace import Trace, read_trace
 from transitsim.trace_events import write_trace_events
+from transitsim.verdict import verdict_sentences
 
 # Where a step's time goes, as the summary names it: GPU work, making the band (on the GPU or
 # in the network), serialisation and flight on the wire, and waiting (stragglers, contention).
@@ -83,6 +85,13 @@ class RunResult:
     failures: list[JobResult] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     files: list[Path] = field(default_factory=list)
+    question: str = ""
+    assumptions: list[str] = field(default_factory=list)
+
+    @property
+    def verdict(self) -> list[str]:
+        """The answer in words, one sentence per target (transitsim.verdict)."""
+        return verdict_sentences(self.summary, self.params, self.labels)
 
     @property
     def exit_code(self) -> int:
@@ -209,6 +218,13 @@ def run_scenario(
     )
     if scenario.scale_params is not None:  # first, so that the printed notes always show it
         result.notes.insert(0, _scale_note(scenario.scale_params, traces))
+    result.question = scenario_question(scenario.source_path, scenario.description)
+    result.assumptions = assumptions(
+        scenario.compute.to_compute_model(),
+        scenario.scale_params,
+        list(traces.values()),
+        sorted({job.network.workers for job in jobs}),
+    )
     files = list(dict.fromkeys(scenario.outputs.files))
     write_outputs(result, out_dir, files, scenario.outputs.table_format, trace_events)
     return result
@@ -415,9 +431,9 @@ def link_utilisation(results: list[JobResult]) -> pd.DataFrame:
             for start, end, share in spans[["start_s", "end_s", "utilisation"]].itertuples(
                 index=False
             ):
-                rows.append((r.job.network.name, link, start, share))
-                rows.append((r.job.network.name, link, end, 0.0))
-    return pd.DataFrame(rows, columns=["network", "link", "t_s", "utilisation"])
+                rows.append((r.job.network.name, r.job.trace_name, link, start, share))
+                rows.append((r.job.network.name, r.job.trace_name, link, end, 0.0))
+    return pd.DataFrame(rows, columns=["network", "run", "link", "t_s", "utilisation"])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -536,4 +552,12 @@ def _write_report(result: RunResult, path: Path) -> Path:
         sweep=sweep,
         title=result.title,
         labels=result.labels,
+        context=ReportContext(
+            question=result.question,
+            verdict=result.verdict,
+            params=result.params,
+            assumptions=result.assumptions,
+            notes=result.notes,
+            failures=[failure.describe_failure() for failure in result.failures],
+        ),
     )

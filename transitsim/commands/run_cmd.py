@@ -34,7 +34,7 @@ MAX_NOTES = 5
 
 
 def format_param(key: str, value: object) -> str:
-    """A grid value (SI) as a scenario writes it: rate 1e10 -> "10 Gb/s", 5e6 m -> "5000 km"."""
+    """A grid value (SI) as a scenario writes it: rate 1e10 -> "10 Gb/s", 5e6 m -> "5,000 km"."""
     if value is None:
         return "–"
     if not is_number(value):
@@ -86,6 +86,12 @@ def print_crossovers(result: RunResult, fmt: str = "table") -> None:
     shown = changes[[c for c in columns if c in changes.columns]]
     title = "Crossovers (other grid parameters held at the values shown)"
     emit_table(shown, fmt, title=title, headers=CROSSOVER_HEADERS)
+
+
+def print_verdict(result: RunResult) -> None:
+    """The answer in words, before the tables it comes from."""
+    for line in result.verdict:
+        print(f"Verdict: {line}")
 
 
 def report_problems(result: RunResult, quiet: bool = False) -> None:
@@ -141,6 +147,7 @@ def run_command(
     report_problems(result, quiet)
     if not quiet:
         print(result.title)
+        print_verdict(result)
         print_summary(result, baseline=loaded.baseline)
         print_crossovers(result)
         print(f"wrote {', '.join(str(path) for path in result.files)}")
