@@ -36,10 +36,10 @@ from transitsim.metrics import TIMELINE_COLUMNS as METRIC_COLUMNS
 from transitsim.network import NetworkSpec
 from transitsim.outfolder import check_output_folder, write_folder
 from transitsim.overlap import DDP_BUCKET_BYTES
-from transitsim.replay import placement_for
+from transitsim.replay import check_replay, placement_for
 from transitsim.report import ReportContext, write_report
 from transitsim.scenario import OUTPUT_FILES, Scenario, network_placement, scenario_to_networks
-from transitsim.sweep import JobResult, ReplayJob, run_jobs
+from transitsim.sweep import JobResult, ReplayJob, one_line, run_jobs
 from transitsim.tables import config_labels
 from transitsim.trace import Trace, read_trace
 from transitsim.trace_events import write_trace_events
@@ -156,6 +156,38 @@ def scenario_jobs(scenario: Scenario, traces: dict[str, Trace]) -> list[ReplayJo
                 )
             )
     return jobs
+
+
+def check_jobs(jobs: list[ReplayJob], traces: dict[str, Trace]) -> list[str]:
+    """Plan every job as replay would (transitsim.replay.check_replay), simulating nothing; the
+    distinct reasons jobs would fail, each once with how many jobs it concerns."""
+    reasons: dict[str, list[str]] = {}
+    for job in jobs:
+        try:
+            check_replay(
+                traces[job.trace_name],
+                job.network,
+                compute=job.compute,
+                transform_at=job.transform_at,
+                sum_at=job.sum_at,
+                stragglers=job.stragglers,
+                faults=list(job.faults),
+                scale_params=job.scale_params,
+                seed=job.seed,
+                overlap=job.overlap,
+                bucket_bytes=job.bucket_bytes,
+            )
+        except Exception as exc:  # every reason, not only the first job's
+            name = job.network.name
+            reason = one_line(exc).replace(f"network {name!r}", "network")
+            reasons.setdefault(reason.replace(name, "<network>"), []).append(name)
+    problems = []
+    for reason, names in reasons.items():
+        networks = list(dict.fromkeys(names))
+        where = f"{len(networks)} networks, e.g. {networks[0]!r}" if len(networks) > 1 else ""
+        where = where or repr(networks[0])
+        problems.append(f"{len(names)} of {len(jobs)} jobs would fail (on {where}): {reason}")
+    return problems
 
 
 def default_output_dir(scenario: Scenario) -> Path:

@@ -40,7 +40,7 @@ from transitsim.trace import find_traces
 from transitsim.units import parse_bytes
 
 PLACEMENTS = ("auto", "none", "pluggable", "switch")
-SUMS = ("auto", "receivers", "switch")
+SUMS = ("auto", "receivers", "switch", "ring")
 RUN_HEADERS = {
     "label": "Configuration",
     "network": "Network",
@@ -162,7 +162,10 @@ def replay_command(
         help="E/E' band made at: auto (the hardware), none, pluggable, switch.",
     ),
     sum_at: str = typer.Option(
-        "auto", "--sum-at", help="Reducible payloads summed at: auto, receivers, switch."
+        "auto",
+        "--sum-at",
+        help="Where the bands of C/D/E/F are summed: auto, receivers (all-gather), switch, "
+        "ring (all-reduce).",
     ),
     overlap: str = typer.Option(
         "none",

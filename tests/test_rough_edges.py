@@ -1,0 +1,107 @@
+"""Traps a new user hit, each pinned by a test that failed before it was fixed: validate plans
+every job; a reducible band can be ring all-reduced; thousands separators in scenario files."""
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from test_replay import SWITCH, make_trace
+from test_run_cli import run_cli, write_test_trace
+
+from transitsim.replay import replay
+from transitsim.run import run_scenario
+from transitsim.scenario import load_scenario
+
+# A summing scenario on two datacentres: no single switch every host reaches, so every job
+# fails at run time ("switch_sum needs one switch every host reaches") though the file is valid.
+UNREACHABLE_SUM = """\
+traces: [traces/tiny-adamw-s*.parquet, traces/tiny-band-1d256-s0.parquet]
+grid:
+  network:
+    preset: 2dc-wan
+    switch: {aggregator: true}
+    collective: switch_sum
+  sweep:
+    wan_link.rate: ["10 Gb/s", "100 Gb/s", "400 Gb/s"]
+    wan_link.length: ["10 km", "2,000 km", "5,000 km"]
+targets: [3.5]
+"""
+
+
+@pytest.fixture()
+def folder(tmp_path: Path) -> Path:
+    for variant, seed in (("A", 0), ("A", 1), ("C", 0)):
+        write_test_trace(tmp_path / "traces", variant, seed)
+    return tmp_path
+
+
+def test_validate_plans_every_job_and_reports_each_reason_once(
+    folder: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    scenario = folder / "sum-across-wan.yaml"
+    scenario.write_text(UNREACHABLE_SUM, encoding="utf-8")
+    code, stdout, stderr = run_cli(["validate", str(scenario)], capsys)
+    assert code == 2 and stdout == ""
+    (line,) = stderr.splitlines()
+    assert "27 of 27 jobs would fail" in line and "switch_sum needs one switch" in line
+    assert line.count("switch_sum needs one switch") == 1 and "Traceback" not in stderr
+
+
+def test_validate_still_passes_a_scenario_whose_jobs_all_plan(
+    folder: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    scenario = folder / "ok.yaml"
+    # without the forced collective the sums go to the receivers, which every network can do
+    text = UNREACHABLE_SUM.replace("    collective: switch_sum\n", "").replace(
+        "switch: {aggregator: true}", "switch: {aggregator: false}"
+    )
+    scenario.write_text(text, encoding="utf-8")
+    code, stdout, _ = run_cli(["validate", str(scenario)], capsys)
+    assert code == 0 and "27" not in stdout and stdout.startswith("ok ")
+
+
+def test_thousands_separators_in_a_scenario(folder: Path) -> None:
+    scenario = folder / "ok.yaml"
+    scenario.write_text(
+        UNREACHABLE_SUM.replace("    collective: switch_sum\n", ""), encoding="utf-8"
+    )
+    lengths = {params["wan_link.length"] for params in _grid(load_scenario(scenario))}
+    assert lengths == {1e4, 2e6, 5e6}
+
+
+def _grid(scenario) -> list[dict]:
+    from transitsim.scenario import scenario_to_networks
+
+    return [params for _, _, params in scenario_to_networks(scenario)]
+
+
+def test_a_band_can_be_ring_all_reduced_for_a_fair_comparison(tmp_path: Path) -> None:
+    band = make_trace(tmp_path, variant="C", collective="all_gather", payload_bytes=125_000)
+    gathered = replay(band, SWITCH).timeline
+    reduced = replay(band, SWITCH, sum_at="ring").timeline
+    assert (gathered["algo"] == "ring_allgather").all()
+    assert (reduced["algo"] == "ring_allreduce").all()
+    # a ring all-reduce moves 2 (N-1)/N of the payload, an all-gather (N-1) payloads
+    assert reduced["wire_bytes"].iloc[-1] < gathered["wire_bytes"].iloc[-1]
+    topk = make_trace(
+        tmp_path, variant="B", collective="all_gather", reducible=False, name="B-tiny-s0"
+    )
+    assert (replay(topk, SWITCH, sum_at="ring").timeline["algo"] == "ring_allgather").all()
+
+
+def test_scenario_placement_sum_ring(folder: Path) -> None:
+    scenario = folder / "ring.yaml"
+    scenario.write_text(
+        """\
+traces: [traces/tiny-adamw-s0.parquet, traces/tiny-band-1d256-s0.parquet]
+networks: [8x200g-switch]
+placement: {sum: ring}
+targets: [3.5]
+""",
+        encoding="utf-8",
+    )
+    result = run_scenario(load_scenario(scenario), folder / "out", serial=True, quiet=True)
+    algos = result.timeline.groupby("config")["algo"].unique()
+    assert list(algos["tiny-band-1d256"]) == ["ring_allreduce"]
+    assert list(algos["tiny-adamw"]) == ["ring_allreduce"]
+    assert isinstance(result.summary, pd.DataFrame)
