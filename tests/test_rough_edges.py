@@ -105,3 +105,57 @@ targets: [3.5]
     assert list(algos["tiny-band-1d256"]) == ["ring_allreduce"]
     assert list(algos["tiny-adamw"]) == ["ring_allreduce"]
     assert isinstance(result.summary, pd.DataFrame)
+
+
+def test_simulate_takes_paths_globs_presets_and_mappings(folder: Path) -> None:
+    import transitsim
+
+    result = transitsim.simulate(
+        str(folder / "traces" / "tiny-adamw-s*.parquet"), "8x200g-switch", targets=[3.5]
+    )
+    assert sorted(result.timeline["run"].unique()) == ["tiny-adamw-s0", "tiny-adamw-s1"]
+    both = transitsim.simulate(
+        [folder / "traces"],
+        ["8x200g-switch", {"preset": "2dc-wan", "wan_link": {"rate": "2,000 Mb/s"}}],
+        targets=[3.5],
+    )
+    assert list(dict.fromkeys(both.summary["network"])) == ["8x200g-switch", "2dc-wan"]
+    assert both.verdict and both.verdict[0].startswith("To loss 3.5, ")
+    with pytest.raises(transitsim.TransitsimError, match="no trace file matches"):
+        transitsim.simulate(str(folder / "nothing-*.parquet"), "8x200g-switch", targets=[3.5])
+
+
+def test_the_api_summary_is_the_cli_csv(folder: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import transitsim
+
+    scenario = folder / "one.yaml"
+    scenario.write_text(
+        "traces: [traces/tiny-adamw-s0.parquet, traces/tiny-band-1d256-s0.parquet]\n"
+        "networks: [8x200g-switch]\ntargets: [3.5]\nbaseline: A\n",
+        encoding="utf-8",
+    )
+    code, _, _ = run_cli(["run", str(scenario), "-o", str(folder / "out"), "--serial"], capsys)
+    assert code == 0
+    csv = pd.read_csv(folder / "out" / "summary.csv")
+    api = transitsim.simulate(
+        [
+            folder / "traces" / "tiny-adamw-s0.parquet",
+            folder / "traces" / "tiny-band-1d256-s0.parquet",
+        ],
+        "8x200g-switch",
+        targets=[3.5],
+        baseline="A",
+    ).summary
+    assert list(api.columns) == list(csv.columns)
+    assert list(api["time_to_target_s"]) == pytest.approx(list(csv["time_to_target_s"]))
+
+
+def test_the_package_has_a_public_api_with_docstrings() -> None:
+    import transitsim
+
+    names = [name for name in dir(transitsim) if not name.startswith("_")]
+    assert {"simulate", "SimulationResult", "load_scenario", "run_scenario", "read_trace"} <= set(
+        names
+    )
+    for name in names:
+        assert getattr(transitsim, name).__doc__, name
