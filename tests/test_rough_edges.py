@@ -159,3 +159,43 @@ def test_the_package_has_a_public_api_with_docstrings() -> None:
     )
     for name in names:
         assert getattr(transitsim, name).__doc__, name
+
+
+def _leaf_commands(command, prefix=()):
+    if hasattr(command, "commands"):  # a group (typer's click may be its own copy)
+        for name, sub in command.commands.items():
+            yield from _leaf_commands(sub, (*prefix, name))
+    else:
+        yield prefix, command
+
+
+def test_every_command_takes_q(capsys: pytest.CaptureFixture[str]) -> None:
+    import typer.main
+
+    from transitsim import cli
+
+    commands = dict(_leaf_commands(typer.main.get_command(cli.app)))
+    assert len(commands) >= 10
+    for path, command in commands.items():
+        if path == ("train",):  # its options are the trainer's own parser
+            code, out, _ = run_cli(["train", "--help"], capsys)
+            assert "-q, --quiet" in out, path
+            continue
+        flags = {flag for param in command.params for flag in getattr(param, "opts", [])}
+        assert {"-q", "--quiet"} <= flags, path
+
+
+def test_quiet_ladder_prints_the_table_only(folder: Path, capsys) -> None:
+    argv = ["ladder", str(folder / "traces"), "--targets", "3.5"]
+    _, loud, _ = run_cli(argv, capsys)
+    _, quiet, _ = run_cli([*argv, "-q"], capsys)
+    assert "Steps to reach a loss" in loud and "Steps to reach a loss" not in quiet
+    assert "tiny-adamw" in quiet or "AdamW" in quiet
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    from importlib.metadata import version
+
+    for flag in ("--version", "-V"):
+        code, out, _ = run_cli([flag], capsys)
+        assert code == 0 and out == f"transitsim {version('transitsim')}\n"

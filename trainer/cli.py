@@ -131,7 +131,7 @@ def build_parser(prog: str = "python -m trainer") -> argparse.ArgumentParser:
     parser.add_argument("--force", action="store_true", help="retrain a complete trace")
     parser.add_argument("--dry-run", action="store_true", help="print sizes and bytes only")
     parser.add_argument("--json", action="store_true", help="machine-readable output")
-    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    parser.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     return parser
 
 

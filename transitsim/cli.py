@@ -8,6 +8,7 @@ import sys
 
 import typer
 
+from transitsim import __version__
 from transitsim.commands import (
     collective_cmd,
     findings_cmd,
@@ -28,6 +29,31 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        print(f"transitsim {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(
+        False,
+        "--version",
+        "-V",
+        callback=_print_version,
+        is_eager=True,
+        help="Print the version and exit.",
+    ),
+) -> None:
+    """Replay training traces through network models to estimate time-to-loss.
+
+    Every command takes -q/--quiet; `transitsim COMMAND --help` shows its options.
+    """
+
+
 for module in (
     traces_cmd,
     ladder_cmd,

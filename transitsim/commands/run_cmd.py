@@ -51,7 +51,9 @@ def target_title(value: float, name: str, baseline: str | None) -> str:
     return text + (f"; speed-up vs {baseline}" if baseline else "")
 
 
-def print_summary(result: RunResult, fmt: str = "table", baseline: str | None = None) -> None:
+def print_summary(
+    result: RunResult, fmt: str = "table", baseline: str | None = None, quiet: bool = False
+) -> None:
     """One table per target (table/markdown), or the whole summary (csv/json, raw numbers)."""
     if fmt in ("csv", "json"):
         emit_table(result.summary, fmt)
@@ -59,7 +61,8 @@ def print_summary(result: RunResult, fmt: str = "table", baseline: str | None = 
     for value, name in zip(result.targets, result.target_names, strict=True):
         rows = result.summary[result.summary["target"] == value]
         table = rows[list(SUMMARY_HEADERS)]
-        emit_table(table, fmt, title=target_title(value, name, baseline), headers=SUMMARY_HEADERS)
+        title = None if quiet else target_title(value, name, baseline)
+        emit_table(table, fmt, title=title, headers=SUMMARY_HEADERS)
 
 
 def print_crossovers(result: RunResult, fmt: str = "table") -> None:

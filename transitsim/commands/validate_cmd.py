@@ -75,6 +75,9 @@ def schema_command(
     output: Path = typer.Option(
         None, "--output", "-o", help="Write the schema here (default: print it)."
     ),
+    quiet: bool = typer.Option(
+        False, "--quiet", "-q", help="With -o: print nothing (errors still print)."
+    ),
 ) -> int:
     """The JSON Schema of scenario files (point your editor's YAML plugin at it)."""
     text = json.dumps(scenario_json_schema(), indent=2, sort_keys=False) + "\n"
@@ -82,6 +85,8 @@ def schema_command(
         sys.stdout.write(text)
         return 0
     write_text_atomic(check_writable_file(output, what="--output file"), text)
+    if not quiet:
+        print(f"wrote {output}", file=sys.stderr)
     return 0
 
 
