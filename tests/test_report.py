@@ -166,73 +166,109 @@ def panels_by_key(**overrides):
     return {panel.key: panel for panel in build_panels(**inputs)}
 
 
-def test_loss_panels_have_a_trace_per_run_and_network_and_a_network_menu() -> None:
+def test_loss_panels_show_each_config_as_mean_and_band_over_seeds_per_network() -> None:
     panels = panels_by_key()
-    for key, x in (("loss-time", "time_s"), ("loss-bytes", "wire_bytes")):
+    timeline = make_timeline()
+    for key, x, scale in (("loss-time", "time_s", 1.0), ("loss-bytes", "wire_bytes", 1e9)):
         fig = panels[key].figure
-        assert len(fig.data) == len(NETWORKS) * len(RUNS)
+        # per network: A (2 seeds) has a band and a mean line, C (1 seed) a line
+        assert len(fig.data) == len(NETWORKS) * 3
         assert [t.visible for t in fig.data] == [True] * 3 + [False] * 3
         buttons = fig.layout.updatemenus[0].buttons
         assert [b.label for b in buttons] == NETWORKS
         assert buttons[1].args[0]["visible"] == [False] * 3 + [True] * 3
-        timeline = make_timeline()
-        wan_c = timeline[(timeline.network == "wan") & (timeline.run == RUNS[2][0])].dropna(
-            subset=["val_loss"]
-        )
-        assert list(fig.data[5].x) == list(wan_c[x]) and list(fig.data[5].y) == list(wan_c.val_loss)
-        # extrapolated steps (> 30) get hollow markers
-        assert list(fig.data[5].marker.symbol).count("circle-open") == 2
+        band, mean = fig.data[3], fig.data[4]
+        assert band.fill == "toself" and mean.name == "A-adamw (mean of 2)"
+        wan_a = timeline[(timeline.network == "wan") & (timeline.config == "A-adamw")]
+        by_step = wan_a.dropna(subset=["val_loss"]).groupby("step")
+        assert list(mean.y) == pytest.approx(list(by_step.val_loss.mean()))
+        assert list(mean.x) == pytest.approx(list(by_step[x].mean() / scale))
+        assert max(band.y) == pytest.approx(by_step.val_loss.max().max())
+        assert min(band.y) == pytest.approx(by_step.val_loss.min().min())
+        # the targets are drawn as lines
+        assert sorted(shape.y0 for shape in fig.layout.shapes) == sorted(TARGETS)
+        # colours: one per config, the same in both panels, distinct
+        assert fig.data[1].line.color != fig.data[2].line.color
     assert panels["loss-bytes"].figure.layout.xaxis.type == "log"
 
 
-def test_ladder_marks_targets_not_reached() -> None:
-    fig = panels_by_key()["ladder"].figure
-    assert [t.name for t in fig.data] == ["to 4", "to 3.2"]
+def test_ladder_marks_targets_not_reached_and_counts_seeds() -> None:
+    ladder = make_ladder().assign(seeds=[2, 2, 1, 1])
+    fig = panels_by_key(ladder=ladder)["ladder"].figure
+    assert [t.name for t in fig.data] == ["to 4.0", "to 3.2"]
     assert list(fig.data[1].y) == [40.0, 0.0]
-    assert list(fig.data[1].text) == ["40", "not reached"]
+    assert list(fig.data[1].text) == ["40 (mean of 2)", "not reached"]
 
 
-def test_breakdown_is_the_mean_of_each_component_weighted_by_steps_per_row() -> None:
+def test_breakdown_has_a_row_per_network_and_a_column_per_config() -> None:
     timeline = make_timeline()
     timeline["interval_steps"] = np.where(timeline["step"] % 2 == 0, 3, 1)
     timeline.loc[timeline["step"] % 2 == 0, "wire_s"] *= 2
     fig = panels_by_key(timeline=timeline)["breakdown"].figure
-    assert [t.name for t in fig.data] == ["compute", "transform", "wire", "wait"]
+    names = ["compute", "transform", "wire", "wait"]
+    assert [t.name for t in fig.data] == names * 2  # per configuration column
+    short_c = html.escape(f"C-{EVIL}"[:29], quote=False) + "…"
+    assert [a.text for a in fig.layout.annotations][:2] == ["A-adamw", short_c]
     wire = fig.data[2]
+    assert list(wire.y) == NETWORKS
     rows = timeline[(timeline.network == "wan") & (timeline.config == "A-adamw")]
     expected = (rows.wire_s * rows.interval_steps).sum() / rows.interval_steps.sum()
-    assert wire.y[2] == "wan · A-adamw"
-    assert wire.x[2] == pytest.approx(expected, rel=1e-12)
+    assert wire.x[1] == pytest.approx(1e3 * expected, rel=1e-12)  # milliseconds
 
 
-def test_crossover_marks_where_the_fastest_configuration_changes() -> None:
-    panel = panels_by_key()["crossover"]
-    fig = panel.figure
-    # one view per (parameter, other parameter's value): rate x 2 lengths + length x 3 rates
-    views = fig.layout.updatemenus[0].buttons
-    assert len(views) == 2 + 3
-    # first view: rate sweep at length 1e4: C fastest at 1e10, A from 1e11 on
-    stars = fig.data[2]
-    assert stars.name == "fastest" and list(stars.x) == [1e10, 1e11, 1e12]
-    assert "C-&lt;b&gt;bold" in stars.customdata[0][0] and stars.customdata[1][0] == "A-adamw"
-    (shape,) = fig.layout.shapes
-    assert shape.x0 == 1e11
-    (note,) = fig.layout.annotations
-    assert note.x == pytest.approx(11.0)  # log axis: plotly places annotations by log10
-    assert note.text.startswith("C-&lt;b&gt;") and note.text.endswith("… → A-adamw")
-    assert views[0].args[1]["xaxis.type"] == "log"
-    assert views[0].args[1]["xaxis.title.text"] == "wan_link.rate (b/s)"
-    # times spanning a decade or more on a log axis: the rate views (100x), and the length view
-    # at 1e12 b/s (A: 1.1 s at 10 km, 11 s at 1,000 km); the other length views within 2x
-    assert views[0].args[1]["yaxis.type"] == fig.layout.yaxis.type == "log"
-    assert [view.args[1]["yaxis.type"] for view in views[2:]] == ["linear", "linear", "log"]
-    assert note.yanchor == "top" and note.y <= 1  # inside the plot, clear of the view menu
+def test_breakdown_stays_legible_at_fifty_networks() -> None:
+    timeline = pd.concat(
+        [make_timeline(steps=5).assign(network=f"grid[rate={n} Gb/s]") for n in range(60)]
+    )
+    fig = panels_by_key(timeline=timeline)["breakdown"].figure
+    assert len(fig.data) == 4 * 2  # not one bar per (network, config) pair
+    assert len(fig.data[0].y) == 120 // 2 and fig.data[0].y[0] == "rate=0 Gb/s"
+    assert fig.layout.height >= 22 * 60
+
+
+def test_winner_heatmap_for_a_two_dimensional_sweep() -> None:
+    panel = panels_by_key()["winner"]
+    (heat,) = [t for t in panel.figure.data if t.type == "heatmap"]
+    assert list(heat.x) == ["10 Gb/s", "100 Gb/s", "1 Tb/s"]
+    assert list(heat.y) == ["10 km", "1,000 km"]
+    # C fastest at 10 Gb/s, A from 100 Gb/s on, at both lengths; the margin in each cell
+    assert [list(row) for row in heat.z] == [[1, 0, 0], [1, 0, 0]]
+    assert heat.text[0][1].startswith("A-adamw<br>") and heat.text[0][1].endswith("x")
+    margin = (30 * 0.1 + 20 + 0.1) / (100 * 0.1 + 0.1)  # C / A at 100 Gb/s, 10 km
+    assert heat.text[0][1] == f"A-adamw<br>{margin:.3g}x"
+
+
+def test_winner_lines_for_a_one_dimensional_sweep_one_chart_per_target() -> None:
+    sweep = make_sweep()
+    sweep = sweep[sweep["wan_link.length"] == 1e4].drop(columns="wan_link.length")
+    sweep = pd.concat(
+        [sweep, sweep.assign(target=3.2, time_to_target_s=sweep.time_to_target_s * 2)]
+    )
+    fig = panels_by_key(sweep=sweep)["winner"].figure
+    titles = [a.text for a in fig.layout.annotations if a.text.startswith("to loss")]
+    assert titles == ["to loss 4.0", "to loss 3.2"]  # both visible, no menu
+    assert not fig.layout.updatemenus
+    stars = [t for t in fig.data if t.name == "fastest"]
+    assert len(stars) == 2 and list(stars[0].x) == [1e10, 1e11, 1e12]
+    assert "C-&lt;b&gt;bold" in stars[0].customdata[0][0] and stars[0].customdata[1][0] == "A-adamw"
+    changes = [shape for shape in fig.layout.shapes if shape.line.dash == "dot"]
+    assert [shape.x0 for shape in changes] == [1e11, 1e11]
+    assert list(fig.layout.xaxis.ticktext) == ["10 Gb/s", "100 Gb/s", "1 Tb/s"]
 
 
 def test_missing_inputs_keep_their_panel_with_a_note() -> None:
     panels = panels_by_key(link_util=None, sweep=None)
     assert panels["links"].figure is None and "no link data" in panels["links"].note
-    assert panels["crossover"].figure is None
+    assert panels["winner"].figure is not None  # the listed networks, as bars per target
+    assert "each network" in panels["winner"].note
+
+
+def test_link_chart_names_the_run_and_network_of_its_step() -> None:
+    link_util = make_link_util().assign(run="A-adamw-s0")
+    fig = panels_by_key(link_util=link_util)["links"].figure
+    assert fig.layout.title.text == "lan · step of A-adamw-s0"
+    labels = [b.label for b in fig.layout.updatemenus[0].buttons]
+    assert labels == ["lan · step of A-adamw-s0", "wan · step of A-adamw-s0"]
 
 
 def test_missing_columns_are_one_clear_error() -> None:
@@ -311,13 +347,15 @@ def test_report_renders_in_headless_chromium(tmp_path: Path) -> None:
     assert '<img src="x"' not in dom
     # ...and labels are shown as the text they are, not read as plotly's pseudo-HTML
     legend = re.findall(r'class="legendtext"[^>]*>([^<]*)<', dom)
-    assert html.escape(f"C-{EVIL}"[:47], quote=False) + "…" in legend
-    # Initially visible traces: each loss panel shows the 3 runs of the first network, the link
-    # panel its 2 links, the crossover its 2 configs and the stars; bars: 2 targets, 4 components.
+    assert html.escape(f"C-{EVIL}"[:39], quote=False) + "…" in legend
+    # Initially visible traces: each loss panel shows the first network's band and 2 lines,
+    # the link panel its 2 links, the winner map its heatmap; bars: 2 targets, 4 x 2 components.
     scatter = len(re.findall(r'class="trace scatter', dom))
     bars = len(re.findall(r'class="trace bars', dom))
-    assert (scatter, bars) == (3 + 3 + 2 + 3, 2 + 4)
+    assert scatter >= 3 + 3 + 2 and bars == 2 + 4 * 2, (scatter, bars)
+    assert 'class="hm"' in dom or "heatmaplayer" in dom
     assert dom.count('class="main-svg"') >= 6
+    assert "<th title='click to sort'>" in dom.replace('"', "'")
 
     shot = tmp_path / "report.png"
     result = chromium(

@@ -1,19 +1,53 @@
 """transitsim: replay training traces through a network model to estimate time-to-loss.
 
-Importing this package never imports torch; only the `trainer` package needs it.
+The public API (what `dir(transitsim)` lists; each has its own docstring):
+
+    simulate(traces, networks, targets=...)   traces x networks -> SimulationResult
+    SimulationResult                          timeline, summary (= the CLI's summary.csv), verdict
+    load_scenario(path) / run_scenario(s)     a scenario file, as `transitsim run` does it
+    read_trace(path) / Trace                  one training run (Parquet + metadata)
+    import_logs(paths, out_dir)               the published JSONL logs -> traces
+    NetworkSpec, LinkSpec                     a network, in SI units
+    network_preset(name) / preset_names()     the named networks ("8x200g-switch", ...)
+    ComputeModel                              where a step's compute seconds come from
+    verdict_sentences(summary, params)        the answer in words from a summary table
+    TransitsimError                           every user error (one line)
+
+Importing this package never imports torch (only `trainer` does), and loads the simulator and
+pandas only when one of these is first used.
 """
+
+import importlib
 
 __version__ = "0.1.0"
 
-_LAZY = {"simulate": "simulate", "SimulationResult": "SimulationResult"}
+_EXPORTS = {
+    "simulate": "transitsim.simulation",
+    "SimulationResult": "transitsim.simulation",
+    "load_scenario": "transitsim.scenario",
+    "run_scenario": "transitsim.run",
+    "read_trace": "transitsim.trace",
+    "Trace": "transitsim.trace",
+    "import_logs": "transitsim.importers",
+    "NetworkSpec": "transitsim.network",
+    "LinkSpec": "transitsim.network",
+    "network_preset": "transitsim.scenario",
+    "preset_names": "transitsim.network_presets",
+    "ComputeModel": "transitsim.compute",
+    "verdict_sentences": "transitsim.verdict",
+    "TransitsimError": "transitsim.errors",
+}
+__all__ = ["__version__", *_EXPORTS]
 
 
 def __getattr__(name: str):
-    """`transitsim.simulate` without importing pandas and the simulator on `import transitsim`."""
-    if name not in _LAZY:
+    """The public names, imported on first use (so `import transitsim` stays light)."""
+    if name not in _EXPORTS:
         raise AttributeError(f"module 'transitsim' has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module("transitsim.simulation"), _LAZY[name])
+    value = getattr(importlib.import_module(_EXPORTS[name]), name)
     globals()[name] = value
     return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

@@ -11,6 +11,7 @@ import sys
 
 import typer
 
+from transitsim import __version__
 from transitsim.errors import TransitsimError
 
 # command name -> the module in transitsim/commands/ whose register(app) adds it (help order)
@@ -28,6 +29,12 @@ COMMANDS = {
 }
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        print(f"transitsim {__version__}")
+        raise typer.Exit(0)
+
+
 def build_app(argv: list[str] | None = None) -> typer.Typer:
     """The CLI with the command `argv` names registered (every command when it names none)."""
     app = typer.Typer(
@@ -39,8 +46,20 @@ def build_app(argv: list[str] | None = None) -> typer.Typer:
     )
 
     @app.callback()
-    def _group() -> None:
-        """Replay training traces through network models to estimate time-to-loss."""
+    def _group(
+        version: bool = typer.Option(
+            False,
+            "--version",
+            "-V",
+            callback=_print_version,
+            is_eager=True,
+            help="Print the version and exit.",
+        ),
+    ) -> None:
+        """Replay training traces through network models to estimate time-to-loss.
+
+        Every command takes -q/--quiet; `transitsim COMMAND --help` shows its options.
+        """
 
     first = next((a for a in argv or [] if not a.startswith("-")), None)
     modules = [COMMANDS[first]] if first in COMMANDS else list(dict.fromkeys(COMMANDS.values()))

@@ -19,7 +19,7 @@ import pandas as pd
 
 from transitsim.compute import ComputeModel, Stragglers
 from transitsim.errors import TransitsimError
-from transitsim.network import Exchange, LinkFault, validate_network
+from transitsim.network import Exchange, LinkFault, validate_exchange, validate_network
 from transitsim.network.exchange import fabric_for, resolve_faults
 from transitsim.network.spec import COLLECTIVE_ALGOS, NetworkSpec
 from transitsim.overlap import DDP_BUCKET_BYTES, OVERLAP_MODES, backward_profile
@@ -30,7 +30,11 @@ from transitsim.trace import Trace
 
 __all__ = ["TIMELINE_COLUMNS", "Replay", "needs_loopback", "placement_for", "replay"]
 
-SUM_AT = ("receivers", "switch")
+# Where reducible payloads (A's dense gradient, the fixed bands of C/D/E/F) are summed:
+# "receivers" all-gathers them (each worker sums what it received; A is all-reduced anyway),
+# "switch" sums them in an aggregating switch, "ring" all-reduces them on a ring
+# (hierarchical across datacentres): a fair comparison of the band with A's all-reduce.
+SUM_AT = ("receivers", "switch", "ring")
 TRANSFORM_AT = ("pluggable", "switch")
 # Variants whose payload is a fixed band of a chunked DCT, so an optical transform can make it.
 TRANSFORM_VARIANTS = ("C", "D", "E", "E'", "F", "G")
@@ -126,6 +130,39 @@ def replay(
     link_stats = run_link_stats(run.uses, trace, network, float(timeline["time_s"].iloc[-1]))
     step_detail = pd.DataFrame(run.detail)
     return Replay(timeline=timeline, link_stats=link_stats, step_detail=step_detail)
+
+
+def check_replay(
+    trace: Trace,
+    network: NetworkSpec,
+    *,
+    compute: ComputeModel | None = None,
+    transform_at: str | None = None,
+    sum_at: str = "receivers",
+    collective: str | None = None,
+    stragglers: Stragglers | None = None,
+    faults: list[LinkFault] | None = None,
+    scale_params: int | None = None,
+    seed: int = 0,
+    overlap: str = "none",
+    bucket_bytes: int = DDP_BUCKET_BYTES,
+) -> None:
+    """Raise what `replay` would, without simulating a step: the arguments, the step plan, and
+    each distinct exchange against the built network (so `transitsim validate` catches a switch
+    sum on a fabric with no switch every host reaches before 27 jobs fail at run time)."""
+    compute = ComputeModel() if compute is None else compute
+    faults = list(faults or [])
+    _check_args(trace, network, compute, transform_at, sum_at, collective, stragglers, faults)
+    _check_scale(scale_params, seed)
+    _check_overlap(overlap, bucket_bytes)
+    params = trace.meta["n_params"] if scale_params is None else scale_params
+    plan = _plan(trace, network, compute, transform_at, sum_at, collective, params, [])
+    fabric = fabric_for(network)
+    resolve_faults(fabric, faults)
+    for exchange in dict.fromkeys(plan.exchange):
+        validate_exchange(network, exchange)
+        if exchange.algo == "switch_sum":
+            fabric.aggregation_switch()
 
 
 def placement_for(variant: str, transform_at: str | None) -> str | None:
@@ -326,6 +363,8 @@ def _choose_algo(
         return network.collective
     ring_sum = "hierarchical" if network.datacentres > 1 else "ring_allreduce"
     if kind == "reduce_at_switch":
+        if sum_at == "ring":
+            return ring_sum
         if network.switch.aggregator:
             return "switch_sum"
         notes.append(
@@ -335,6 +374,8 @@ def _choose_algo(
         return ring_sum
     if reducible and sum_at == "switch":
         return "switch_sum"
+    if reducible and sum_at == "ring":
+        return ring_sum
     if kind == "all_reduce":
         return ring_sum
     return "ring_allgather"

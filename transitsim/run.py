@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from transitsim.atomic import check_writable_file
+from transitsim.context import assumptions, scenario_question
 from transitsim.errors import TransitsimError
 from transitsim.metrics import (
     LADDER_COLUMNS,
@@ -35,13 +36,14 @@ from transitsim.metrics import TIMELINE_COLUMNS as METRIC_COLUMNS
 from transitsim.network import NetworkSpec
 from transitsim.outfolder import check_output_folder, write_folder
 from transitsim.overlap import DDP_BUCKET_BYTES
-from transitsim.replay import placement_for
-from transitsim.report import write_report
+from transitsim.replay import check_replay, placement_for
+from transitsim.report import ReportContext, write_report
 from transitsim.scenario import OUTPUT_FILES, Scenario, network_placement, scenario_to_networks
-from transitsim.sweep import JobResult, ReplayJob, run_jobs
+from transitsim.sweep import JobResult, ReplayJob, one_line, run_jobs
 from transitsim.tables import config_labels
 from transitsim.trace import Trace, read_trace
 from transitsim.trace_events import write_trace_events
+from transitsim.verdict import verdict_sentences
 
 # Where a step's time goes, as the summary names it: GPU work, making the band (on the GPU or
 # in the network), serialisation and flight on the wire, and waiting (stragglers, contention).
@@ -83,6 +85,13 @@ class RunResult:
     failures: list[JobResult] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     files: list[Path] = field(default_factory=list)
+    question: str = ""
+    assumptions: list[str] = field(default_factory=list)
+
+    @property
+    def verdict(self) -> list[str]:
+        """The answer in words, one sentence per target (transitsim.verdict)."""
+        return verdict_sentences(self.summary, self.params, self.labels)
 
     @property
     def exit_code(self) -> int:
@@ -149,6 +158,38 @@ def scenario_jobs(scenario: Scenario, traces: dict[str, Trace]) -> list[ReplayJo
     return jobs
 
 
+def check_jobs(jobs: list[ReplayJob], traces: dict[str, Trace]) -> list[str]:
+    """Plan every job as replay would (transitsim.replay.check_replay), simulating nothing; the
+    distinct reasons jobs would fail, each once with how many jobs it concerns."""
+    reasons: dict[str, list[str]] = {}
+    for job in jobs:
+        try:
+            check_replay(
+                traces[job.trace_name],
+                job.network,
+                compute=job.compute,
+                transform_at=job.transform_at,
+                sum_at=job.sum_at,
+                stragglers=job.stragglers,
+                faults=list(job.faults),
+                scale_params=job.scale_params,
+                seed=job.seed,
+                overlap=job.overlap,
+                bucket_bytes=job.bucket_bytes,
+            )
+        except Exception as exc:  # every reason, not only the first job's
+            name = job.network.name
+            reason = one_line(exc).replace(f"network {name!r}", "network")
+            reasons.setdefault(reason.replace(name, "<network>"), []).append(name)
+    problems = []
+    for reason, names in reasons.items():
+        networks = list(dict.fromkeys(names))
+        where = f"{len(networks)} networks, e.g. {networks[0]!r}" if len(networks) > 1 else ""
+        where = where or repr(networks[0])
+        problems.append(f"{len(names)} of {len(jobs)} jobs would fail (on {where}): {reason}")
+    return problems
+
+
 def default_output_dir(scenario: Scenario) -> Path:
     """outputs.dir of the scenario (relative to its file), else out/<scenario name>/."""
     return scenario.output_dir or Path("out") / (scenario.name or "scenario")
@@ -209,6 +250,13 @@ def run_scenario(
     )
     if scenario.scale_params is not None:  # first, so that the printed notes always show it
         result.notes.insert(0, _scale_note(scenario.scale_params, traces))
+    result.question = scenario_question(scenario.source_path, scenario.description)
+    result.assumptions = assumptions(
+        scenario.compute.to_compute_model(),
+        scenario.scale_params,
+        list(traces.values()),
+        sorted({job.network.workers for job in jobs}),
+    )
     files = list(dict.fromkeys(scenario.outputs.files))
     write_outputs(result, out_dir, files, scenario.outputs.table_format, trace_events)
     return result
@@ -417,9 +465,9 @@ def link_utilisation(results: list[JobResult]) -> pd.DataFrame:
             for start, end, share in spans[["start_s", "end_s", "utilisation"]].itertuples(
                 index=False
             ):
-                rows.append((r.job.network.name, link, start, share))
-                rows.append((r.job.network.name, link, end, 0.0))
-    return pd.DataFrame(rows, columns=["network", "link", "t_s", "utilisation"])
+                rows.append((r.job.network.name, r.job.trace_name, link, start, share))
+                rows.append((r.job.network.name, r.job.trace_name, link, end, 0.0))
+    return pd.DataFrame(rows, columns=["network", "run", "link", "t_s", "utilisation"])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -538,4 +586,12 @@ def _write_report(result: RunResult, path: Path) -> Path:
         sweep=sweep,
         title=result.title,
         labels=result.labels,
+        context=ReportContext(
+            question=result.question,
+            verdict=result.verdict,
+            params=result.params,
+            assumptions=result.assumptions,
+            notes=result.notes,
+            failures=[failure.describe_failure() for failure in result.failures],
+        ),
     )

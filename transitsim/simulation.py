@@ -1,13 +1,16 @@
 """The notebook API: traces x networks -> one timeline, a time-to-loss summary and link use.
 
     import transitsim
-    from transitsim.network import LinkSpec, NetworkSpec
-    rack = NetworkSpec("rack", "switch", workers=8, host_link=LinkSpec(rate_bps=200e9))
-    result = transitsim.simulate(["traces/"], [rack], targets=[3.5], baseline="A")
-    result.summary
+    result = transitsim.simulate("traces/published/tinystories-gpu/*adamw*", "8x200g-switch",
+                                 targets=[3.3])
+    result.summary        # the same table `transitsim run` writes to summary.csv
+    result.verdict        # the answer in words, one sentence per target
 
-Every (trace, network) pair is replayed (transitsim.replay) and the timelines are stacked; the
-summary comes from transitsim.metrics.time_to_target against a baseline variant.
+Traces: files, folders, globs or Trace objects. Networks: NetworkSpec objects, preset names
+("8x200g-switch", see transitsim.preset_names()) or mappings written as in a scenario file
+({"preset": "2dc-wan", "wan_link": {"rate": "10 Gb/s"}}). Every (trace, network) pair is
+replayed (transitsim.replay) and the timelines are stacked; the summary is transitsim.run's
+summarise, so the API and the CLI's CSV are one table.
 """
 
 from collections.abc import Iterable
@@ -18,12 +21,13 @@ import pandas as pd
 
 from transitsim.compute import ComputeModel, Stragglers
 from transitsim.errors import TransitsimError
-from transitsim.metrics import TIMELINE_COLUMNS as METRICS_COLUMNS
-from transitsim.metrics import check_target, extrapolated_flags, parse_targets, time_to_target
+from transitsim.metrics import check_target, parse_targets
 from transitsim.network import LinkFault, NetworkSpec
 from transitsim.overlap import DDP_BUCKET_BYTES
 from transitsim.replay import TIMELINE_COLUMNS, placement_for, replay
 from transitsim.trace import Trace, find_traces, read_trace, validate_trace
+
+GLOB_CHARS = "*?["
 
 
 @dataclass
@@ -36,11 +40,19 @@ class SimulationResult:
     summary: pd.DataFrame
     link_stats: pd.DataFrame
     notes: list[str] = field(default_factory=list)
+    labels: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def verdict(self) -> list[str]:
+        """Which configuration reaches each target first, in words (transitsim.verdict)."""
+        from transitsim.verdict import verdict_sentences
+
+        return verdict_sentences(self.summary, [], self.labels)
 
 
 def simulate(
     traces: Iterable[str | Path | Trace] | str | Path | Trace,
-    networks: Iterable[NetworkSpec] | NetworkSpec,
+    networks: Iterable[NetworkSpec | str | dict] | NetworkSpec | str | dict,
     *,
     compute: ComputeModel | None = None,
     targets: list[float] | str | None = None,
@@ -57,7 +69,8 @@ def simulate(
 ) -> SimulationResult:
     """Replay every trace on every network and summarise time-to-loss against `baseline`.
 
-    traces: trace files, folders of them, or Trace objects. targets: validation losses, or a
+    traces: trace files, folders of them, globs ("traces/x/*adamw*.parquet") or Trace objects.
+    networks: NetworkSpec objects, preset names or scenario-style mappings. targets: losses, or a
     spec such as "3.5,final:A" (see metrics.parse_targets); None: the baseline's mean final
     loss. baseline: a variant id or configuration name (None: A when the traces hold an A run,
     else no speed-ups). transform_at: a
@@ -97,10 +110,15 @@ def simulate(
     timeline = pd.concat(timelines, ignore_index=True)[TIMELINE_COLUMNS]
     link_stats = pd.concat(links, ignore_index=True)
     timeline.attrs = {"notes": notes, "extrapolated": bool(timeline["extrapolated"].any())}
-    summary = time_to_target(timeline[list(METRICS_COLUMNS)], target_list, baseline)
-    summary["extrapolated"] = extrapolated_flags(summary, timeline)
+    from transitsim.run import summarise  # the CLI's summary: one table for API and CSV
+    from transitsim.tables import config_labels
+
+    labels = config_labels({trace.config_name: trace.meta for trace in loaded})
+    summary = summarise(timeline, [], target_list, baseline, labels)
     summary.attrs = dict(timeline.attrs)
-    return SimulationResult(timeline=timeline, summary=summary, link_stats=link_stats, notes=notes)
+    return SimulationResult(
+        timeline=timeline, summary=summary, link_stats=link_stats, notes=notes, labels=labels
+    )
 
 
 def _targets(
@@ -132,7 +150,7 @@ def _load(traces: Iterable[str | Path | Trace] | str | Path | Trace) -> list[Tra
         if isinstance(item, Trace):
             loaded.append(validate_trace(item))
         elif isinstance(item, str | Path):
-            loaded.extend(read_trace(path) for path in find_traces([item]))
+            loaded.extend(read_trace(path) for path in _expand(item))
         else:
             raise TransitsimError(f"traces: expected a path or a Trace, got {item!r}")
     if not loaded:
@@ -144,11 +162,38 @@ def _load(traces: Iterable[str | Path | Trace] | str | Path | Trace) -> list[Tra
     return loaded
 
 
-def _networks(networks: Iterable[NetworkSpec] | NetworkSpec) -> list[NetworkSpec]:
-    items = [networks] if isinstance(networks, NetworkSpec) else list(networks)
-    for item in items:
-        if not isinstance(item, NetworkSpec):
-            raise TransitsimError(f"networks: expected NetworkSpec objects, got {item!r}")
+def _expand(item: str | Path) -> list[Path]:
+    """A file, a folder (its traces) or a glob (sorted matches; none is an error)."""
+    text = str(item)
+    if any(char in text for char in GLOB_CHARS) and not Path(text).exists():
+        base = Path(text).anchor or "."
+        pattern = text[len(Path(text).anchor) :] if Path(text).anchor else text
+        matches = sorted(Path(base).glob(pattern))
+        if not matches:
+            raise TransitsimError(f"traces: no trace file matches {text!r}")
+        return find_traces(matches)
+    return find_traces([item])
+
+
+def _network(item: object) -> NetworkSpec:
+    from transitsim.scenario import network_from_dict, network_preset
+
+    if isinstance(item, NetworkSpec):
+        return item
+    if isinstance(item, str):
+        return network_preset(item)
+    if isinstance(item, dict):
+        return network_from_dict(item)
+    raise TransitsimError(
+        f"networks: expected a NetworkSpec, a preset name or a mapping, got {item!r}"
+    )
+
+
+def _networks(
+    networks: Iterable[NetworkSpec | str | dict] | NetworkSpec | str | dict,
+) -> list[NetworkSpec]:
+    single = isinstance(networks, NetworkSpec | str | dict)
+    items = [_network(item) for item in ([networks] if single else list(networks))]
     if not items:
         raise TransitsimError("simulate: no networks given")
     names = [network.name for network in items]

@@ -207,14 +207,15 @@ def key_unit(key: str) -> str | None:
 
 
 def format_key_value(key: str, value: float) -> str:
-    """A grid value (SI) as a scenario writes it: rate 1e10 -> "10 Gb/s", 5e6 m -> "5000 km"."""
+    """A grid value (SI) as a scenario writes it: rate 1e10 -> "10 Gb/s", 5e6 m -> "5,000 km"
+    (parse_* read it back: thousands separators are accepted)."""
     unit = key_unit(key)
     if unit is None or value == 0:
-        return f"{value:g}"
+        return f"{value:,g}"
     if unit == "m":
-        return f"{value / 1e3:g} km" if abs(value) >= 1e3 else f"{value:g} m"
+        return f"{value / 1e3:,g} km" if abs(value) >= 1e3 else f"{value:,g} m"
     scales = _SMALL if unit == "s" else _PREFIXES
     for factor, prefix in scales:
         if abs(value) >= factor or factor == scales[-1][0]:
-            return f"{value / factor:g} {prefix}{unit}"
-    return f"{value:g} {unit}"
+            return f"{value / factor:,g} {prefix}{unit}"
+    return f"{value:,g} {unit}"

@@ -24,6 +24,7 @@ from transitsim.network import (
 )
 from transitsim.network.bandwidth import algorithm_bandwidth_bps, bus_bandwidth_bps
 from transitsim.scenario.network_models import MAX_DATACENTRES, MAX_WORKERS
+from transitsim.tables import QUIET_HELP
 from transitsim.units import parse_bytes, parse_length_m, parse_rate_bps, parse_time_s
 
 CLI_ALGOS = {name.replace("_", "-"): name for name in COLLECTIVE_ALGOS}
@@ -123,6 +124,7 @@ def register(app: typer.Typer) -> None:
         ),
         method: str = typer.Option("auto", "--method", help="auto | des | fast"),
         as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
+        quiet: bool = typer.Option(False, "--quiet", "-q", help=QUIET_HELP),
     ) -> int:
         """Simulate one collective and print its time, the closed form, and bytes per host."""
         if algo not in CLI_ALGOS:
@@ -173,7 +175,7 @@ def register(app: typer.Typer) -> None:
         if as_json:
             print(json.dumps(summary))
             return 0
-        table = Table(title=f"{algo} on {workers} workers", show_header=False)
+        table = Table(title=None if quiet else f"{algo} on {workers} workers", show_header=False)
         table.add_row("simulated time", f"{result.time_s * 1e3:.6f} ms ({result.method})")
         table.add_row("closed form", f"{closed * 1e3:.6f} ms")
         table.add_row(

@@ -11,7 +11,7 @@ import typer
 from transitsim.errors import TransitsimError
 from transitsim.findings import SECTIONS, UNKNOWN, findings
 from transitsim.published import FIXED_BAND_GAP_NATS
-from transitsim.tables import DASH, emit_json, emit_table, output_format
+from transitsim.tables import DASH, QUIET_HELP, emit_json, emit_table, output_format
 from transitsim.trace import find_traces, read_trace
 
 NEW = "new: none published"
@@ -343,7 +343,9 @@ SHOW = {
 }
 
 
-def emit_findings(sections: dict[str, pd.DataFrame], fmt: str, out: TextIO | None = None) -> None:
+def emit_findings(
+    sections: dict[str, pd.DataFrame], fmt: str, out: TextIO | None = None, quiet: bool = False
+) -> None:
     """Print every section: JSON as one document, else a titled table each (the scale in the
     title when all runs share one, else as a first column)."""
     out = out or sys.stdout
@@ -366,7 +368,7 @@ def emit_findings(sections: dict[str, pd.DataFrame], fmt: str, out: TextIO | Non
         if len(scales) > 1:
             shown.insert(0, "scale", df["scale"].to_numpy())
             headers = {"scale": "Scale", **headers}
-        emit_table(shown, fmt, title=TITLES[section], headers=headers, out=out)
+        emit_table(shown, fmt, title=None if quiet else TITLES[section], headers=headers, out=out)
         if section != SECTIONS[-1]:
             out.write("\n")
 
@@ -381,6 +383,7 @@ def findings_command(
     ),
     markdown: bool = typer.Option(False, "--markdown", help="Print markdown tables."),
     json_: bool = typer.Option(False, "--json", help="Print one JSON document (raw numbers)."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help=QUIET_HELP),
 ) -> int:
     """Our runs beside the published results: (a) final losses, (b) ordering and the deck's
     loss claims, (c) captured energy, (d) the optics, (e) E' at a switch."""
@@ -390,7 +393,7 @@ def findings_command(
     traces = [read_trace(path) for path in find_traces(paths)]
     if not traces:
         raise TransitsimError(f"no traces in {', '.join(map(str, paths))}")
-    emit_findings(findings(traces, gap_nats), fmt)
+    emit_findings(findings(traces, gap_nats), fmt, quiet=quiet)
     return 0
 
 

@@ -7,7 +7,7 @@ import typer
 
 from transitsim.errors import TransitsimError
 from transitsim.metrics import group_by_config, ladder, parse_targets
-from transitsim.tables import DASH, config_labels, emit_table, format_gb, output_format
+from transitsim.tables import DASH, QUIET_HELP, config_labels, emit_table, format_gb, output_format
 from transitsim.trace import find_traces, read_trace
 
 DEFAULT_TRACES = Path("traces")
@@ -48,6 +48,7 @@ def ladder_command(
     csv: bool = typer.Option(False, "--csv", help="Print the long table as CSV (raw numbers)."),
     markdown: bool = typer.Option(False, "--markdown", help="Print a markdown table."),
     json_: bool = typer.Option(False, "--json", help="Print the long table as JSON."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help=QUIET_HELP),
 ) -> int:
     """Steps to the first evaluation at or below each target, mean over seeds, with the bytes
     one worker sent by then; a dash where not every seed gets there."""
@@ -69,7 +70,9 @@ def ladder_command(
     emit_table(
         ladder_grid(table, labels, f"{what}_bytes"),
         fmt,
-        title=f"Steps to reach a loss (mean over seeds; {what} per worker in brackets)",
+        title=None
+        if quiet
+        else f"Steps to reach a loss (mean over seeds; {what} per worker in brackets)",
         headers={"configuration": "Configuration", "seeds": "Seeds"},
     )
     return 0

@@ -35,12 +35,12 @@ from transitsim.run import (
     write_outputs,
 )
 from transitsim.scenario import network_from_dict
-from transitsim.tables import emit_table, output_format
+from transitsim.tables import QUIET_HELP, emit_table, output_format
 from transitsim.trace import find_traces
 from transitsim.units import parse_bytes
 
 PLACEMENTS = ("auto", "none", "pluggable", "switch")
-SUMS = ("auto", "receivers", "switch")
+SUMS = ("auto", "receivers", "switch", "ring")
 RUN_HEADERS = {
     "label": "Configuration",
     "network": "Network",
@@ -173,7 +173,10 @@ def replay_command(
         help="E/E' band made at: auto (the hardware), none, pluggable, switch.",
     ),
     sum_at: str = typer.Option(
-        "auto", "--sum-at", help="Reducible payloads summed at: auto, receivers, switch."
+        "auto",
+        "--sum-at",
+        help="Where the bands of C/D/E/F are summed: auto, receivers (all-gather), switch, "
+        "ring (all-reduce).",
     ),
     overlap: str = typer.Option(
         "none",
@@ -189,6 +192,7 @@ def replay_command(
     csv: bool = typer.Option(False, "--csv", help="Print CSV (raw numbers)."),
     markdown: bool = typer.Option(False, "--markdown", help="Print a markdown table."),
     json_: bool = typer.Option(False, "--json", help="Print JSON records."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help=QUIET_HELP),
 ) -> int:
     """Replay traces on one network and print time-to-loss per target (or, without targets,
     each run's total time). Exit 0 ok, 1 when a trace could not be replayed, 2 on bad input."""
@@ -218,7 +222,7 @@ def replay_command(
             baseline=baseline,
             transform_at=placed_transform,
             sum_at=placed_sum,
-            quiet=fmt != "table",
+            quiet=quiet or fmt != "table",
             overlap=overlap,
             bucket_bytes=bucket_bytes,
         )
@@ -226,15 +230,15 @@ def replay_command(
         return report_all_failed(exc)
     if out is not None:
         write_outputs(result, out, ("timeline", "summary", "report"))
-    report_problems(result)
+    report_problems(result, quiet)
     if result.targets:
-        print_summary(result, fmt, baseline=baseline)
+        print_summary(result, fmt, baseline=baseline, quiet=quiet)
     else:
         table = runs_table(result)
         if fmt in ("table", "markdown"):
             table = table.drop(columns="run")
         emit_table(table, fmt, headers=RUN_HEADERS)
-    if out is not None and fmt == "table":
+    if out is not None and fmt == "table" and not quiet:
         print(f"wrote {', '.join(str(path) for path in result.files)}", file=sys.stderr)
     return result.exit_code
 

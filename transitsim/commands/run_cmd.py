@@ -34,7 +34,7 @@ MAX_NOTES = 5
 
 
 def format_param(key: str, value: object) -> str:
-    """A grid value (SI) as a scenario writes it: rate 1e10 -> "10 Gb/s", 5e6 m -> "5000 km"."""
+    """A grid value (SI) as a scenario writes it: rate 1e10 -> "10 Gb/s", 5e6 m -> "5,000 km"."""
     if value is None:
         return "–"
     if not is_number(value):
@@ -51,7 +51,9 @@ def target_title(value: float, name: str, baseline: str | None) -> str:
     return text + (f"; speed-up vs {baseline}" if baseline else "")
 
 
-def print_summary(result: RunResult, fmt: str = "table", baseline: str | None = None) -> None:
+def print_summary(
+    result: RunResult, fmt: str = "table", baseline: str | None = None, quiet: bool = False
+) -> None:
     """One table per target (table/markdown), or the whole summary (csv/json, raw numbers)."""
     if fmt in ("csv", "json"):
         emit_table(result.summary, fmt)
@@ -59,7 +61,8 @@ def print_summary(result: RunResult, fmt: str = "table", baseline: str | None = 
     for value, name in zip(result.targets, result.target_names, strict=True):
         rows = result.summary[result.summary["target"] == value]
         table = rows[list(SUMMARY_HEADERS)]
-        emit_table(table, fmt, title=target_title(value, name, baseline), headers=SUMMARY_HEADERS)
+        title = None if quiet else target_title(value, name, baseline)
+        emit_table(table, fmt, title=title, headers=SUMMARY_HEADERS)
 
 
 def print_crossovers(result: RunResult, fmt: str = "table") -> None:
@@ -86,6 +89,12 @@ def print_crossovers(result: RunResult, fmt: str = "table") -> None:
     shown = changes[[c for c in columns if c in changes.columns]]
     title = "Crossovers (other grid parameters held at the values shown)"
     emit_table(shown, fmt, title=title, headers=CROSSOVER_HEADERS)
+
+
+def print_verdict(result: RunResult) -> None:
+    """The answer in words, before the tables it comes from."""
+    for line in result.verdict:
+        print(f"Verdict: {line}")
 
 
 def report_problems(result: RunResult, quiet: bool = False) -> None:
@@ -141,6 +150,7 @@ def run_command(
     report_problems(result, quiet)
     if not quiet:
         print(result.title)
+        print_verdict(result)
         print_summary(result, baseline=loaded.baseline)
         print_crossovers(result)
         print(f"wrote {', '.join(str(path) for path in result.files)}")

@@ -161,6 +161,7 @@ def run_command(
     max_repeats: int = typer.Option(25, "--max-repeats"),
     warmup: int = typer.Option(2, "--warmup"),
     out: Path = typer.Option(Path("out/testbed"), "--output", "-o"),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No per-point progress lines."),
 ) -> int:
     """Build the testbed, measure gloo collectives, tear it down, compare with transitsim."""
     if importlib.util.find_spec("torch") is None:
@@ -188,7 +189,7 @@ def run_command(
         budget_s=budget,
         repeats=(min_repeats, max_repeats),
         warmup=warmup,
-        log=lambda line: print(line, flush=True),
+        log=(lambda line: None) if quiet else (lambda line: print(line, flush=True)),
     )
     _write_parquet(measured, out / "measured.parquet")
     report(compare(measured, calib), out)
@@ -199,6 +200,7 @@ def compare_command(
     measured: Path = typer.Argument(..., help="measured.parquet from `testbed run`"),
     calibrate: str = typer.Option("1 MiB", "--calibrate", help="the one size alpha is fitted on"),
     out: Path | None = typer.Option(None, "--output", "-o", help="write the comparison here"),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="Accepted: prints the comparison."),
 ) -> int:
     """Replay a measured table through transitsim and print the comparison (no root needed)."""
     from transitsim.testbed.model import compare
@@ -218,13 +220,15 @@ def compare_command(
 
 def down_command(
     everything: bool = typer.Option(False, "--all", help="also live runs' namespaces"),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="Print nothing but errors."),
 ) -> int:
     """Remove testbed namespaces left by killed runs (their creating process is gone)."""
     from transitsim.testbed.netns import cleanup_leftovers, preflight
 
     preflight()
     removed = cleanup_leftovers(everything)
-    print(f"removed {len(removed)} namespaces" + (f": {' '.join(removed)}" if removed else ""))
+    if not quiet:
+        print(f"removed {len(removed)} namespaces" + (f": {' '.join(removed)}" if removed else ""))
     return 0
 
 

@@ -9,13 +9,21 @@ import typer
 
 from transitsim.importers import import_logs
 from transitsim.metrics import run_sort_key, wire_bytes_per_step
-from transitsim.tables import emit_json, emit_table, format_cell, output_format, variant_label
+from transitsim.tables import (
+    QUIET_HELP,
+    emit_json,
+    emit_table,
+    format_cell,
+    output_format,
+    variant_label,
+)
 from transitsim.trace import Trace, find_traces, read_trace
 
 DEFAULT_TRACES = Path("traces")
 CSV = typer.Option(False, "--csv", help="Print CSV (raw numbers).")
 MARKDOWN = typer.Option(False, "--markdown", help="Print a markdown table.")
 JSON = typer.Option(False, "--json", help="Print JSON (raw numbers).")
+QUIET = typer.Option(False, "--quiet", "-q", help=QUIET_HELP)
 LIST_HEADERS = {
     "folder": "Folder",
     "name": "Run",
@@ -115,10 +123,15 @@ def import_command(
     csv: bool = CSV,
     markdown: bool = MARKDOWN,
     json_: bool = JSON,
+    quiet: bool = typer.Option(
+        False, "--quiet", "-q", help="Only errors: no warnings, no table (the traces are written)."
+    ),
 ) -> int:
     """Convert the experiment's JSONL logs into traces (<run name>.parquet in the out folder)."""
     fmt = output_format(csv, markdown, json_)
     results = import_logs(logs, out)
+    if quiet:
+        return 0
     for result in results:
         for warning in result.warnings:
             print(f"transitsim: warning: {warning}", file=sys.stderr)
@@ -144,11 +157,13 @@ def list_command(
     csv: bool = CSV,
     markdown: bool = MARKDOWN,
     json_: bool = JSON,
+    quiet: bool = QUIET,
 ) -> int:
     """One row per run: variant, parameters, seed, steps, final loss, bytes per step, status."""
     fmt = output_format(csv, markdown, json_)
     traces = [read_trace(path) for path in find_traces(paths or [DEFAULT_TRACES])]
-    emit_table(traces_table(traces), fmt, title=f"{len(traces)} trace(s)", headers=LIST_HEADERS)
+    title = None if quiet else f"{len(traces)} trace(s)"
+    emit_table(traces_table(traces), fmt, title=title, headers=LIST_HEADERS)
     return 0
 
 
@@ -158,6 +173,7 @@ def show_command(
     csv: bool = CSV,
     markdown: bool = MARKDOWN,
     json_: bool = JSON,
+    quiet: bool = QUIET,
 ) -> int:
     """A trace's metadata and summary (and with --steps, its rows)."""
     fmt = output_format(csv, markdown, json_)
@@ -172,9 +188,10 @@ def show_command(
     fields = pd.DataFrame({"field": list(summary), "value": list(summary.values())})
     if fmt != "csv":  # each value formatted by what its field holds
         fields["value"] = [format_cell(name, value) for name, value in summary.items()]
-    emit_table(fields, fmt, title=str(trace_path), headers={"field": "Field", "value": "Value"})
+    title = None if quiet else str(trace_path)
+    emit_table(fields, fmt, title=title, headers={"field": "Field", "value": "Value"})
     if steps:
-        emit_table(trace.steps, fmt, title="Rows")
+        emit_table(trace.steps, fmt, title=None if quiet else "Rows")
     return 0
 
 

@@ -9,7 +9,7 @@ import typer
 
 from transitsim.atomic import check_writable_file, write_text_atomic
 from transitsim.errors import TransitsimError
-from transitsim.run import check_outputs_writable
+from transitsim.run import check_jobs, check_outputs_writable, load_traces, scenario_jobs
 from transitsim.scenario import (
     load_scenario,
     network_placement,
@@ -27,6 +27,11 @@ def _describe(path: Path) -> dict:
         except TransitsimError as exc:
             raise TransitsimError(f"{path}: outputs.dir: {exc}") from None
     networks = [name for name, _, _ in scenario_to_networks(scenario)]
+    traces = load_traces([trace.path for trace in scenario.trace_files])
+    jobs = scenario_jobs(scenario, traces)
+    problems = check_jobs(jobs, traces)  # what would fail at run time, planned now
+    if problems:
+        raise TransitsimError(f"{path}: {'; '.join(problems)}")
     return {
         "file": str(path),
         "name": scenario.name,
@@ -45,8 +50,8 @@ def validate_command(
     json_: bool = typer.Option(False, "--json", help="Print what each scenario resolves to."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Print only errors."),
 ) -> int:
-    """Check scenarios (keys, units, trace files, targets) without running them: exit 0 when
-    all are valid, 2 when any is not (one line per bad file)."""
+    """Check scenarios (keys, units, trace files, targets) and plan every job without running
+    it: exit 0 when all are valid, 2 when any is not (one line per bad file, each reason once)."""
     results, failed = [], False
     for path in scenarios:
         try:
@@ -70,6 +75,9 @@ def schema_command(
     output: Path = typer.Option(
         None, "--output", "-o", help="Write the schema here (default: print it)."
     ),
+    quiet: bool = typer.Option(
+        False, "--quiet", "-q", help="With -o: print nothing (errors still print)."
+    ),
 ) -> int:
     """The JSON Schema of scenario files (point your editor's YAML plugin at it)."""
     text = json.dumps(scenario_json_schema(), indent=2, sort_keys=False) + "\n"
@@ -77,6 +85,8 @@ def schema_command(
         sys.stdout.write(text)
         return 0
     write_text_atomic(check_writable_file(output, what="--output file"), text)
+    if not quiet:
+        print(f"wrote {output}", file=sys.stderr)
     return 0
 
 

@@ -87,10 +87,15 @@ class SwitchModel(_Strict):
 
 
 class PlacementModel(_Strict):
-    """Where the transform is computed and where payloads are summed (absent = as the network)."""
+    """Where the transform is computed and where payloads are summed (absent = as the network).
+
+    sum: "receivers" all-gathers reducible payloads (the fixed bands of C/D/E/F), "switch" sums
+    them in an aggregating switch, "ring" all-reduces them on a ring (hierarchical across
+    datacentres), as A's dense gradient is: the fair comparison of a band with A.
+    """
 
     transform: Literal["none", "pluggable", "switch"] | None = None
-    sum: Literal["receivers", "switch"] | None = None
+    sum: Literal["receivers", "switch", "ring"] | None = None
 
 
 class NetworkModel(_Strict):

@@ -1,0 +1,144 @@
+"""The interactive report: one self-contained HTML file (plotly.js inlined, so it opens offline).
+
+It leads with the answer: the question, a verdict in words generated from the results
+(transitsim.verdict) and the winner map (winner.py). Then the evidence (evidence.py): loss
+against simulated time and against wire bytes, the steps-to-loss ladder, where a step's time
+goes, link utilisation over one step; the sortable summary (table.py); and the run's
+assumptions, notes, fallbacks and failed jobs (page.py).
+"""
+
+from pathlib import Path
+
+import pandas as pd
+
+from transitsim.atomic import write_text_atomic
+from transitsim.metrics import TIMELINE_COLUMNS
+from transitsim.report.common import Panel, ReportContext, colours, ordered, require
+from transitsim.report.evidence import breakdown_figure, ladder_figure, link_figure, loss_figure
+from transitsim.report.page import render_html
+from transitsim.report.winner import (
+    RESULT_COLUMNS,
+    SWEEP_COLUMNS,
+    sweep_parameters,
+    winner_figure,
+)
+from transitsim.trace_events import write_trace_events
+from transitsim.verdict import verdict_sentences
+
+__all__ = [
+    "Panel",
+    "ReportContext",
+    "build_panels",
+    "render_html",
+    "sweep_parameters",
+    "write_report",
+    "write_trace_events",
+]
+
+LADDER_COLUMNS = ("config", "variant", "target", "steps")
+LINK_UTIL_COLUMNS = ("network", "link", "t_s", "utilisation")
+
+
+def _targets(summary: pd.DataFrame | None, ladder: pd.DataFrame) -> list[float]:
+    """Every target of the summary and the ladder, in order of first appearance."""
+    found: list[float] = []
+    for frame in (summary, ladder):
+        if frame is not None and len(frame) and "target" in frame:
+            found += [float(t) for t in ordered(frame["target"])]
+    return list(dict.fromkeys(found))
+
+
+def build_panels(
+    timeline: pd.DataFrame,
+    summary: pd.DataFrame,
+    ladder: pd.DataFrame,
+    link_util: pd.DataFrame | None = None,
+    sweep: pd.DataFrame | None = None,
+    labels: dict[str, str] | None = None,
+) -> list[Panel]:
+    """The report's panels in page order, the winner map first (a panel without data keeps its
+    place with a note)."""
+    require(timeline, TIMELINE_COLUMNS, "timeline")
+    require(ladder, LADDER_COLUMNS, "ladder")
+    if sweep is not None and len(sweep):
+        require(sweep, SWEEP_COLUMNS, "sweep")
+    labels = labels or {}
+    palette = colours(ordered(timeline["config"]))
+    targets = _targets(summary, ladder)
+    winner, note = winner_figure(sweep, summary, targets, labels, palette)
+    wire = timeline["wire_bytes"].dropna()
+    panels = [
+        Panel("winner", "Which configuration reaches the target first", note, winner),
+        Panel(
+            "loss-time",
+            "Loss against wall-clock time",
+            "simulated time on the network chosen in the menu; line: mean over seeds, band: "
+            "lowest to highest seed; dashed: the targets",
+            loss_figure(timeline, "time_s", "simulated time (s)", labels, palette, targets),
+        ),
+        Panel(
+            "loss-bytes",
+            "Loss against bytes on the wire",
+            "cumulative bytes one worker put on its line, in GB",
+            loss_figure(
+                timeline,
+                "wire_bytes",
+                "wire bytes per worker (GB)",
+                labels,
+                palette,
+                targets,
+                scale=1e9,
+                log_x=bool(len(wire) and (wire > 0).all()),
+            ),
+        ),
+        Panel(
+            "ladder",
+            "Steps to loss",
+            "mean over seeds; 'not reached' unless every seed reached the target",
+            ladder_figure(ladder, labels) if len(ladder) else None,
+        ),
+        Panel(
+            "breakdown",
+            "Where a step's time goes",
+            "mean milliseconds per step in each component: a row per network, a column per "
+            "configuration",
+            breakdown_figure(timeline, labels),
+        ),
+    ]
+    if link_util is not None and len(link_util):
+        require(link_util, LINK_UTIL_COLUMNS, "link_util")
+        panels.append(
+            Panel(
+                "links",
+                "Link utilisation over one step",
+                "fraction of each link's rate in use during one recorded step of the run named "
+                "above the chart, on the network chosen in the menu (its busiest links)",
+                link_figure(link_util, labels),
+            )
+        )
+    else:
+        panels.append(Panel("links", "Link utilisation over one step", "no link data given", None))
+    return panels
+
+
+def write_report(
+    path: Path | str,
+    timeline: pd.DataFrame,
+    summary: pd.DataFrame,
+    ladder: pd.DataFrame,
+    link_util: pd.DataFrame | None = None,
+    sweep: pd.DataFrame | None = None,
+    title: str = "transitsim report",
+    labels: dict[str, str] | None = None,
+    context: ReportContext | None = None,
+) -> Path:
+    """Write the self-contained HTML report atomically. labels: config name -> display name;
+    context: question, verdict (None: generated), assumptions, notes and failed jobs."""
+    context = context or ReportContext()
+    if context.verdict is None:
+        params = context.params or (
+            [] if sweep is None else [c for c in sweep.columns if c not in RESULT_COLUMNS]
+        )
+        context.verdict = verdict_sentences(summary, params, labels)
+    panels = build_panels(timeline, summary, ladder, link_util, sweep, labels)
+    return write_text_atomic(path, render_html(title, panels, summary, labels, context))

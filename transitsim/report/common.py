@@ -1,0 +1,127 @@
+"""What every part of the report shares: the panel record, escaping, colours, small table helpers.
+
+Every user string (run, config, network, link, parameter names) is HTML-escaped before it
+reaches plotly or the page, so a label like `<script>` is shown, never run.
+"""
+
+import html
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+import plotly.graph_objects as go
+
+from transitsim.errors import TransitsimError
+
+# Okabe-Ito (colour-blind safe), then Tableau 10 for more configurations than eight.
+PALETTE = (
+    "#0072B2",
+    "#E69F00",
+    "#009E73",
+    "#CC79A7",
+    "#56B4E9",
+    "#D55E00",
+    "#000000",
+    "#F0E442",
+    "#1F77B4",
+    "#FF7F0E",
+    "#2CA02C",
+    "#D62728",
+    "#9467BD",
+    "#8C564B",
+    "#E377C2",
+    "#7F7F7F",
+    "#BCBD22",
+    "#17BECF",
+)
+NUMBER = ":.9~g"  # hover numbers: nine significant digits, no trailing zeros
+
+
+@dataclass(frozen=True)
+class Panel:
+    """One section of the report: an id, a heading, a plain-text note, maybe a figure."""
+
+    key: str
+    heading: str
+    note: str
+    figure: go.Figure | None
+
+
+@dataclass
+class ReportContext:
+    """What the report says around its figures: the question it answers, the verdict (None:
+    generated from the summary), the grid parameters, and the run's assumptions, notes and
+    failed jobs (shown on the page, not only on stderr)."""
+
+    question: str = ""
+    verdict: list[str] | None = None
+    params: list[str] = field(default_factory=list)
+    assumptions: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    failures: list[str] = field(default_factory=list)
+
+
+def esc(text: Any) -> str:
+    """A user string made safe for the page's HTML."""
+    return html.escape(str(text), quote=True)
+
+
+def text(value: Any) -> str:
+    """A user string made safe for plotly, which reads a little HTML in labels and shows
+    &lt; &gt; &amp; as characters (but would show &quot; literally, so quotes stay)."""
+    return html.escape(str(value), quote=False)
+
+
+def short(value: str, limit: int = 40) -> str:
+    """A label short enough to leave room for the plot (hover shows it whole)."""
+    return value if len(value) <= limit else value[: limit - 1] + "…"
+
+
+def require(frame: pd.DataFrame, columns: tuple[str, ...], what: str) -> None:
+    missing = [c for c in columns if c not in frame.columns]
+    if missing:
+        raise TransitsimError(f"report: {what} table lacks column(s) {', '.join(missing)}")
+
+
+def ordered(values: pd.Series) -> list[Any]:
+    """Distinct values in order of first appearance (deterministic, follows the input)."""
+    return list(dict.fromkeys(values.tolist()))
+
+
+def colours(configs: list[str]) -> dict[str, str]:
+    """One colour per configuration, the same in every chart of the page."""
+    return {config: PALETTE[index % len(PALETTE)] for index, config in enumerate(configs)}
+
+
+def network_names(networks: list[str]) -> dict[str, str]:
+    """Short display names: a grid point "rack[host_link.rate=10 Gb/s]" shows its values only
+    when every network is a point of the same grid."""
+    prefixes = {name.split("[", 1)[0] for name in networks if name.endswith("]") and "[" in name}
+    if len(prefixes) != 1 or not all(name.endswith("]") and "[" in name for name in networks):
+        return {name: name for name in networks}
+    return {name: name.split("[", 1)[1][:-1] for name in networks}
+
+
+def dropdown(fig: go.Figure, options: list[tuple[str, list[bool], dict[str, Any]]]) -> None:
+    """A menu that shows one group of traces at a time (label, visibility mask, layout changes)."""
+    if len(options) < 2:
+        return
+    buttons = [
+        {"label": label, "method": "update", "args": [{"visible": mask}, layout]}
+        for label, mask, layout in options
+    ]
+    fig.update_layout(
+        updatemenus=[
+            {
+                "buttons": buttons,
+                "direction": "down",
+                "active": 0,
+                "showactive": True,
+                "x": 0.0,
+                "xanchor": "left",
+                "y": 1.02,
+                "yanchor": "bottom",
+            }
+        ],
+        margin={"t": 90},
+    )

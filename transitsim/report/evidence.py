@@ -1,0 +1,286 @@
+"""The evidence under the verdict: loss curves, the steps ladder, where a step's time goes, links.
+
+Loss against simulated time and against wire bytes: per configuration the mean over its seeds
+with a band from the lowest to the highest seed, the targets drawn as dashed lines, one network
+at a time (a menu). The step-time breakdown has one row per network and one column per
+configuration, so it stays legible at 50+ networks. Link utilisation names the run and the
+network whose step it shows.
+"""
+
+import math
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from transitsim import human
+from transitsim.report.common import NUMBER, PALETTE, dropdown, network_names, ordered, short, text
+
+# Step-time components, stacked in this order where the timeline has them.
+COMPONENTS = (
+    ("compute_s", "compute"),
+    ("compress_s", "compress"),
+    ("transform_s", "transform"),
+    ("wire_s", "wire"),
+    ("wait_s", "wait"),
+    ("update_s", "update"),
+)
+COMPONENT_COLOURS = {
+    "compute": "#4C78A8",
+    "compress": "#9D755D",
+    "transform": "#B279A2",
+    "wire": "#F58518",
+    "wait": "#BAB0AC",
+    "update": "#54A24B",
+}
+
+
+def _seed_curves(rows: pd.DataFrame, x: str) -> pd.DataFrame:
+    """Per evaluated step: mean x, mean / min / max val loss over the config's seeds."""
+    finite = rows[np.isfinite(rows["val_loss"].astype(float))]
+    grouped = finite.groupby("step", sort=True)
+    return pd.DataFrame(
+        {
+            "x": grouped[x].mean(),
+            "mean": grouped["val_loss"].mean(),
+            "low": grouped["val_loss"].min(),
+            "high": grouped["val_loss"].max(),
+            "seeds": grouped["run"].nunique(),
+        }
+    ).reset_index()
+
+
+def _fill(colour: str) -> str:
+    red, green, blue = (int(colour[i : i + 2], 16) for i in (1, 3, 5))
+    return f"rgba({red},{green},{blue},0.18)"
+
+
+def loss_figure(
+    timeline: pd.DataFrame,
+    x: str,
+    x_title: str,
+    labels: dict[str, str],
+    palette: dict[str, str],
+    targets: list[float],
+    scale: float = 1.0,
+    log_x: bool = False,
+) -> go.Figure:
+    """Validation loss against `x` (divided by `scale`), mean and band over seeds, per network."""
+    evaluated = timeline[timeline["val_loss"].notna()].copy()
+    evaluated[x] = evaluated[x].astype(float) / scale
+    networks = ordered(timeline["network"])
+    names = network_names(networks)
+    fig = go.Figure()
+    owners: list[str] = []
+    for network in networks:
+        on_network = evaluated[evaluated["network"] == network]
+        for config in ordered(on_network["config"]):
+            curve = _seed_curves(on_network[on_network["config"] == config], x)
+            if curve.empty:
+                continue
+            colour = palette[config]
+            seeds = int(curve["seeds"].max())
+            name = labels.get(config, config)
+            if seeds > 1:
+                fig.add_trace(
+                    go.Scatter(
+                        x=np.concatenate([curve["x"], curve["x"][::-1]]),
+                        y=np.concatenate([curve["high"], curve["low"][::-1]]),
+                        fill="toself",
+                        fillcolor=_fill(colour),
+                        line={"width": 0},
+                        hoverinfo="skip",
+                        showlegend=False,
+                        legendgroup=text(config),
+                        visible=network == networks[0],
+                        name=text(short(name, 40)) + " band",
+                    )
+                )
+                owners.append(network)
+            fig.add_trace(
+                go.Scatter(
+                    x=curve["x"],
+                    y=curve["mean"],
+                    mode="lines+markers",
+                    name=text(short(name, 40)) + (f" (mean of {seeds})" if seeds > 1 else ""),
+                    legendgroup=text(config),
+                    visible=network == networks[0],
+                    line={"color": colour, "width": 2},
+                    marker={"size": 5},
+                    customdata=np.column_stack([curve["step"], curve["low"], curve["high"]]),
+                    hovertemplate=(
+                        f"<b>{text(name)}</b><br>step %{{customdata[0]}}<br>{text(x_title)} "
+                        f"%{{x{NUMBER}}}<br>val loss %{{y:.4f}} (seeds %{{customdata[1]:.4f}}"
+                        "–%{customdata[2]:.4f})<extra></extra>"
+                    ),
+                )
+            )
+            owners.append(network)
+    finite = evaluated["val_loss"].astype(float)
+    finite = finite[np.isfinite(finite)]
+    y_range = None
+    if len(finite) and targets:  # diverged runs would squash every other curve
+        low = float(min(finite.min(), min(targets)))
+        high = float(min(finite.max(), max(targets) + 2.5 * (max(targets) - low) + 0.1))
+        y_range = [low - 0.05 * (high - low), high + 0.05 * (high - low)]
+    for target in targets:
+        fig.add_hline(
+            y=target,
+            line={"dash": "dash", "color": "#555", "width": 1},
+            annotation_text=f"target {human.loss(target)}",
+            annotation_position="top right",
+        )
+    fig.update_layout(
+        xaxis={
+            "title": {"text": text(x_title)},
+            "type": "log" if log_x else "linear",
+            "dtick": "D2" if log_x else None,
+        },
+        yaxis={"title": {"text": "validation loss"}, "range": y_range},
+        legend={"title": {"text": "configuration (band: lowest to highest seed)"}},
+        hovermode="closest",
+    )
+    dropdown(fig, [(text(names[n]), [o == n for o in owners], {}) for n in networks])
+    return fig
+
+
+def ladder_figure(ladder: pd.DataFrame, labels: dict[str, str]) -> go.Figure:
+    """Steps to each target per config (grouped bars); 'not reached' unless every seed was."""
+    fig = go.Figure()
+    configs = ordered(ladder["config"])
+    for target in ordered(ladder["target"]):
+        rows = ladder[ladder["target"] == target].set_index("config").reindex(configs)
+        steps = rows["steps"].astype("float64")
+        seeds = rows["seeds"] if "seeds" in rows else pd.Series(1, index=rows.index)
+        shown = [
+            human.steps(s, int(n)) if not math.isnan(s) else "not reached"
+            for s, n in zip(steps, seeds.fillna(1), strict=True)
+        ]
+        wire = rows["wire_bytes"] if "wire_bytes" in rows else pd.Series(np.nan, index=rows.index)
+        fig.add_trace(
+            go.Bar(
+                x=[text(short(labels.get(c, c))) for c in configs],
+                y=steps.fillna(0.0),
+                name=text(f"to {human.loss(float(target))}"),
+                text=shown,
+                textposition="outside",
+                customdata=np.column_stack([shown, [human.size(v) for v in wire]]),
+                hovertemplate=(
+                    f"<b>%{{x}}</b><br>target {text(human.loss(float(target)))}"
+                    "<br>steps %{customdata[0]}<br>wire bytes per worker %{customdata[1]}"
+                    "<extra></extra>"
+                ),
+            )
+        )
+    fig.update_layout(
+        barmode="group",
+        xaxis={"title": {"text": "configuration"}},
+        yaxis={"title": {"text": "optimiser steps to reach the target"}},
+        legend={"title": {"text": "validation loss"}},
+    )
+    return fig
+
+
+def breakdown_figure(timeline: pd.DataFrame, labels: dict[str, str]) -> go.Figure:
+    """Mean milliseconds per step in each component: a row per network, a column per config."""
+    present = [(column, name) for column, name in COMPONENTS if column in timeline.columns]
+    weights = (
+        timeline["interval_steps"].astype("float64")
+        if "interval_steps" in timeline.columns
+        else pd.Series(1.0, index=timeline.index)
+    )
+    frame = timeline.assign(_w=weights)
+    for column, _ in present:
+        frame[column] = frame[column].astype("float64").fillna(0.0) * frame["_w"]
+    sums = frame.groupby(["network", "config"], sort=False)[[c for c, _ in present] + ["_w"]].sum()
+    networks = ordered(timeline["network"])
+    names = network_names(networks)
+    configs = ordered(timeline["config"])
+    fig = make_subplots(
+        rows=1,
+        cols=len(configs),
+        shared_yaxes=True,
+        horizontal_spacing=0.02,
+        subplot_titles=[text(short(labels.get(c, c), 30)) for c in configs],
+    )
+    y = [text(short(names[n], 48)) for n in networks]
+    for col, config in enumerate(configs, start=1):
+        for column, name in present:
+            values = []
+            for network in networks:
+                key = (network, config)
+                total = sums.loc[key, "_w"] if key in sums.index else 0.0
+                values.append(1e3 * sums.loc[key, column] / total if total else math.nan)
+            fig.add_trace(
+                go.Bar(
+                    y=y,
+                    x=values,
+                    orientation="h",
+                    name=name,
+                    legendgroup=name,
+                    showlegend=col == 1,
+                    marker={"color": COMPONENT_COLOURS[name]},
+                    hovertemplate=(
+                        f"%{{y}}<br>{text(labels.get(config, config))}<br>{name}: "
+                        "%{x:.4g} ms per step<extra></extra>"
+                    ),
+                ),
+                row=1,
+                col=col,
+            )
+        fig.update_xaxes(title_text="ms per step" if col == 1 else None, row=1, col=col)
+    for col in range(2, len(configs) + 1):  # one scale: bars compare across configurations
+        fig.update_xaxes(matches="x", row=1, col=col)
+    fig.update_layout(
+        barmode="stack",
+        height=max(320, 160 + 22 * len(networks)),
+        yaxis={"autorange": "reversed", "tickfont": {"size": 11}},
+        legend={"title": {"text": "component"}},
+        margin={"t": 40},
+    )
+    return fig
+
+
+def link_figure(link_util: pd.DataFrame, labels: dict[str, str]) -> go.Figure:
+    """Utilisation of each link over one recorded step, one (network, run) at a time."""
+    keyed = link_util.assign(
+        _view=link_util["network"].astype(str)
+        + ("" if "run" not in link_util else " · step of " + link_util["run"].astype(str))
+    )
+    views = ordered(keyed["_view"])
+    fig = go.Figure()
+    owners: list[str] = []
+    for view in views:
+        rows_of_view = keyed[keyed["_view"] == view]
+        for index, link in enumerate(ordered(rows_of_view["link"])):
+            rows = rows_of_view[rows_of_view["link"] == link].sort_values("t_s", kind="stable")
+            fig.add_trace(
+                go.Scatter(
+                    x=rows["t_s"] * 1e3,
+                    y=rows["utilisation"],
+                    mode="lines",
+                    line={"shape": "hv", "color": PALETTE[index % len(PALETTE)]},
+                    name=text(short(link, 48)),
+                    visible=view == views[0],
+                    hovertemplate=(
+                        f"<b>{text(link)}</b><br>t %{{x:.4g}} ms"
+                        "<br>utilisation %{y:.1%}<extra></extra>"
+                    ),
+                )
+            )
+            owners.append(view)
+    fig.update_layout(
+        title={"text": text(short(views[0], 110)), "font": {"size": 13}, "x": 0.35},
+        xaxis={"title": {"text": "time within the step (ms)"}},
+        yaxis={"title": {"text": "utilisation"}, "tickformat": ".0%", "range": [0, 1.05]},
+        legend={"title": {"text": "link"}},
+    )
+    dropdown(
+        fig,
+        [
+            (text(short(v, 60)), [o == v for o in owners], {"title.text": text(short(v, 110))})
+            for v in views
+        ],
+    )
+    return fig
