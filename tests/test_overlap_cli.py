@@ -90,3 +90,47 @@ def test_replay_overlap_option(workdir: Path, capsys: pytest.CaptureFixture[str]
     assert "uniform backward" in err
     code, _, err = run_cli([*base, "--overlap", "sometimes"], capsys)
     assert code == 2 and "--overlap must be one of none, buckets" in err
+
+
+def test_run_prints_the_verdict_with_and_without_overlap(
+    workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = run_cli(
+        ["run", str(workdir / "axis.yaml"), "-o", str(workdir / "cli")], capsys
+    )
+    assert code == 0, err
+    assert "Overlap with backward, to val loss 3.500" in out
+    assert "Baseline exchange hidden" in out
+    assert "grid[host_link.rate=10 Gb/s]" in out
+
+
+def test_overlap_verdicts_fold_the_axis_and_flag_a_change() -> None:
+    from transitsim.overlap_verdict import overlap_verdicts
+
+    summary = pd.DataFrame(
+        {
+            "config": ["a", "c", "a", "c"],
+            "network": ["wan", "wan", "wan +overlap", "wan +overlap"],
+            "overlap": ["none", "none", "buckets", "buckets"],
+            "target": 3.0,
+            "time_to_target_s": [10.0, 8.0, 6.0, 7.5],
+        }
+    )
+    timeline = pd.DataFrame(
+        {
+            "config": ["a", "a", "c", "c"],
+            "variant": ["A", "A", "C", "C"],
+            "network": ["wan", "wan +overlap", "wan", "wan +overlap"],
+            "overlap": ["none", "buckets", "none", "buckets"],
+            "interval_steps": 1,
+            "exchange_s": [4.0, 4.0, 1.0, 1.0],
+            "exposed_s": [4.0, 1.0, 1.0, 0.5],
+            "hidden_s": [0.0, 3.0, 0.0, 0.5],
+        }
+    )
+    table = overlap_verdicts(summary, timeline, {"a"})
+    row = table.iloc[0]
+    assert row["network"] == "wan"
+    assert (row["fastest_without"], row["fastest_with"]) == ("c", "a")
+    assert row["changed"] and row["baseline_hidden_share"] == pytest.approx(0.75)
+    assert overlap_verdicts(summary.drop(columns="overlap"), timeline).empty

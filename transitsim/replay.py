@@ -361,7 +361,8 @@ def _choose_algo(
         return collective
     if network.collective is not None:
         return network.collective
-    ring_sum = "hierarchical" if network.datacentres > 1 else "ring_allreduce"
+    multi_gpu_nodes = network.gpus_per_node > 1 and network.workers > network.gpus_per_node
+    ring_sum = "hierarchical" if network.datacentres > 1 or multi_gpu_nodes else "ring_allreduce"
     if kind == "reduce_at_switch":
         if sum_at == "ring":
             return ring_sum

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import typer
 
+from transitsim.overlap_verdict import overlap_verdicts
 from transitsim.run import JobsFailed, RunResult, default_output_dir, is_number, run_scenario
 from transitsim.scenario import load_scenario
 from transitsim.tables import emit_table
@@ -31,6 +32,15 @@ CROSSOVER_HEADERS = {
     "runner_up_ratio": "Runner-up / best",
 }
 MAX_NOTES = 5
+OVERLAP_HEADERS = {
+    "network": "Network",
+    "fastest_without": "Fastest, no overlap",
+    "time_without_s": "Time (s)",
+    "fastest_with": "Fastest, overlap",
+    "time_with_s": "Time (s) ",
+    "changed": "Verdict changes",
+    "baseline_hidden_share": "Baseline exchange hidden",
+}
 
 
 def format_param(key: str, value: object) -> str:
@@ -97,6 +107,39 @@ def print_verdict(result: RunResult) -> None:
         print(f"Verdict: {line}")
 
 
+def baseline_configs(result: RunResult, baseline: str | None) -> set[str]:
+    """The configs a scenario's baseline names: by config, label or variant id."""
+    if baseline is None:
+        return set()
+    timeline = result.timeline
+    pairs = dict(zip(timeline["config"], timeline["variant"], strict=False))
+    return {
+        config
+        for config, variant in pairs.items()
+        if baseline in (config, variant, result.labels.get(config, config))
+    }
+
+
+def print_overlap(result: RunResult, baseline: str | None, fmt: str = "table") -> None:
+    """With an overlap axis: per target, the fastest configuration without and with overlap."""
+    table = overlap_verdicts(result.summary, result.timeline, baseline_configs(result, baseline))
+    if table.empty:
+        return
+    for column in ("fastest_without", "fastest_with"):
+        table[column] = table[column].map(lambda c: result.labels.get(c, c) if c else "–")
+    if fmt in ("table", "markdown"):
+        table["changed"] = table["changed"].map({True: "yes", False: "no"})
+        table["baseline_hidden_share"] = table["baseline_hidden_share"].map(
+            lambda v: "–" if v != v else f"{v:.0%}"
+        )
+    for value, name in zip(result.targets, result.target_names, strict=True):
+        rows = table[table["target"] == value][list(OVERLAP_HEADERS)]
+        title = f"Overlap with backward, to val loss {value:.3f}" + (
+            f" ({name})" if name.startswith("final:") else ""
+        )
+        emit_table(rows, fmt, title=title, headers=OVERLAP_HEADERS)
+
+
 def report_problems(result: RunResult, quiet: bool = False) -> None:
     """Failed jobs (one line each) and, unless quiet, the run's caveats, on stderr."""
     for failure in result.failures:
@@ -153,6 +196,7 @@ def run_command(
         print_verdict(result)
         print_summary(result, baseline=loaded.baseline)
         print_crossovers(result)
+        print_overlap(result, loaded.baseline)
         print(f"wrote {', '.join(str(path) for path in result.files)}")
     return result.exit_code
 

@@ -16,6 +16,7 @@ import networkx as nx
 import numpy as np
 
 from transitsim.errors import TransitsimError
+from transitsim.network.fabrics import FABRIC_TOPOLOGIES, aggregation_node
 from transitsim.network.spec import NetworkSpec
 from transitsim.network.stages import (
     Link,
@@ -107,9 +108,12 @@ class Fabric:
             self.edge_links[(u, v)] = links
         self.pluggables = [self._pluggable(h) for h in self.hosts]
         self.switches = {name: self._switch(name) for name in self.switch_names}
-        self.access = {h: next(iter(self.graph.successors(h))) for h in self.hosts}
+        # a host's switches: one, or (cluster fabrics) its node's NVLink switch and its NIC's leaf
+        self.accesses = {h: sorted(self.graph.successors(h)) for h in self.hosts}
+        self.access = {h: switches[0] for h, switches in self.accesses.items()}
         switch_graph = self.graph.subgraph(self.switch_names)
         self._switch_routes = dict(nx.all_pairs_shortest_path(switch_graph))
+        self._routes: dict[tuple[str, str], list[str]] = {}
         self._paths: dict[tuple, Path] = {}
 
     def _resource(self, name: str, kind: str, rate_bps: float) -> Resource:
@@ -153,13 +157,43 @@ class Fabric:
         return self.graph.nodes[node]["kind"] == "host"
 
     def route(self, src: str, dst: str) -> list[str]:
-        """Shortest path (fewest hops) as a node list; via the access switches for hosts."""
-        head = [src, self.access[src]] if self.is_host(src) else [src]
-        tail = [self.access[dst], dst] if self.is_host(dst) else [dst]
+        """Shortest path (fewest hops) as a node list; via the access switches for hosts.
+
+        A host with several switches (a GPU's NVLink switch and its NIC's leaf) leaves by the
+        one that gives the fewest hops, ties going to the faster first and last links.
+        """
         if src == dst:
             return [src]
-        middle = self._switch_routes[head[-1]][tail[0]]
-        return head[:-1] + middle + tail[1:]
+        heads = self.accesses[src] if self.is_host(src) else [src]
+        tails = self.accesses[dst] if self.is_host(dst) else [dst]
+        if len(heads) == 1 and len(tails) == 1:
+            middle = self._switch_routes[heads[0]][tails[0]]
+        else:
+            route = self._routes.get((src, dst))
+            if route is None:
+                route = self._routes[(src, dst)] = self._best_route(src, dst, heads, tails)
+            return route
+        head = [src] if self.is_host(src) else []
+        tail = [dst] if self.is_host(dst) else []
+        return head + middle + tail
+
+    def _best_route(self, src: str, dst: str, heads: list[str], tails: list[str]) -> list[str]:
+        best: tuple | None = None
+        for a in heads:
+            for b in tails:
+                middle = self._switch_routes.get(a, {}).get(b)
+                if middle is None:
+                    continue
+                nodes = ([src] if self.is_host(src) else []) + middle
+                nodes += [dst] if self.is_host(dst) else []
+                ends = [(nodes[0], nodes[1]), (nodes[-2], nodes[-1])]
+                rate = min(self.edge_links[e][0].spec.payload_bps for e in ends)
+                key = (len(nodes), -rate, nodes)
+                if best is None or key < best:
+                    best = key
+        if best is None:
+            raise TransitsimError(f"network {self.network.name!r}: no route from {src} to {dst}")
+        return best[2]
 
     def route_links(self, src: str, dst: str) -> list[Link]:
         """The directed links along the route; parallel links chosen by the owning host."""
@@ -177,6 +211,8 @@ class Fabric:
             return "sw"
         if self.network.topology == "leaf_spine":
             return "spine"
+        if self.network.topology in FABRIC_TOPOLOGIES:
+            return aggregation_node(self.network)
         if len(self.switch_names) == 1:
             return self.switch_names[0]
         raise TransitsimError(

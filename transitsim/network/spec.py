@@ -21,7 +21,7 @@ ETHERNET_WIRE_EXTRA_BYTES = 4 + 8 + 12
 AGG_PIECE_BYTES = 4096
 
 COLLECTIVE_ALGOS = ("ring_allreduce", "ring_allgather", "hierarchical", "switch_sum", "tree")
-TOPOLOGIES = ("switch", "leaf_spine", "datacentres")
+TOPOLOGIES = ("switch", "leaf_spine", "datacentres", "rail_optimised", "fat_tree")
 
 
 @dataclass(frozen=True)
@@ -116,3 +116,8 @@ class NetworkSpec:
     wan_links: int = 1  # parallel WAN links between each pair of datacentres
     collective: str | None = None  # force one of COLLECTIVE_ALGOS for every variant
     link_overrides: dict[str, LinkSpec] = field(default_factory=dict)  # edge name -> LinkSpec
+    # cluster fabrics (network/fabrics): GPUs per node on an NVLink switch, one NIC per GPU
+    gpus_per_node: int = 0  # rail_optimised, fat_tree (0 elsewhere: hosts are single GPUs)
+    nvlink: LinkSpec | None = None  # each GPU's link to its node's NVLink switch, each way
+    racks_per_pod: int = 0  # fat_tree: leaves per aggregation switch (0: one pod)
+    oversubscription: float = 1.0  # fat_tree: capacity below a tier over the capacity above

@@ -14,6 +14,12 @@ import math
 import networkx as nx
 
 from transitsim.errors import TransitsimError
+from transitsim.network.fabrics import (
+    FABRIC_TOPOLOGIES,
+    fabric_cables,
+    node_groups,
+    validate_fabric,
+)
 from transitsim.network.spec import COLLECTIVE_ALGOS, TOPOLOGIES, LinkSpec, NetworkSpec
 
 
@@ -27,7 +33,10 @@ def group_sizes(workers: int, groups: int) -> list[int]:
 
 
 def worker_groups(network: NetworkSpec) -> list[list[int]]:
-    """The hosts of each datacentre (datacentres), rack (leaf_spine) or all (switch)."""
+    """The hosts of each datacentre (datacentres), rack (leaf_spine), node (cluster fabrics, in
+    rail order) or all (switch)."""
+    if network.topology in FABRIC_TOPOLOGIES:
+        return node_groups(network)
     if network.topology == "datacentres":
         count = network.datacentres
     elif network.topology == "leaf_spine":
@@ -119,6 +128,12 @@ def validate_network(network: NetworkSpec) -> None:
         _check_non_negative(transform.latency_s, f"{name}: {where}.latency_s")
         if not 0 < transform.keep <= 1:
             raise TransitsimError(f"{name}: {where}.keep must be in (0, 1], got {transform.keep}")
+    if network.topology in FABRIC_TOPOLOGIES:
+        validate_fabric(network, name)
+        if network.nvlink is not None:
+            _check_link(network.nvlink, f"{name}: nvlink")
+        if network.spine_link is not None:
+            _check_link(network.spine_link, f"{name}: spine_link")
     if network.topology == "leaf_spine":
         _check_count(network.hosts_per_rack, f"{name}: leaf_spine hosts_per_rack", 1)
         if network.spine_link is not None:
@@ -147,6 +162,8 @@ def _cables(network: NetworkSpec) -> list[tuple[str, str, LinkSpec, int]]:
     """(u, v, spec, parallel count) for every cable, before overrides."""
     cables = []
     hosts = [host_name(w) for w in range(network.workers)]
+    if network.topology in FABRIC_TOPOLOGIES:
+        return fabric_cables(network)
     if network.topology == "switch":
         cables += [(h, "sw", network.host_link, 1) for h in hosts]
     elif network.topology == "leaf_spine":

@@ -117,6 +117,16 @@ class NetworkModel(_Strict):
     collective: Literal[COLLECTIVE_ALGOS] | None = None
     link_overrides: dict[str, LinkModel] = {}
     placement: PlacementModel | None = None
+    gpus_per_node: int = Field(
+        0, ge=0, le=1024, description="rail_optimised, fat_tree: GPUs per node, one NIC each"
+    )
+    nvlink: LinkModel | None = Field(
+        None, description="each GPU's link to its node's NVLink switch (absent: host_link)"
+    )
+    racks_per_pod: int = Field(0, ge=0, description="fat_tree: leaves per pod (0: one pod)")
+    oversubscription: float = Field(
+        1.0, ge=1, allow_inf_nan=False, description="fat_tree: below / above each tier's uplink"
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -141,6 +151,21 @@ class NetworkModel(_Strict):
                     f"workers ({self.workers}) must be a multiple of "
                     f"hosts_per_rack ({self.hosts_per_rack})"
                 )
+        if self.topology in ("rail_optimised", "fat_tree"):
+            if self.gpus_per_node < 1:
+                raise ValueError(f"topology {self.topology} needs gpus_per_node >= 1")
+            if self.workers % self.gpus_per_node:
+                raise ValueError(
+                    f"workers ({self.workers}) must be a multiple of "
+                    f"gpus_per_node ({self.gpus_per_node})"
+                )
+        if self.topology == "fat_tree" and (
+            self.hosts_per_rack < 1 or self.hosts_per_rack % self.gpus_per_node
+        ):
+            raise ValueError(
+                "topology fat_tree needs hosts_per_rack (GPUs per leaf), a multiple of "
+                "gpus_per_node"
+            )
         if self.topology == "datacentres":
             if self.datacentres < 2 or self.wan_link is None:
                 raise ValueError("topology datacentres needs datacentres >= 2 and wan_link")

@@ -72,4 +72,8 @@ def network_spec(model: NetworkModel, name: str) -> NetworkSpec:
         wan_links=model.wan_links,
         collective=model.collective,
         link_overrides={key: link.to_spec() for key, link in model.link_overrides.items()},
+        gpus_per_node=model.gpus_per_node,
+        nvlink=model.nvlink.to_spec() if model.nvlink else None,
+        racks_per_pod=model.racks_per_pod,
+        oversubscription=model.oversubscription,
     )
