@@ -378,3 +378,33 @@ def test_oob_quant_share_is_zero_without_quantisation():
         diag["fb_removed_exact_share"] - diag["oob_sent_share"],
         rel_tol=1e-3,
     )
+
+
+class _Crash(Exception):
+    pass
+
+
+@pytest.mark.parametrize("band", ["recal", "subspace", "rotating"])
+def test_g_resumes_from_a_checkpoint_to_the_same_trace(tmp_path, band):
+    """The band rows, energy map / covariance and epoch survive a crash between choices."""
+    import pandas as pd
+
+    from trainer.run import TIMING_COLUMNS, train
+    from transitsim.trace import read_trace
+
+    cfg = make_config("synthetic", "G", band=band, select_every=3, chunk=64, steps=12, ckpt_every=5)
+
+    def crash_at_step_7(report) -> None:
+        if report.done == 7:
+            raise _Crash
+
+    with pytest.raises(_Crash):
+        train(cfg, tmp_path / "crashed", on_step=crash_at_step_7, say=lambda _: None)
+    resumed = train(cfg, tmp_path / "crashed", say=lambda _: None)
+    assert resumed.resumed_from == 5
+    straight = train(cfg, tmp_path / "straight", say=lambda _: None)
+    a, b = read_trace(resumed.trace_path), read_trace(straight.trace_path)
+    timing = [c for c in TIMING_COLUMNS if c in a.steps.columns]
+    pd.testing.assert_frame_equal(
+        a.steps.drop(columns=timing), b.steps.drop(columns=timing), check_exact=True
+    )

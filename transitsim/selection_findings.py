@@ -231,7 +231,7 @@ def selection_claims(results: list[ConfigResult], scale: RunScale) -> pd.DataFra
     )
     steps = free.dropna(subset=["steps_to_c"]).sort_values("steps_to_c", kind="stable")
     if steps.empty or math.isnan(b.steps_to_c):
-        row(_SELECTION_QUESTIONS[1], "no run reached C 1-D 256's final loss on every seed", "no")
+        row(_SELECTION_QUESTIONS[1], _unreached(steps.empty, b.reached_c), "no")
     else:
         first = steps.iloc[0]
         row(
@@ -244,7 +244,7 @@ def selection_claims(results: list[ConfigResult], scale: RunScale) -> pd.DataFra
         "payload_to_c_bytes", kind="stable"
     )
     if paid.empty or math.isnan(b.payload_to_c_bytes):
-        row(_SELECTION_QUESTIONS[2], "no run reached C 1-D 256's final loss on every seed", "no")
+        row(_SELECTION_QUESTIONS[2], _unreached(paid.empty, b.reached_c), "no")
     else:
         cheapest = paid.iloc[0]
         row(
@@ -263,6 +263,12 @@ _SELECTION_QUESTIONS = (
     "... in steps to a loss (C 1-D 256's final loss)?",
     "... in loss per byte (payload to C 1-D 256's final loss)?",
 )
+
+
+def _unreached(none_free: bool, topk_reached: str) -> str:
+    if none_free:
+        return "no comparison-free selection reached C 1-D 256's final loss on every seed"
+    return f"top-k did not reach C 1-D 256's final loss on every seed ({topk_reached})"
 
 
 def _n1(*seeds: int) -> str:

@@ -103,7 +103,7 @@ def show_final_loss(df: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, str]]:
     out["gpu_above_topk"] = [
         _published(v, _signed(v)) for v in df["published_tinystories_above_topk"]
     ]
-    switch = (df["variant"] == "E'").to_numpy()
+    switch = df["variant"].isin(["E'", "G"]).to_numpy()  # never published
     out.loc[switch, ["cpu", "gpu", "gpu_above_topk"]] = NEW
     out["gpu_scale"] = df["tinystories_scale"]
     headers = {
