@@ -190,7 +190,10 @@ def build_parser(prog: str = "python -m trainer") -> argparse.ArgumentParser:
     parser.add_argument("--dry-run", action="store_true", help="print sizes and bytes only")
     parser.add_argument("--json", action="store_true", help="machine-readable output")
     parser.add_argument(
-        "-q", "--quiet", action="store_true", help="no progress bar; still prints where the trace went"
+        "-q",
+        "--quiet",
+        action="store_true",
+        help="no progress bar; still prints where the trace went",
     )
     return parser
 
