@@ -447,7 +447,7 @@ def test_switch_modes_beside_e_sent_and_c(held) -> None:
 
 
 def test_markdown_output_has_every_section(holding: Path, capsys) -> None:
-    findings_cmd.findings_command([holding], 1.0, markdown=True, json_=False)
+    findings_cmd.findings_command([holding], 1.0, markdown=True, json_=False, quiet=False)
     out = capsys.readouterr().out
     for title in findings_cmd.TITLES.values():
         assert f"**{title}**" in out
@@ -460,7 +460,7 @@ def test_markdown_output_has_every_section(holding: Path, capsys) -> None:
 
 
 def test_json_is_one_document_with_raw_numbers(holding: Path, capsys) -> None:
-    findings_cmd.findings_command([holding], 1.0, markdown=False, json_=True)
+    findings_cmd.findings_command([holding], 1.0, markdown=False, json_=True, quiet=False)
     document = json.loads(capsys.readouterr().out)
     assert list(document) == list(findings_cmd.SECTIONS)
     c = next(r for r in document["final_loss"] if r["configuration"] == "C low band 1d256")
@@ -471,7 +471,9 @@ def test_json_is_one_document_with_raw_numbers(holding: Path, capsys) -> None:
 
 def test_rich_tables_and_mixed_scales(holding: Path, tmp_path: Path, capsys) -> None:
     write_run(tmp_path, "A", 0, 1.7, scale=TINYSTORIES_GPU_SCALE)
-    findings_cmd.findings_command([holding, tmp_path], 1.0, markdown=False, json_=False)
+    findings_cmd.findings_command(
+        [holding, tmp_path], 1.0, markdown=False, json_=False, quiet=False
+    )
     out = capsys.readouterr().out
     assert "(a) Final validation loss" in out and "Verdict (ours)" in out
     assert "(= TinyStories GPU)" in out and "Scale" in out  # a scale column with two scales

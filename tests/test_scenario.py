@@ -85,6 +85,8 @@ def write_test_trace(folder: Path, name: str, variant: str, seed: int) -> Path:
         "variant": variant,
         "seed": seed,
         "workers": 8,
+        "batch": 4,
+        "context": 16,
         "n_params": 1000,
         "dense_bytes_per_step": 2000,
         "rows": "every_step",

@@ -193,7 +193,7 @@ def build_parser(prog: str = "python -m trainer") -> argparse.ArgumentParser:
         "-q",
         "--quiet",
         action="store_true",
-        help="no progress bar; still prints where the trace went",
+        help="no progress bar; still prints where the trace went (default: off)",
     )
     return parser
 

@@ -66,7 +66,9 @@ def param(key: str, value: object) -> str:
     """A grid value (SI) in its key's unit ("10 Gb/s", "5,000 km"); text as written."""
     if _missing(value):
         return "–"
-    if isinstance(value, bool) or not isinstance(value, int | float):
+    if isinstance(value, bool):
+        return "true" if value else "false"  # as the scenario file writes it
+    if not isinstance(value, int | float):
         return str(value)
     if key_unit(key) is None:
         return f"{value:,g}"

@@ -39,6 +39,7 @@ from transitsim.overlap import DDP_BUCKET_BYTES
 from transitsim.replay import check_replay, placement_for
 from transitsim.report import ReportContext, write_report
 from transitsim.scenario import OUTPUT_FILES, Scenario, network_placement, scenario_to_networks
+from transitsim.scenario.networks import faults_on
 from transitsim.sweep import JobResult, ReplayJob, one_line, run_jobs
 from transitsim.tables import config_labels
 from transitsim.trace import Trace, read_trace
@@ -147,7 +148,7 @@ def scenario_jobs(scenario: Scenario, traces: dict[str, Trace]) -> list[ReplayJo
                     sum_at=placement.sum_at,
                     compute=compute,
                     stragglers=stragglers,
-                    faults=faults,
+                    faults=faults_on(network, faults),
                     seed=scenario.stragglers.seed,
                     scale_params=scenario.scale_params,
                     record_step=position == 0,

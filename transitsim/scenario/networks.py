@@ -30,6 +30,7 @@ def expand_networks(scenario: Scenario) -> list[NetworkPoint]:
         expanded.extend(expand_grid(scenario))
     expanded = _overlap_axis(scenario, expanded)
     seen: set[str] = set()
+    known_anywhere: set[str] = set()
     for index, (name, spec, _, _) in enumerate(expanded):
         in_list = index < len(scenario.networks)
         if name in seen:
@@ -38,12 +39,20 @@ def expand_networks(scenario: Scenario) -> list[NetworkPoint]:
                 f'network name "{name}" is used twice: give each network its own name',
             )
         seen.add(name)
-        _check_links(scenario, name, spec, ("networks", index) if in_list else ("grid",))
+        known = _check_links(scenario, name, spec, ("networks", index) if in_list else ("grid",))
+        known_anywhere |= known
         factors = scenario.stragglers.worker_factors
         if factors and len(factors) != spec.workers:
             raise KeyPathIssue(
                 ("stragglers", "worker_factors"),
                 f"{len(factors)} factors for network {name} of {spec.workers} workers",
+            )
+    for index, fault in enumerate(scenario.faults):
+        if fault.link not in known_anywhere:
+            sample = ", ".join(sorted(known_anywhere)[:4])
+            raise KeyPathIssue(
+                ("faults", index, "link"),
+                f"no network has a link {fault.link!r} (links are named like {sample}, ...)",
             )
     return expanded
 
@@ -63,20 +72,24 @@ def check_link_overrides(spec: NetworkSpec) -> None:
         build_topology(spec)  # raises TransitsimError naming the unknown link
 
 
-def _check_links(scenario: Scenario, name: str, spec: NetworkSpec, where: tuple) -> None:
+def _check_links(scenario: Scenario, name: str, spec: NetworkSpec, where: tuple) -> set[str]:
+    """The network's link names (empty when nothing needs them); overrides must name real links.
+    A fault applies to the networks that have its link (a WAN outage leaves one-switch racks
+    alone); a fault on a link no network has is refused once all networks are known."""
     if not spec.link_overrides and not scenario.faults:
-        return
+        return set()
     try:
-        known = link_names(spec)
+        return link_names(spec)
     except TransitsimError as exc:
         raise KeyPathIssue((*where, "link_overrides"), str(exc)) from None
-    for index, fault in enumerate(scenario.faults):
-        if fault.link not in known:
-            sample = ", ".join(sorted(known)[:4])
-            raise KeyPathIssue(
-                ("faults", index, "link"),
-                f"network {name} has no link {fault.link!r} (links are named like {sample}, ...)",
-            )
+
+
+def faults_on(spec: NetworkSpec, faults: tuple) -> tuple:
+    """The faults whose link this network has."""
+    if not faults:
+        return ()
+    known = link_names(spec)
+    return tuple(fault for fault in faults if fault.link in known)
 
 
 def overlap_name(name: str, mode: str) -> str:
