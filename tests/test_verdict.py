@@ -118,3 +118,24 @@ def test_steps_are_integers_or_a_mean_that_says_so() -> None:
     assert human.param("wan_link.length", 5e6) == "5,000 km"
     assert human.param("host_link.rate", 2.5e9) == "2.5 Gb/s"
     assert human.param("collective", "ring_allreduce") == "ring_allreduce"
+
+
+def test_an_overlap_axis_over_listed_networks_keeps_them_listed() -> None:
+    """An axis every row carries (overlap) must not make listed networks look like grid points
+    with no sweep value ("no configuration reaches it" was printed for them)."""
+    grid = pd.concat(
+        [summary_1d().assign(overlap=mode) for mode in ("none", "buckets")], ignore_index=True
+    )
+    listed = pd.DataFrame(
+        [
+            {"config": c, "network": f"lan{m}", "overlap": m, "target": 3.3, "time_to_target_s": t}
+            for m in ("none", "buckets")
+            for c, t in (("A-run", 1.0), ("B-run", 2.0))
+        ]
+    )
+    (line,) = verdict_sentences(
+        pd.concat([grid, listed], ignore_index=True), ["overlap", "host_link.rate"], LABELS
+    )
+    assert "no configuration reaches it" not in line
+    assert "on the listed networks, with overlap none: A AdamW is fastest on every network" in line
+    assert "with overlap buckets: B top-k is fastest below 10 Gb/s" in line

@@ -159,7 +159,10 @@ def _held_groups(rows: pd.DataFrame, held: list[str]) -> list[tuple[str, pd.Data
 
 def sentence(rows: pd.DataFrame, target: float, params: list[str], labels: dict[str, str]) -> str:
     """The verdict for one target over every network point of the summary."""
-    grid = rows.dropna(subset=params, how="all") if params else rows.iloc[0:0]
+    # grid points are the rows with a value on a numeric sweep axis; a text axis every row
+    # carries (overlap over listed networks too) splits the listed networks, not makes them grid
+    sweep = [p for p in params if pd.api.types.is_numeric_dtype(rows[p])] or params
+    grid = rows.dropna(subset=sweep, how="all") if sweep else rows.iloc[0:0]
     listed = rows.drop(index=grid.index)
     keys = numeric_params(grid, params)
     clauses = []
@@ -174,7 +177,9 @@ def sentence(rows: pd.DataFrame, target: float, params: list[str], labels: dict[
                 clauses.append(prefix + _on_networks(part, labels))
     if len(listed):
         prefix = "on the listed networks, " if len(grid) else ""
-        clauses.append(prefix + _on_networks(listed, labels))
+        common = [p for p in params if listed[p].notna().all() and listed[p].nunique() > 1]
+        for held_prefix, part in _held_groups(listed, common):
+            clauses.append(prefix + held_prefix + _on_networks(part, labels))
     configs = list(dict.fromkeys(rows["config"].astype(str)))
     won = {w.config for w in winners(rows) if w.config is not None}
     reached = set(rows.dropna(subset=["time_to_target_s"])["config"].astype(str))
