@@ -168,15 +168,7 @@ def check_jobs(jobs: list[ReplayJob], traces: dict[str, Trace]) -> list[str]:
             check_replay(
                 traces[job.trace_name],
                 job.network,
-                compute=job.compute,
-                transform_at=job.transform_at,
-                sum_at=job.sum_at,
-                stragglers=job.stragglers,
-                faults=list(job.faults),
-                scale_params=job.scale_params,
-                seed=job.seed,
-                overlap=job.overlap,
-                bucket_bytes=job.bucket_bytes,
+                **job.replay_options(),
             )
         except Exception as exc:  # every reason, not only the first job's
             name = job.network.name

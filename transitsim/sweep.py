@@ -65,6 +65,20 @@ class ReplayJob:
     overlap: str = "none"  # replay's overlap: "none" | "buckets"
     bucket_bytes: int = DDP_BUCKET_BYTES
 
+    def replay_options(self) -> dict[str, Any]:
+        """The keyword arguments `replay` and `check_replay` take from this job (one list)."""
+        return {
+            "compute": self.compute,
+            "transform_at": self.transform_at,
+            "sum_at": self.sum_at,
+            "stragglers": self.stragglers,
+            "faults": list(self.faults),
+            "scale_params": self.scale_params,
+            "seed": self.seed,
+            "overlap": self.overlap,
+            "bucket_bytes": self.bucket_bytes,
+        }
+
 
 @dataclass
 class JobResult:
@@ -98,15 +112,7 @@ def run_job(trace: Trace, job: ReplayJob) -> JobResult:
         result = replay(
             trace,
             job.network,
-            compute=job.compute,
-            transform_at=job.transform_at,
-            sum_at=job.sum_at,
-            stragglers=job.stragglers,
-            faults=list(job.faults),
-            scale_params=job.scale_params,
-            seed=job.seed,
-            overlap=job.overlap,
-            bucket_bytes=job.bucket_bytes,
+            **job.replay_options(),
         )
         step_events = None
         if job.record_step and job.network.workers <= MAX_RECORDED_WORKERS:
