@@ -6,12 +6,12 @@ import json
 import math
 import re
 import shutil
-import subprocess
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
+from browser import CHROMIUM, chromium
 
 from transitsim.errors import TransitsimError
 from transitsim.report import build_panels, write_report
@@ -299,29 +299,6 @@ def test_report_is_self_contained_escaped_atomic_and_deterministic(tmp_path: Pat
 
 # ---------------------------------------------------------------------------------------------
 # A real browser: the page renders offline, without console errors, with the expected traces.
-
-CHROMIUM = Path("/usr/bin/chromium")
-CHROME_FLAGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--hide-scrollbars",
-]
-
-
-def chromium(profile: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [str(CHROMIUM), *CHROME_FLAGS, f"--user-data-dir={profile}", *args],
-        capture_output=True,
-        text=True,
-        timeout=180,
-        check=False,
-    )
 
 
 @pytest.mark.browser

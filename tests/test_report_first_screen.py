@@ -8,29 +8,18 @@ where the verdict and the winner chart are; also saves the screenshot for a pers
 import json
 import re
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
+from browser import CHROMIUM, chromium
 
 from transitsim.run import run_scenario
 from transitsim.scenario import load_scenario
 
 ROOT = Path(__file__).resolve().parents[1]
 QUICKSTART = ROOT / "scenarios" / "quickstart.yaml"
-CHROMIUM = Path("/usr/bin/chromium")
-FLAGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--no-first-run",
-    "--disable-component-update",
-    "--disable-sync",
-    "--hide-scrollbars",
-    "--window-size=1400,900",
-    "--virtual-time-budget=20000",
-]
+# The first screen as a user sees it: a 1400x900 window, the page given time to render.
+SCREEN = ["--window-size=1400,900", "--virtual-time-budget=20000"]
 # Test-only instrument, appended to a copy of the page: where the answer sits in the viewport.
 MEASURE = """<script>
 window.addEventListener('load', function () { setTimeout(function () {
@@ -50,16 +39,6 @@ window.addEventListener('load', function () { setTimeout(function () {
 </script></body>"""
 
 
-def chromium(profile: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [str(CHROMIUM), *FLAGS, f"--user-data-dir={profile}", *args],
-        capture_output=True,
-        text=True,
-        timeout=180,
-        check=False,
-    )
-
-
 @pytest.mark.browser
 @pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's /usr/bin/chromium (apt)")
 def test_quickstart_report_first_screen_holds_the_verdict_and_the_winner_chart(
@@ -74,7 +53,7 @@ def test_quickstart_report_first_screen_holds_the_verdict_and_the_winner_chart(
 
     measured = tmp_path / "measured.html"
     measured.write_text(page.replace("</body>", MEASURE, 1), encoding="utf-8")
-    dump = chromium(tmp_path / "profile-dom", "--dump-dom", measured.as_uri())
+    dump = chromium(tmp_path / "profile-dom", *SCREEN, "--dump-dom", measured.as_uri())
     assert dump.returncode == 0, dump.stderr[-2000:]
     found = re.search(r'data-first-screen="([^"]*)"', dump.stdout)
     assert found, "the page did not finish rendering"
@@ -92,7 +71,7 @@ def test_quickstart_report_first_screen_holds_the_verdict_and_the_winner_chart(
     assert facts["lines"] >= 2 * 5  # per target chart: 4 configurations and the stars
 
     shot = tmp_path / "first-screen.png"
-    taken = chromium(tmp_path / "profile-shot", f"--screenshot={shot}", report.as_uri())
+    taken = chromium(tmp_path / "profile-shot", *SCREEN, f"--screenshot={shot}", report.as_uri())
     assert taken.returncode == 0, taken.stderr[-2000:]
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 50_000
     shutil.copyfile(shot, Path("/tmp/transitsim-first-screen.png"))  # for a person to look at
