@@ -14,26 +14,13 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from netns_skip import REASON, needs_netns
 
 from transitsim.errors import TransitsimError
 from transitsim.testbed import netns
 from transitsim.testbed.netns import Shaping, Testbed, TestbedError, cleanup_leftovers
 
 REPO = Path(__file__).resolve().parents[1]
-
-
-def _testbed_reason() -> str | None:
-    try:
-        netns.preflight()
-        with Testbed(1, Shaping.for_rate(50e6)):
-            pass
-    except TestbedError as exc:
-        return str(exc)
-    return None
-
-
-REASON = _testbed_reason()
-needs_netns = pytest.mark.skipif(REASON is not None, reason=REASON or "")
 
 
 def _ours(run_id: str) -> list[str]:

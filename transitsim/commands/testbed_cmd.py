@@ -1,8 +1,10 @@
-"""`transitsim testbed run|compare|down`: gloo collectives on a real shaped network, simulated.
+"""`transitsim testbed run|compare|down|ttl|ttl-compare`: gloo on a real shaped network, simulated.
 
 `run` builds the namespace testbed, measures, tears it down (also on Ctrl-C and SIGTERM),
 replays every point through transitsim and prints the comparison. `compare` redoes only the
 simulation from a measured table (no root, no torch). `down` removes what killed runs left.
+`ttl` trains A, B, C and E′ on the testbed and holds their measured time-to-loss against
+transitsim's prediction from the same traces; `ttl-compare` redoes only the prediction.
 """
 
 import importlib.util
@@ -18,6 +20,7 @@ from transitsim.atomic import atomic_path
 from transitsim.errors import TransitsimError
 from transitsim.units import parse_bytes, parse_rate_bps
 
+TTL_TARGETS = "3.3,3.1"
 DEFAULT_SIZES = "64 KiB,256 KiB,1 MiB,4 MiB,16 MiB,64 MiB"
 TABLE_COLUMNS = [
     "rate_bps",
@@ -232,6 +235,91 @@ def down_command(
     return 0
 
 
+def _variant(text: str) -> str:
+    from transitsim.testbed.ttl_run import VARIANTS
+
+    name = "E'" if text in ("EP", "Ep", "E'") else text
+    if name not in VARIANTS:
+        raise TransitsimError(f"--variants: expected some of {', '.join(VARIANTS)}, got {text!r}")
+    return name
+
+
+def _target(text: str) -> float:
+    from transitsim.metrics import check_target
+
+    try:
+        return check_target(float(text))
+    except ValueError:
+        raise TransitsimError(f"--targets: expected loss values, got {text!r}") from None
+
+
+def ttl_report(folder: Path, targets: list[float], write: bool) -> pd.DataFrame:
+    """Predict every recorded run's time to each target; print the table; write it."""
+    from transitsim.testbed.ttl_model import compare
+    from transitsim.testbed.ttl_table import print_table, write_table
+
+    runs_path, calib_path = folder / "runs.csv", folder / "calibration.parquet"
+    for path in (runs_path, calib_path):
+        if not path.is_file():
+            raise TransitsimError(f"{folder}: no {path.name} (not a `testbed ttl` folder)")
+    try:
+        runs = pd.read_csv(runs_path)
+        calibration = pd.read_parquet(calib_path)
+    except Exception as exc:  # pandas and pyarrow raise many types for a damaged file
+        raise TransitsimError(f"{folder}: unreadable runs.csv or calibration.parquet "
+                              f"({type(exc).__name__})") from None  # fmt: skip
+    if missing := {"variant", "rate_bps", "trace"} - set(runs.columns):
+        raise TransitsimError(f"{runs_path}: missing column(s) {sorted(missing)}")
+    table = compare(folder, runs, calibration, targets)
+    print_table(table)
+    if write:
+        write_table(table, folder)
+    return table
+
+
+def ttl_command(
+    rates: str = typer.Option("50 Mb/s,400 Mb/s", "--rates", help="tbf rates"),
+    variants: str = typer.Option("A,B,C,E'", "--variants", help="of A, B, C, E' (EP)"),
+    targets: str = typer.Option(TTL_TARGETS, "--targets", help="validation losses"),
+    hosts: int = typer.Option(4, "--hosts", help="one rank (one worker) per host, 2..8"),
+    steps: int = typer.Option(400, "--steps", help="optimiser steps per run"),
+    seed: int = typer.Option(0, "--seed"),
+    out: Path = typer.Option(Path("out/testbed-ttl"), "--output", "-o"),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No per-run progress lines."),
+) -> int:
+    """Train A, B, C, E' on the testbed; time-to-loss measured vs transitsim's prediction."""
+    if importlib.util.find_spec("torch") is None:
+        raise TransitsimError("transitsim testbed ttl needs torch: pip install -e '.[train]'")
+    from transitsim.testbed.netns import preflight
+    from transitsim.testbed.ttl_run import Plan, measure
+
+    rate_list = _list(rates, parse_rate_bps, "rates")
+    variant_list = _list(variants, _variant, "variants")
+    target_list = _list(targets, _target, "targets")
+    if not 2 <= hosts <= 8 or not 1 <= steps <= 100_000:
+        raise TransitsimError("need 2 <= --hosts <= 8 and 1 <= --steps <= 100000")
+    preflight()
+    plan = Plan(rate_list, variant_list, hosts=hosts, steps=steps, seed=seed)
+    out.mkdir(parents=True, exist_ok=True)
+    runs, calibration = measure(plan, out, (lambda line: None) if quiet else print)
+    _write_parquet(calibration, out / "calibration.parquet")
+    with atomic_path(out / "runs.csv") as tmp:
+        runs.to_csv(tmp, index=False)
+    ttl_report(out, target_list, write=True)
+    return 0
+
+
+def ttl_compare_command(
+    folder: Path = typer.Argument(..., help="a folder `testbed ttl` wrote"),
+    targets: str = typer.Option(TTL_TARGETS, "--targets", help="validation losses"),
+    write: bool = typer.Option(False, "--write", help="also rewrite time_to_loss.csv there"),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="Accepted: prints the table."),
+) -> int:
+    """Predict the recorded runs' time-to-loss again and print the table (no root, no torch)."""
+    ttl_report(folder, _list(targets, _target, "targets"), write)
+    return 0
+
+
 def register(app: typer.Typer) -> None:
     """Add `transitsim testbed run|compare|down`."""
     group = typer.Typer(
@@ -241,4 +329,6 @@ def register(app: typer.Typer) -> None:
     group.command("run")(run_command)
     group.command("compare")(compare_command)
     group.command("down")(down_command)
+    group.command("ttl")(ttl_command)
+    group.command("ttl-compare")(ttl_compare_command)
     app.add_typer(group, name="testbed")

@@ -1,0 +1,153 @@
+"""Train on the testbed: one gloo trainer rank per host namespace, and the network calibrated.
+
+For each link rate the testbed is (re)shaped and calibrated the way `transitsim testbed run`
+calibrates it (kernel round trip; 1 MiB all-reduce and all-gather among the training hosts,
+from which `ttl_model` fits the one per-transfer alpha and takes the payload share tbf's
+counters saw). Then each variant trains: `python -m trainer --backend gloo` in every host
+namespace, one worker per rank, RANK/WORLD_SIZE/MASTER_ADDR from the testbed. Rank 0 writes the
+trace, with each step's measured wall time and exchange time.
+
+Every rank dies with its launcher and has a deadline; the testbed is torn down on exit, on
+exceptions and on SIGTERM/SIGHUP (`measure.signals_raise`), and leftovers of killed runs are
+removed first.
+"""
+
+import os
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from transitsim.testbed.measure import (
+    Point,
+    _env,
+    _launch,
+    _payload_sent,
+    _stop,
+    _wait_all,
+    measure_rtt,
+    run_ranks,
+    signals_raise,
+    summarise,
+)
+from transitsim.testbed.netns import Shaping, Testbed, TestbedError, cleanup_leftovers
+
+VARIANTS = ("A", "B", "C", "E'")
+PRESET = "shakespeare-mini"
+CALIBRATION_BYTES = 1 << 20
+BASE_PORT = 29901
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What to train on which network, and for how long."""
+
+    rates_bps: list[float]
+    variants: list[str]
+    hosts: int = 4
+    steps: int = 400
+    seed: int = 0
+    calibration_repeats: int = 10
+    run_limit_s: float = 1800.0  # one training run, startup included
+
+
+def run_label(variant: str, rate_bps: float) -> str:
+    """A folder name for one (variant, rate) run: `Ep-50Mbps`."""
+    return f"{variant.replace(chr(39), 'p')}-{rate_bps / 1e6:g}Mbps"
+
+
+def trainer_argv(variant: str, plan: Plan, out: Path) -> list[str]:
+    """One rank's command: the preset, one worker per rank, values sent in bf16 as the trace
+    accounts them (so the bytes on the wire are the trace's payload_bytes)."""
+    return [
+        sys.executable, "-m", "trainer", "--preset", PRESET, "--variant", variant,
+        "--backend", "gloo", "--wire-dtype", "bfloat16", "--set", f"workers={plan.hosts}",
+        "--steps", str(plan.steps), "--seed", str(plan.seed), "--threads", "1",
+        "--dist-timeout", "600", "--quiet", "--force", "-o", str(out),
+    ]  # fmt: skip
+
+
+def train_ranks(testbed: Testbed, argv: list[str], out: Path, port: int, limit_s: float) -> Path:
+    """Run `argv` on hosts 0..P-1 as ranks of one job; returns the trace rank 0 wrote."""
+    out.mkdir(parents=True, exist_ok=True)
+    hosts = testbed.hosts
+    logs = [out / f"rank{r}.log" for r in range(hosts)]
+    procs = []
+    try:
+        for r in range(hosts):
+            env = {**_env(testbed, r, hosts, port), "LOCAL_RANK": "0"}
+            procs.append(_launch(testbed, r, argv, env, logs[r]))
+        _wait_all(procs, time.monotonic() + limit_s, logs)
+    finally:
+        _stop(procs)
+    traces = sorted(out.glob("*.parquet"), key=os.path.getmtime)
+    if not traces:
+        raise TestbedError(f"testbed: rank 0 wrote no trace in {out} (see {logs[0]})")
+    for log in logs:
+        log.unlink(missing_ok=True)
+    return traces[-1]
+
+
+def calibrate(testbed: Testbed, rate_bps: float, repeats: int, port: int) -> pd.DataFrame:
+    """The 1 MiB all-reduce and all-gather among all hosts, as `testbed run` measures them."""
+    rtt = measure_rtt(testbed, port)
+    points = [Point(c, CALIBRATION_BYTES, 2, repeats) for c in ("all_reduce", "all_gather")]
+    before = testbed.qdisc_bytes()
+    merged = run_ranks(testbed, testbed.hosts, points, port + 1)
+    after = testbed.qdisc_bytes()
+    wire = sum(after[h][0] - before[h][0] for h in after)
+    efficiency = _payload_sent(merged, testbed.hosts) / wire if wire else float("nan")
+    rows = [
+        {
+            "rate_bps": rate_bps,
+            **summarise(m, testbed.hosts),
+            "rtt_s": rtt,
+            "qdisc_efficiency": efficiency,
+            "tbf_burst_bytes": testbed.shaping.burst_bytes,
+        }
+        for m in merged
+    ]
+    return pd.DataFrame(rows)
+
+
+def measure(
+    plan: Plan, out: Path, log: Callable[[str], None] = print
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Calibrate and train every (rate, variant): (one row per run with its trace's path under
+    `out`, the calibration points)."""
+    cleanup_leftovers()
+    runs, calibrations = [], []
+    port = BASE_PORT
+    with signals_raise(), Testbed(plan.hosts, Shaping.for_rate(plan.rates_bps[0])) as testbed:
+        for rate in plan.rates_bps:
+            testbed.shape(Shaping.for_rate(rate))
+            port += 2
+            calib = calibrate(testbed, rate, plan.calibration_repeats, port)
+            calibrations.append(calib)
+            log(
+                f"{rate / 1e6:g} Mb/s: rtt {calib['rtt_s'].iloc[0] * 1e6:.0f} us, payload share "
+                f"{calib['qdisc_efficiency'].iloc[0]:.4f}, 1 MiB all-reduce "
+                f"{calib['median_s'].iloc[0]:.4f} s, all-gather {calib['median_s'].iloc[1]:.4f} s"
+            )
+            for variant in plan.variants:
+                port += 1
+                started = time.monotonic()
+                folder = out / "traces" / run_label(variant, rate)
+                argv = trainer_argv(variant, plan, folder)
+                trace = train_ranks(testbed, argv, folder, port, plan.run_limit_s)
+                log(f"  {variant}: {plan.steps} steps in {time.monotonic() - started:.0f} s")
+                runs.append(
+                    {
+                        "variant": variant,
+                        "rate_bps": rate,
+                        "hosts": plan.hosts,
+                        "trace": str(trace.relative_to(out)),
+                        "loadavg_1m": round(os.getloadavg()[0], 2),
+                    }
+                )
+    calibration = pd.concat(calibrations, ignore_index=True)
+    calibration["start_offsets_s"] = calibration["start_offsets_s"].astype(str)
+    return pd.DataFrame(runs), calibration
