@@ -220,7 +220,7 @@ ERRORS = [
         ('rate: "200 Gb/s"', 'rat: "200 Gb/s"'),
         6,
         "networks[0].host_link.rat",
-        "unknown key (allowed: efficiency, latency, length, overhead, rate)",
+        "unknown key (allowed: background, efficiency, latency, length, overhead, rate)",
     ),
     (("    workers: 8\n", ""), 3, "networks[0].workers", "missing required key"),
     (("workers: 8", "workers: '8'"), 5, "networks[0].workers", "valid integer"),

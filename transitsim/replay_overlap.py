@@ -68,9 +68,13 @@ class OverlapPlan:
         single: Any,
         faults: list[LinkFault],
         cacheable: bool,
+        clock_s: float | None = None,
     ) -> Any:
-        """The step's Outcome with overlap, or `single` (no overlap) where that is not slower."""
-        key = (exchange, compute_w_s.tobytes(), compress_s)
+        """The step's Outcome with overlap, or `single` (no overlap) where that is not slower.
+
+        clock_s: the step's start on the replay clock, where a background change meets it
+        (None: on the network of the run's current piece, `Run.enter`)."""
+        key = (exchange, compute_w_s.tobytes(), compress_s, run.piece)
         if cacheable and not faults and key in self._steps:
             chosen = self._steps[key]
             return single if chosen is None else chosen
@@ -82,7 +86,9 @@ class OverlapPlan:
                 compute_w_s,
                 compress_s,
                 self.profile.backward_share,
-                lambda unit, start_s: self._unit(run, exchange, unit, start_s, faults, cacheable),
+                lambda unit, start_s: self._unit(
+                    run, exchange, unit, start_s, faults, cacheable, clock_s
+                ),
             )
             if step.finish_s <= single.finish_s:
                 chosen = _as_outcome(single, step, compute_w_s, compress_s, bool(faults))
@@ -106,6 +112,7 @@ class OverlapPlan:
         start_s: np.ndarray,
         faults: list[LinkFault],
         cacheable: bool,
+        clock_s: float | None = None,
     ) -> UnitTiming:
         """One unit on the network floor from its workers' start times (step-relative)."""
         part = dataclasses.replace(
@@ -115,7 +122,7 @@ class OverlapPlan:
         )
         offset_s = float(start_s.min())
         relative_s = start_s - offset_s
-        key = (part, relative_s.tobytes())
+        key = (part, relative_s.tobytes(), run.piece)
         timing = self._unit_cache.get(key) if cacheable and not faults else None
         if timing is None:
             shifted = [
@@ -129,7 +136,11 @@ class OverlapPlan:
             kwargs: dict[str, Any] = {"start_s": relative_s, "faults": shifted}
             if run.method is not None:
                 kwargs["method"] = run.method
-            result = simulate_exchange(run.network, part, **kwargs)
+            network = run.current
+            if clock_s is not None:
+                network = run.network
+                kwargs["clock_s"] = clock_s + offset_s
+            result = simulate_exchange(network, part, **kwargs)
             timing = UnitTiming(
                 finish_s=np.asarray(result.finish_s, dtype=np.float64),
                 transform_s=float(result.transform_s),

@@ -7,8 +7,13 @@ exchange has finished for everyone, plus the optimiser update.
 Steps that cannot differ (same bytes, same compute, no random stragglers, no link fault in their
 window) are simulated once and reused: the exchange is simulated relative to its step's start, so
 a reused result is the very same numbers a fresh simulation would give.
+
+Background traffic that changes in time takes the faults' route: between two changes the network
+is the one frozen at that piece's shares (`Run.enter`), reused like any other; a step whose window
+holds a change is simulated on its own, on the replay clock (`clock_s`), as a faulted step is.
 """
 
+import bisect
 import dataclasses
 import math
 from dataclasses import dataclass, field
@@ -19,6 +24,7 @@ import pandas as pd
 
 from transitsim.compute import Stragglers
 from transitsim.network import Exchange, LinkFault, simulate_exchange
+from transitsim.network.background import change_times, frozen_network
 from transitsim.network.spec import NetworkSpec
 from transitsim.replay_linear import linear_block
 
@@ -76,6 +82,36 @@ class Run:
     uses: dict[int, tuple[Outcome, int]] = field(default_factory=dict)
     # `overlap: buckets`: a replay_overlap.OverlapPlan that times steps with overlap; None: none
     overlap: Any = None
+    # when a link's background share changes (replay clock); the network frozen at the piece
+    # the step being replayed starts in, and a key for that piece in every cache
+    changes: list[float] = field(default_factory=list)
+    current: Any = None
+    piece: Any = None
+    _pieces: dict[int, tuple[NetworkSpec, str]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.changes = change_times(self.network)
+        self.current = self.network
+
+    def enter(self, clock_s: float) -> None:
+        """Replay steps from `clock_s` on: the network as its backgrounds stand then."""
+        if not self.changes:
+            return
+        index = bisect.bisect_right(self.changes, clock_s)
+        if index not in self._pieces:
+            network = frozen_network(self.network, clock_s)
+            self._pieces[index] = (network, repr(network))
+        self.current, self.piece = self._pieces[index]
+
+    def meets_change(self, clock_s: float, finish_s: float) -> bool:
+        """Whether a background change falls inside the step from clock_s to clock_s + finish_s."""
+        index = bisect.bisect_right(self.changes, clock_s)
+        return index < len(self.changes) and self.changes[index] < clock_s + finish_s
+
+    def steady_until_s(self, clock_s: float) -> float:
+        """The first background change after clock_s (inf: none)."""
+        index = bisect.bisect_right(self.changes, clock_s)
+        return self.changes[index] if index < len(self.changes) else math.inf
 
 
 @dataclass
@@ -165,7 +201,7 @@ def _linear_rows(
     critical worker's path; link bytes and busy seconds are the unperturbed exchange's (exact
     for every resource but a summing aggregator, whose busy time stragglers spread).
     """
-    if run.faults or run.method == "des" or not run.reuse or run.overlap is not None:
+    if run.faults or run.changes or run.method == "des" or not run.reuse or run.overlap is not None:
         return {}
     columns = {
         "step": plan.step,
@@ -227,12 +263,18 @@ def _linear_rows(
 
 
 def simulate_step(
-    run: Run, exchange: Exchange, ready_s: np.ndarray, faults: list[LinkFault]
+    run: Run,
+    exchange: Exchange,
+    ready_s: np.ndarray,
+    faults: list[LinkFault],
+    clock_s: float | None = None,
 ) -> Outcome:
     """One exchange on the network floor, its workers joining at `ready_s` (step-relative).
 
     Simulated from the first worker's ready time on and shifted back, so that a cached relative
-    simulation and a fresh one give the same numbers bit for bit.
+    simulation and a fresh one give the same numbers bit for bit. clock_s None: on the network
+    of the current piece (`Run.enter`); else the step's start on the replay clock, for the
+    backgrounds that change during it.
     """
     offset_s = float(ready_s.min())
     shifted = [
@@ -244,7 +286,11 @@ def simulate_step(
     kwargs: dict[str, Any] = {"start_s": ready_s - offset_s, "faults": shifted}
     if run.method is not None:
         kwargs["method"] = run.method
-    result = simulate_exchange(run.network, exchange, **kwargs)
+    network = run.current
+    if clock_s is not None:
+        network = run.network
+        kwargs["clock_s"] = clock_s + offset_s
+    result = simulate_exchange(network, exchange, **kwargs)
     return Outcome(
         finish_s=float(np.max(result.finish_s)) + offset_s,
         transform_s=float(result.transform_s),
@@ -265,12 +311,12 @@ def _fault_free(run: Run, exchange: Exchange, ready_s: np.ndarray, cacheable: bo
         return simulate_step(run, exchange, ready_s, [])
     offset_s = float(ready_s.min())
     relative_s = ready_s - offset_s
-    key = (exchange, relative_s.tobytes(), offset_s)
+    key = (exchange, relative_s.tobytes(), run.piece, offset_s)
     outcome = run.cache.get(key)
     if outcome is None:
-        relative = run.relative.get(key[:2])
+        relative = run.relative.get(key[:3])
         if relative is None:
-            relative = run.relative[key[:2]] = simulate_step(run, exchange, relative_s, [])
+            relative = run.relative[key[:3]] = simulate_step(run, exchange, relative_s, [])
         outcome = run.cache[key] = dataclasses.replace(
             relative, finish_s=relative.finish_s + offset_s, start_s=relative.start_s + offset_s
         )
@@ -293,12 +339,17 @@ def _faulted(
     compute_w_s: np.ndarray,
     compress_s: float,
     faults: list[LinkFault],
+    clock_s: float,
 ) -> Outcome:
-    """The step's exchange with the faults (step-relative) that meet it."""
-    single = simulate_step(run, exchange, compute_w_s + compress_s, faults)
+    """The step's exchange with the faults (step-relative) and background changes that meet it
+    (the step starting at clock_s on the replay clock)."""
+    clock = clock_s if run.changes else None
+    single = simulate_step(run, exchange, compute_w_s + compress_s, faults, clock)
     if run.overlap is None:
         return single
-    return run.overlap.outcome(run, exchange, compute_w_s, compress_s, single, faults, False)
+    return run.overlap.outcome(
+        run, exchange, compute_w_s, compress_s, single, faults, False, clock_s=clock
+    )
 
 
 def _hits_fault(run: Run, clock_s: float, ready_min_s: float, finish_s: float) -> bool:
@@ -339,13 +390,15 @@ def _one_step(
     step: int,
     cacheable: bool,
 ) -> Segment:
-    """One step starting at `clock_s`, with faults applied where they meet its exchange."""
+    """One step starting at `clock_s`, with faults and background changes applied where they
+    meet its exchange."""
+    run.enter(clock_s)
     outcome = _clean(run, exchange, compute_w_s, compress_s, cacheable)
     ready_min_s = outcome.start_s
-    if run.faults and _hits_fault(run, clock_s, ready_min_s, outcome.finish_s):
-        outcome = _faulted(
-            run, exchange, compute_w_s, compress_s, _shifted_faults(run, clock_s, ready_min_s)
-        )
+    faulted = run.faults and _hits_fault(run, clock_s, ready_min_s, outcome.finish_s)
+    if faulted or run.meets_change(clock_s, outcome.finish_s):
+        faults = _shifted_faults(run, clock_s, ready_min_s)
+        outcome = _faulted(run, exchange, compute_w_s, compress_s, faults, clock_s)
     return _segment(run, 1, step, exchange, outcome, compute_w_s, compress_s, update_s)
 
 
@@ -363,6 +416,7 @@ def _steady_steps(
     segments: list[Segment] = []
     done = 0
     while done < count:
+        run.enter(clock_s)
         if run.reuse:
             clean = _clean(run, exchange, compute_w_s, compress_s, cacheable=True)
             step_s = clean.finish_s + update_s
@@ -404,7 +458,9 @@ def _steady_steps(
 def _fault_free_steps(
     run: Run, clock_s: float, step_s: float, ready_min_s: float, clean: Outcome, limit: int
 ) -> int:
-    """How many steps from `clock_s` on (at most `limit`) no fault window meets."""
+    """How many steps from `clock_s` on (at most `limit`) no fault window or background change
+    meets (the steps are over, exchange and all, before the next change)."""
+    limit = min(limit, _steps_before_change(run, clock_s, step_s, clean.finish_s, limit))
     if not run.faults:
         return limit
     if step_s <= 0:
@@ -421,6 +477,25 @@ def _fault_free_steps(
                 first_hit = j
                 break
     return first_hit
+
+
+def _steps_before_change(
+    run: Run, clock_s: float, step_s: float, finish_s: float, limit: int
+) -> int:
+    """How many steps j = 0.. (at most limit) end their exchange by the next background change:
+    clock_s + j * step_s + finish_s <= that change."""
+    change_s = run.steady_until_s(clock_s)
+    if not math.isfinite(change_s):
+        return limit
+    if step_s <= 0:
+        return limit if clock_s + finish_s <= change_s else 0
+    room = change_s - clock_s - finish_s
+    count = min(max(math.floor(room / step_s) + 1, 0), limit) if room >= 0 else 0
+    while count > 0 and clock_s + (count - 1) * step_s + finish_s > change_s:
+        count -= 1  # rounding: the products as the stepping computes them decide
+    while count < limit and clock_s + count * step_s + finish_s <= change_s:
+        count += 1
+    return count
 
 
 def _hits_fault_one(fault: LinkFault, start_s: float, ready_min_s: float, finish_s: float) -> bool:

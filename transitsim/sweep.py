@@ -144,7 +144,11 @@ def _last_step_events(
     factors = stragglers.factors(workers)
     compute_s = float(row["compute_s"]) * factors / float(factors.min())
     ready_s = compute_s + float(row["compress_s"])
-    result = simulate_exchange(job.network, exchange, start_s=ready_s, record_utilisation=True)
+    # the last step's start on the replay clock, for link backgrounds that change in time
+    clock_s = float(row["time_s"]) - float(row["step_s"])
+    result = simulate_exchange(
+        job.network, exchange, start_s=ready_s, record_utilisation=True, clock_s=clock_s
+    )
     update_s = float(row["update_s"])
     rows: list[dict[str, Any]] = []
     for worker in range(workers):

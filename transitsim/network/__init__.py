@@ -4,6 +4,7 @@ Knows nothing of traces or losses (never imports transitsim.trace or torch). Rep
 question: how long does this exchange take on this network, for these start times?
 """
 
+from transitsim.network.background import Background, read_background_csv
 from transitsim.network.closed_form import closed_form_time_s
 from transitsim.network.exchange import (
     METHODS,
@@ -31,6 +32,7 @@ __all__ = [
     "FIBRE_S_PER_M",
     "METHODS",
     "TOPOLOGIES",
+    "Background",
     "Exchange",
     "ExchangeResult",
     "LinkFault",
@@ -41,6 +43,7 @@ __all__ = [
     "TransformSpec",
     "build_topology",
     "closed_form_time_s",
+    "read_background_csv",
     "simulate_exchange",
     "tcp_efficiency",
     "validate_exchange",

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from transitsim.network.background import capacity_schedule
 from transitsim.network.fabric import JOIN, Fabric, Path, Weights
 from transitsim.network.fluid import ExactEnvironment, FluidEngine
 from transitsim.network.schedule import Schedule
@@ -98,13 +99,20 @@ def run_des(
     start_s: np.ndarray,
     faults: list[ResourceFault],
     record: bool = False,
+    clock_s: float = 0.0,
 ) -> Timing:
-    """Run every message of `schedule` as fluid transfers; exact absolute event times."""
+    """Run every message of `schedule` as fluid transfers; exact absolute event times.
+
+    Capacities change at link faults and wherever a link's background share changes
+    (`fabric.backgrounds`, read at clock_s + t: clock_s is when t = 0 on the replay clock).
+    """
     count = len(schedule)
     workers = schedule.workers
     initial = float(np.min(start_s)) if len(start_s) else 0.0
     env = ExactEnvironment(initial)
-    engine = FluidEngine(env, fabric.capacities(), record)
+    backgrounds = {r: (bg.shifted(clock_s), full) for r, (bg, full) in fabric.backgrounds.items()}
+    capacity, changes = capacity_schedule(list(fabric.capacities()), faults, backgrounds, initial)
+    engine = FluidEngine(env, np.asarray(capacity), record)
     ready = np.full(count, np.nan)
     free = np.full(count, np.nan)
     arrive = np.full(count, np.nan)
@@ -185,11 +193,8 @@ def run_des(
         arrive[m] = t
         satisfied(arrival_next[arrival_ptr[m] : arrival_ptr[m + 1]], t)
 
-    for fault in faults:
-        down, up = fault.resource, fault.down_until_s
-        rate = engine.capacity[down]
-        env.at(fault.down_from_s, lambda _e, r=down: engine.set_capacity(r, 0.0))
-        env.at(up, lambda _e, r=down, c=rate: engine.set_capacity(r, c))
+    for time_s, resource, rate in changes:
+        env.at(time_s, lambda _e, r=resource, c=rate: engine.set_capacity(r, c))
     for m in np.flatnonzero(np.asarray(waiting) == 0).tolist():
         env.at(initial, lambda _e, m=m: release(m, initial))
     env.run()

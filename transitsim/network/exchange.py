@@ -5,6 +5,11 @@ messages, and times it either message by message in SimPy ("des", the reference)
 is exact, by a recurrence ("fast": per phase for rings, per piece for a sum at one switch).
 "auto" takes the fast path where it is exact and the DES elsewhere.
 
+Background traffic (network/background.py): a constant share is a lower link capacity, which
+every path (DES, fast, linear forms) carries exactly. A share that changes in time is timed on
+the network frozen at the exchange's start (fast paths allowed) and kept only if no share changes
+before the exchange ends; otherwise the fast paths defer to the DES, which applies each change.
+
 Transforms (`transform_at`): "pluggable" turns each worker's dense delta into band values in
 its own pluggable: inline on the way out for ring_allgather (first hop only; forwarded chunks are
 not transformed) and switch_sum; as a pre-stage (dense out through the transform, band back to
@@ -25,6 +30,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from transitsim.errors import TransitsimError
+from transitsim.network.background import frozen_network, next_change_s
+from transitsim.network.background import varies as background_varies
 from transitsim.network.des import ResourceFault, Timing, assign_paths, run_des
 from transitsim.network.fabric import PLAIN, XFORM_PLUGGABLE, XFORM_SWITCH, Fabric, Path, Weights
 from transitsim.network.fast_hier import MessageTable, run_fast_hier
@@ -341,20 +348,50 @@ def simulate_exchange(
     faults: list[LinkFault] | None = None,
     method: str = "auto",
     record_utilisation: bool = False,
+    clock_s: float = 0.0,
 ) -> ExchangeResult:
     """Time one exchange: per-worker finish, breakdown, bytes and link figures.
 
     start_s: when each worker joins (stragglers); default all at 0. faults: links down for a
     while. method: "des" (per-transfer SimPy reference), "fast" (the ring or switch-sum
     recurrence; an error where it would not be exact), "auto" (fast where exact, else des).
+    clock_s: the time on the replay clock at which start_s and the faults' times are 0; only a
+    link background that changes in time reads it (network/background.py). There, "auto" and
+    "fast" time the exchange on the network frozen at its start and keep that where no share
+    changes before it ends; otherwise the DES applies each change at its time.
     """
     if method not in METHODS:
         raise TransitsimError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
+    if (
+        not isinstance(clock_s, int | float)
+        or isinstance(clock_s, bool)
+        or not math.isfinite(clock_s)
+    ):
+        raise TransitsimError(f"clock_s must be a finite number of seconds, got {clock_s!r}")
     fabric = fabric_for(network)
     validate_exchange(network, exchange)
     start = _start_times(start_s, network.workers)
     resource_faults = resolve_faults(fabric, faults)
     weights = transform_weights(network, exchange)
+    if fabric.backgrounds:
+        begin_s = clock_s + float(start.min())
+        if method != "des":
+            steady = simulate_exchange(
+                frozen_network(network, begin_s),
+                exchange,
+                start_s=start,
+                faults=faults,
+                method=method,
+                record_utilisation=record_utilisation,
+            )
+            if clock_s + float(np.max(steady.finish_s)) <= next_change_s(network, begin_s):
+                return steady
+            if method == "fast":
+                raise TransitsimError(
+                    "method 'fast' would not be exact here: a link's background share changes "
+                    "during the exchange; use 'des'"
+                )
+        return _des(fabric, exchange, weights, start, resource_faults, record_utilisation, clock_s)
 
     reason = "no fast path for this collective"
     if method != "des" and exchange.algo in ("ring_allreduce", "ring_allgather"):
@@ -374,12 +411,14 @@ def simulate_exchange(
         reason = fast
     if method == "fast":
         raise TransitsimError(f"method 'fast' would not be exact here: {reason}; use 'des'")
+    return _des(fabric, exchange, weights, start, resource_faults, record_utilisation)
 
+
+def _des(fabric, exchange, weights, start, faults, record, clock_s=0.0) -> ExchangeResult:
+    """The exchange message by message in SimPy: the reference, exact for every input."""
     schedule = build_schedule(fabric, exchange)
     path_ids, compiled = assign_paths(fabric, schedule, weights)
-    timing = run_des(
-        fabric, schedule, path_ids, compiled, start, resource_faults, record_utilisation
-    )
+    timing = run_des(fabric, schedule, path_ids, compiled, start, faults, record, clock_s)
     finish = finish_times(schedule, timing, start)
     sent, received = line_bytes(schedule, path_ids, compiled)
 
@@ -396,7 +435,8 @@ def linear_exchange(network: NetworkSpec, exchange: Exchange) -> Linear | None:
     """The exchange's max-plus linear form (linear.py), where it has one; cached.
 
     None where transfer times depend on the start times (shared links, a pre-stage transform,
-    a summing rate that binds) or no fast path exists: then simulate each start vector.
+    a summing rate that binds, a background share that changes in time) or no fast path
+    exists: then simulate each start vector.
     """
     key = (repr(network), exchange)
     if key not in _LINEAR:
@@ -406,6 +446,9 @@ def linear_exchange(network: NetworkSpec, exchange: Exchange) -> Linear | None:
         validate_exchange(network, exchange)
         weights = transform_weights(network, exchange)
         form = None
+        if fabric.backgrounds:  # capacities that change in time: no one linear form
+            _LINEAR[key] = None
+            return None
         if exchange.algo in ("ring_allreduce", "ring_allgather"):
             transform = exchange.transform_at is not None
             plan = ring_plan(exchange.algo, network.workers, exchange.payload_bytes, transform)
@@ -420,7 +463,7 @@ def steps_form(network: NetworkSpec, exchange: Exchange) -> Linear | HierForm | 
     """What times many steps of this exchange at once: its linear form, or hierarchical's
     stage-vectorised form (linear_hier); None: simulate step by step."""
     form = linear_exchange(network, exchange)
-    if form is None and exchange.algo == "hierarchical":
+    if form is None and exchange.algo == "hierarchical" and not background_varies(network):
         fabric = fabric_for(network)
         weights = transform_weights(network, exchange)
         key = (repr(network), exchange, "hier")

@@ -16,6 +16,7 @@ import networkx as nx
 import numpy as np
 
 from transitsim.errors import TransitsimError
+from transitsim.network.background import Background
 from transitsim.network.fabrics import FABRIC_TOPOLOGIES, aggregation_node
 from transitsim.network.spec import NetworkSpec
 from transitsim.network.stages import (
@@ -93,6 +94,8 @@ class Fabric:
         self.resources: list[Resource] = []
         self.links: dict[str, Link] = {}
         self.edge_links: dict[tuple[str, str], list[Link]] = {}
+        # resources whose background share changes in time: (series, full payload rate)
+        self.backgrounds: dict[int, tuple[Background, float]] = {}
         self.hosts = [host_name(w) for w in range(network.workers)]
         self.switch_names = sorted(
             n for n, d in self.graph.nodes(data=True) if d["kind"] == "switch"
@@ -102,9 +105,11 @@ class Fabric:
         for u, v, data in self.graph.edges(data=True):
             links = []
             for name, spec in data["links"]:
-                link = Link(name, u, v, spec, self._resource(name, "link", spec.payload_bps))
+                link = Link(name, u, v, spec, self._resource(name, "link", spec.available_bps))
                 self.links[name] = link
                 links.append(link)
+                if spec.background is not None and spec.background.varies:
+                    self.backgrounds[link.resource.index] = (spec.background, spec.payload_bps)
             self.edge_links[(u, v)] = links
         self.pluggables = [self._pluggable(h) for h in self.hosts]
         self.switches = {name: self._switch(name) for name in self.switch_names}
@@ -297,7 +302,9 @@ class Fabric:
             if link.dst == dst and switch.aggregator is not None:
                 parts.append((switch.aggregator, 1.0))
             if saf and link.dst != dst:  # holds one packet from this link, then sends it on
-                store += 1.0 / link.resource.rate_bps  # the payload rate (after efficiency)
+                # at the payload rate (after efficiency); background traffic slows a flow's
+                # share, not the serialisation of each of its packets
+                store += 1.0 / link.spec.payload_bps
         if self.is_host(dst):
             target = self.pluggables[self.graph.nodes[dst]["worker"]]
             if target is not None:

@@ -5,6 +5,8 @@ ever sees numbers in bits/s, seconds and metres.
 
 from dataclasses import dataclass, field
 
+from transitsim.network.background import Background
+
 FIBRE_S_PER_M = 4.9e-9  # propagation delay in fibre, about 4.9 us per km
 
 # TCP over IPv4 over Ethernet, per full segment (bytes): the MTU carries IP (20) and TCP (20)
@@ -33,6 +35,9 @@ class LinkSpec:
     length_m: float = 0.0  # propagation = length_m * FIBRE_S_PER_M
     overhead_s: float = 0.0  # per-message overhead (headers, protocol turn-around)
     efficiency: float = 1.0  # payload share of rate_bps once framing/protocol headers are paid
+    # other traffic on the link: the share of its payload capacity it holds, over time
+    # (network/background.py); None = the link is the training's alone
+    background: Background | None = None
 
     @property
     def propagation_s(self) -> float:
@@ -42,6 +47,14 @@ class LinkSpec:
     def payload_bps(self) -> float:
         """Payload bits per second the link carries: the line rate less framing and headers."""
         return self.rate_bps * self.efficiency
+
+    @property
+    def available_bps(self) -> float:
+        """Payload bits per second left to the training flows: the payload rate less the
+        background's share (a varying one at its first row; the DES applies its changes)."""
+        if self.background is None:
+            return self.payload_bps
+        return self.payload_bps * (1.0 - self.background.shares[0])
 
 
 def tcp_efficiency(mtu: int = 1500, *, wire_extra_bytes: int = 0, ack_bytes: float = 0.0) -> float:

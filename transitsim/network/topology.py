@@ -14,6 +14,7 @@ import math
 import networkx as nx
 
 from transitsim.errors import TransitsimError
+from transitsim.network.background import Background
 from transitsim.network.fabrics import (
     FABRIC_TOPOLOGIES,
     fabric_cables,
@@ -84,6 +85,11 @@ def _check_link(link: LinkSpec, what: str) -> None:
     eff = link.efficiency
     if not isinstance(eff, int | float) or isinstance(eff, bool) or not 0 < eff <= 1:
         raise TransitsimError(f"{what}.efficiency must be in (0, 1], got {eff!r}")
+    if link.background is not None and not isinstance(link.background, Background):
+        raise TransitsimError(
+            f"{what}.background must be a Background (network/background.py), "
+            f"got {type(link.background).__name__}"
+        )
 
 
 def _check_count(value: object, what: str, minimum: int) -> None:

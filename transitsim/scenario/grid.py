@@ -8,6 +8,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from transitsim.errors import TransitsimError
 from transitsim.scenario.models import NetworkPoint, Scenario
 from transitsim.scenario.network_models import MAX_GRID_POINTS, NetworkModel
 from transitsim.scenario.specs import network_spec, placement_of
@@ -108,5 +109,9 @@ def expand_grid(scenario: Scenario) -> list[NetworkPoint]:
             raise KeyPathIssue(
                 ("grid", "sweep"), f"point {label}: {inner}: {issue.message}"
             ) from None
-        points.append((name, network_spec(model, name), params, placement))
+        try:
+            spec = network_spec(model, name, scenario.base_dir)
+        except TransitsimError as exc:  # a link's background CSV
+            raise KeyPathIssue(("grid", "network"), str(exc)) from None
+        points.append((name, spec, params, placement))
     return points

@@ -1,10 +1,13 @@
 """Networks as scenario YAML writes them (pydantic models), and grids of them."""
 
 import copy
+from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, PrivateAttr, model_validator
+from pydantic import Field, PrivateAttr, field_validator, model_validator
 
+from transitsim.errors import TransitsimError
+from transitsim.network.background import Background, check_share, read_background_csv
 from transitsim.network.spec import COLLECTIVE_ALGOS, TOPOLOGIES, LinkSpec, TransformSpec
 from transitsim.network_presets import preset_dict, preset_names
 from transitsim.scenario.quantities import Duration, Frequency, Length, Rate, Size, _Strict
@@ -16,6 +19,14 @@ MAX_WORKERS = 4096
 MAX_GRID_POINTS = 4096
 MAX_DATACENTRES = 64  # a full mesh of WAN links: 2,016 cables
 MAX_WAN_LINKS = 64
+
+
+class BackgroundCsvModel(_Strict):
+    """Background traffic as a piecewise-constant series read from a CSV (network/background.py):
+    a time_s column (seconds on the replay clock, increasing) and one of background_share,
+    available_share or available_rate (with units, e.g. "5 Gb/s")."""
+
+    csv: str = Field(min_length=1, description="the CSV file, relative to the scenario file")
 
 
 class LinkModel(_Strict):
@@ -32,14 +43,40 @@ class LinkModel(_Strict):
         description="payload share of the rate after framing and protocol headers "
         "(TCP/IPv4/Ethernet at MTU 1500: 0.956)",
     )
+    background: float | BackgroundCsvModel | None = Field(
+        None,
+        description="other traffic on the link: the share of its payload capacity it holds, "
+        "in [0, 1) (a reserved share: training flows share the rest max-min), or {csv: FILE} "
+        "for a series over time",
+    )
 
-    def to_spec(self) -> LinkSpec:
+    @field_validator("background", mode="before")
+    @classmethod
+    def _share(cls, value: Any) -> Any:
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            try:
+                return check_share(value, "background share")
+            except TransitsimError as exc:
+                raise ValueError(str(exc)) from None
+        return value
+
+    def to_spec(self, base_dir: Path | None = None) -> LinkSpec:
+        """The simulator's LinkSpec; a background CSV is read here (relative to base_dir)."""
+        background = None
+        if isinstance(self.background, BackgroundCsvModel):
+            path = Path(self.background.csv)
+            if not path.is_absolute():
+                path = (base_dir or Path.cwd()) / path
+            background = read_background_csv(path, self.rate)
+        elif self.background is not None and self.background > 0:
+            background = Background.constant(self.background)
         return LinkSpec(
             rate_bps=self.rate,
             latency_s=self.latency,
             length_m=self.length,
             overhead_s=self.overhead,
             efficiency=self.efficiency,
+            background=background,
         )
 
 

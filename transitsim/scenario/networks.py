@@ -25,7 +25,11 @@ def expand_networks(scenario: Scenario) -> list[NetworkPoint]:
     for index, model in enumerate(scenario.networks):
         name = model.name or f"network-{index + 1}"
         placement = placement_of(model, scenario.placement, ("networks", index))
-        expanded.append((name, network_spec(model, name), {}, placement))
+        try:
+            spec = network_spec(model, name, scenario.base_dir)
+        except TransitsimError as exc:  # a link's background CSV
+            raise KeyPathIssue(("networks", index), str(exc)) from None
+        expanded.append((name, spec, {}, placement))
     if scenario.grid is not None:
         expanded.extend(expand_grid(scenario))
     expanded = _overlap_axis(scenario, expanded)

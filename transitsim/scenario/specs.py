@@ -1,6 +1,7 @@
 """One validated network model -> the simulator's NetworkSpec and its Placement."""
 
 import math
+from pathlib import Path
 
 from transitsim.network.spec import NetworkSpec, PluggableSpec, SwitchSpec
 from transitsim.scenario.models import Placement
@@ -40,15 +41,17 @@ def placement_of(
     return Placement(transform_at=None if transform == "none" else transform, sum_at=total)
 
 
-def network_spec(model: NetworkModel, name: str) -> NetworkSpec:
-    """A validated network model as the simulator's NetworkSpec (SI units throughout)."""
+def network_spec(model: NetworkModel, name: str, base_dir: Path | None = None) -> NetworkSpec:
+    """A validated network model as the simulator's NetworkSpec (SI units throughout).
+
+    base_dir: where relative files (a link's background CSV) are read from (None: the cwd)."""
     pluggable = model.pluggable
     switch = model.switch
     return NetworkSpec(
         name=name,
         topology=model.topology,
         workers=model.workers,
-        host_link=model.host_link.to_spec(),
+        host_link=model.host_link.to_spec(base_dir),
         pluggable=None
         if pluggable is None
         else PluggableSpec(
@@ -66,14 +69,14 @@ def network_spec(model: NetworkModel, name: str) -> NetworkSpec:
             transform=switch.transform.to_spec() if switch.transform else None,
         ),
         hosts_per_rack=model.hosts_per_rack,
-        spine_link=model.spine_link.to_spec() if model.spine_link else None,
+        spine_link=model.spine_link.to_spec(base_dir) if model.spine_link else None,
         datacentres=model.datacentres,
-        wan_link=model.wan_link.to_spec() if model.wan_link else None,
+        wan_link=model.wan_link.to_spec(base_dir) if model.wan_link else None,
         wan_links=model.wan_links,
         collective=model.collective,
-        link_overrides={key: link.to_spec() for key, link in model.link_overrides.items()},
+        link_overrides={key: link.to_spec(base_dir) for key, link in model.link_overrides.items()},
         gpus_per_node=model.gpus_per_node,
-        nvlink=model.nvlink.to_spec() if model.nvlink else None,
+        nvlink=model.nvlink.to_spec(base_dir) if model.nvlink else None,
         racks_per_pod=model.racks_per_pod,
         oversubscription=model.oversubscription,
     )

@@ -1,0 +1,304 @@
+"""Background traffic: other traffic on a link, as the share of its capacity it holds over time.
+
+A link's `LinkSpec.background` is a piecewise-constant series of shares on the replay clock:
+each row's share holds from its time until the next row's (the first row's also before it, the
+last's for ever). A constant share is a series of one row.
+
+What the share means (the *reserved* form): other traffic holds that share of the link's payload
+capacity whatever the training flows do, so max-min sharing among the training flows runs on
+what is left, `payload_bps * (1 - share)`. That is a competing flow of fixed rate share x
+capacity which always gets its demand: what a measured "available capacity" series says, and
+what a rate-limited or prioritised tenant (a reserved share, a QoS class) does. A *greedy*
+competing flow would instead get an equal max-min share with the training flows on the link:
+1/(N + 1) of it with N of them, a share that depends on how many training flows cross the link
+at each instant. That form is not modelled; a link that carries nothing is a fault (faults[]).
+
+How each engine honours it:
+- a constant share is a lower capacity: the Fabric builds the link's resource at the available
+  rate, so the DES, every fast path (rings, hierarchical, switch sum) and the max-plus linear
+  forms of replay carry it exactly;
+- a share that changes in time is a capacity change at each row, like a fault (a fault is a
+  zero-capacity period). `simulate_exchange` first times the exchange on the network frozen at
+  its start (`frozen_network`: constant shares, so the fast paths apply); if a change falls
+  inside the exchange's window it defers to the DES, which applies every change at its time
+  (`capacity_schedule`). The linear forms are never used on a varying network.
+- store-and-forward switches still hold one packet at the full line rate: background traffic
+  slows a flow's share, not the serialisation of the packets it does send.
+"""
+
+import bisect
+import csv
+import dataclasses
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from transitsim.errors import TransitsimError
+
+if TYPE_CHECKING:
+    from transitsim.network.spec import NetworkSpec
+
+MAX_ROWS = 100_000  # a day at one row a second is 86,400
+MAX_CSV_BYTES = 16 << 20
+VALUE_COLUMNS = ("background_share", "available_share", "available_rate")
+
+
+def check_share(share: object, what: str) -> float:
+    if not isinstance(share, int | float) or isinstance(share, bool) or not math.isfinite(share):
+        raise TransitsimError(f"{what} must be a number in [0, 1), got {share!r}")
+    if share < 0:
+        raise TransitsimError(f"{what} must be >= 0, got {share!r}")
+    if share >= 1:
+        raise TransitsimError(
+            f"{what} must be < 1, got {share!r} (a link with no capacity left is a fault: "
+            "use faults[])"
+        )
+    return float(share)
+
+
+@dataclass(frozen=True)
+class Background:
+    """Shares of a link's payload capacity other traffic holds, from each time on (seconds)."""
+
+    times_s: tuple[float, ...]
+    shares: tuple[float, ...]
+
+    def __post_init__(self) -> None:
+        times = tuple(self.times_s)
+        shares = tuple(self.shares)
+        if not times or len(times) != len(shares):
+            raise TransitsimError(
+                f"background needs one share per time and at least one, got {len(times)} "
+                f"times and {len(shares)} shares"
+            )
+        for i, t in enumerate(times):
+            if not isinstance(t, int | float) or isinstance(t, bool) or not math.isfinite(t):
+                raise TransitsimError(f"background time {i} must be a finite number, got {t!r}")
+            if i and t <= times[i - 1]:
+                raise TransitsimError(
+                    f"background times must increase, got {t!r} after {times[i - 1]!r}"
+                )
+        checked = tuple(check_share(s, f"background share {i}") for i, s in enumerate(shares))
+        object.__setattr__(self, "times_s", tuple(float(t) for t in times))
+        object.__setattr__(self, "shares", checked)
+
+    @classmethod
+    def constant(cls, share: float) -> "Background":
+        return cls((0.0,), (share,))
+
+    @property
+    def varies(self) -> bool:
+        """Whether the share changes at some time (else a lower capacity is all it is)."""
+        return len(set(self.shares)) > 1
+
+    def share_at(self, time_s: float) -> float:
+        """The share in force at `time_s` (a row's share holds from its time on)."""
+        return self.shares[max(bisect.bisect_right(self.times_s, time_s) - 1, 0)]
+
+    def next_change_s(self, time_s: float) -> float:
+        """The first time after `time_s` at which the share changes (inf: never)."""
+        i = bisect.bisect_right(self.times_s, time_s)
+        current = self.share_at(time_s)
+        while i < len(self.times_s):
+            if self.shares[i] != current:
+                return self.times_s[i]
+            i += 1
+        return math.inf
+
+    def shifted(self, offset_s: float) -> "Background":
+        """The same series on a clock whose 0 is `offset_s` on this one."""
+        return Background(tuple(t - offset_s for t in self.times_s), self.shares)
+
+
+def link_specs(network: "NetworkSpec") -> list[Any]:
+    """Every LinkSpec a network description holds (its cables' and overrides')."""
+    links = [network.host_link, network.spine_link, network.wan_link, network.nvlink]
+    return [link for link in links if link is not None] + list(network.link_overrides.values())
+
+
+def varies(network: "NetworkSpec") -> bool:
+    """Whether some link of the network has background traffic that changes in time."""
+    return any(
+        link.background is not None and link.background.varies for link in link_specs(network)
+    )
+
+
+def change_times(network: "NetworkSpec") -> list[float]:
+    """Every time some link's share changes, in order (empty: none varies)."""
+    times: set[float] = set()
+    for link in link_specs(network):
+        bg = link.background
+        if bg is not None and bg.varies:
+            times |= {t for i, t in enumerate(bg.times_s) if i and bg.shares[i] != bg.shares[i - 1]}
+    return sorted(times)
+
+
+def next_change_s(network: "NetworkSpec", time_s: float) -> float:
+    """The first time after `time_s` at which some link's share changes (inf: never)."""
+    changes = [
+        link.background.next_change_s(time_s)
+        for link in link_specs(network)
+        if link.background is not None and link.background.varies
+    ]
+    return min(changes, default=math.inf)
+
+
+def frozen_network(network: "NetworkSpec", time_s: float) -> "NetworkSpec":
+    """The network with every varying background held at its share at `time_s` (constant).
+
+    The very same object when nothing varies, so caches keyed by it keep working.
+    """
+    if not varies(network):
+        return network
+
+    def freeze(link: Any) -> Any:
+        if link is None or link.background is None or not link.background.varies:
+            return link
+        return dataclasses.replace(
+            link, background=Background.constant(link.background.share_at(time_s))
+        )
+
+    return dataclasses.replace(
+        network,
+        host_link=freeze(network.host_link),
+        spine_link=freeze(network.spine_link),
+        wan_link=freeze(network.wan_link),
+        nvlink=freeze(network.nvlink),
+        link_overrides={key: freeze(link) for key, link in network.link_overrides.items()},
+    )
+
+
+def capacity_schedule(
+    capacity: list[float],
+    faults: list[Any],
+    backgrounds: dict[int, tuple[Background, float]],
+    initial_s: float,
+) -> tuple[list[float], list[tuple[float, int, float]]]:
+    """Each resource's capacity at `initial_s` and every later change: (time, resource, rate).
+
+    faults: ResourceFaults (capacity 0 from down_from_s until down_until_s). backgrounds: per
+    resource, its varying series (already on the exchange's clock) and its full payload rate.
+    Both on one clock, so a fault inside a background period restores that period's rate.
+    """
+    downs: dict[int, list[tuple[float, float]]] = {}
+    for fault in faults:
+        downs.setdefault(fault.resource, []).append((fault.down_from_s, fault.down_until_s))
+    start = list(capacity)
+    changes: list[tuple[float, int, float]] = []
+    for r in sorted(set(downs) | set(backgrounds)):
+        spans = downs.get(r, [])
+        series = backgrounds.get(r)
+
+        def rate_at(t: float, r: int = r, spans: list = spans, series: Any = series) -> float:
+            if any(begin <= t < end for begin, end in spans):
+                return 0.0
+            if series is None:
+                return capacity[r]
+            bg, full_bps = series
+            return full_bps * (1.0 - bg.share_at(t))
+
+        points = {t for span in spans for t in span}
+        if series is not None:
+            points |= set(series[0].times_s)
+        current = start[r] = rate_at(initial_s)
+        for t in sorted(p for p in points if p > initial_s):
+            rate = rate_at(t)
+            if rate != current:
+                changes.append((t, r, rate))
+                current = rate
+    changes.sort(key=lambda change: change[0])
+    return start, changes
+
+
+# --- CSV ----------------------------------------------------------------------------------------
+
+
+def read_background_csv(path: Path | str, rate_bps: float) -> Background:
+    """A background series from a CSV: a `time_s` column and one value column.
+
+    Value columns: `background_share` (the share other traffic holds, in [0, 1)),
+    `available_share` (the share left to training, in (0, 1]) or `available_rate` (the rate left
+    to training, with units, e.g. "5 Gb/s", at most the link's `rate_bps`). Times in seconds on
+    the replay clock, increasing. Every problem is one TransitsimError line naming file and line.
+    """
+    from transitsim.units import parse_rate_bps
+
+    path = Path(path)
+    try:
+        if path.stat().st_size > MAX_CSV_BYTES:
+            raise TransitsimError(f"{path}: background CSV larger than {MAX_CSV_BYTES >> 20} MiB")
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise TransitsimError(f"{path}: background CSV not found") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise TransitsimError(f"{path}: cannot read background CSV: {exc}") from None
+    try:
+        rows = list(csv.reader(text.splitlines()))
+    except csv.Error as exc:
+        raise TransitsimError(f"{path}: not a CSV: {exc}") from None
+    rows = [(line, row) for line, row in enumerate(rows, 1) if any(c.strip() for c in row)]
+    if not rows:
+        raise TransitsimError(f"{path}: background CSV is empty (needs time_s and a value column)")
+    header_line, header = rows[0]
+    names = [c.strip() for c in header]
+    values = [c for c in names if c in VALUE_COLUMNS]
+    if "time_s" not in names or len(values) != 1:
+        raise TransitsimError(
+            f"{path}:{header_line}: header must have time_s and one of {', '.join(VALUE_COLUMNS)}, "
+            f"got {','.join(names)}"
+        )
+    if len(rows) - 1 > MAX_ROWS:
+        raise TransitsimError(f"{path}: {len(rows) - 1:,} rows is too many (at most {MAX_ROWS:,})")
+    if len(rows) < 2:
+        raise TransitsimError(f"{path}: background CSV has a header but no rows")
+    kind = values[0]
+    t_col, v_col = names.index("time_s"), names.index(kind)
+    times: list[float] = []
+    shares: list[float] = []
+    for line, row in rows[1:]:
+        if len(row) != len(names):
+            raise TransitsimError(
+                f"{path}:{line}: expected {len(names)} fields like the header, got {len(row)}"
+            )
+        where = f"{path}:{line}"
+        t = _number(row[t_col], f"{where}: time_s")
+        if t < 0:
+            raise TransitsimError(f"{where}: time_s must be >= 0, got {row[t_col].strip()}")
+        if times and t <= times[-1]:
+            raise TransitsimError(
+                f"{where}: time_s must increase, got {row[t_col].strip()} after {times[-1]:g}"
+            )
+        cell = row[v_col].strip()
+        if kind == "available_rate":
+            try:
+                available = parse_rate_bps(cell)
+            except TransitsimError as exc:
+                raise TransitsimError(f"{where}: available_rate: {exc}") from None
+            if available > rate_bps * (1 + 1e-12):
+                raise TransitsimError(
+                    f"{where}: available_rate {cell} is more than the link's rate "
+                    f"({rate_bps / 1e9:g} Gb/s)"
+                )
+            share = max(1.0 - available / rate_bps, 0.0)
+        else:
+            value = _number(cell, f"{where}: {kind}")
+            share = value if kind == "background_share" else 1.0 - value
+            if kind == "available_share" and not 0 < value <= 1:
+                raise TransitsimError(f"{where}: available_share must be in (0, 1], got {cell}")
+        try:
+            shares.append(check_share(share, f"{where}: {kind}"))
+        except TransitsimError as exc:
+            raise TransitsimError(f"{exc}".replace(f"got {share!r}", f"got {cell}")) from None
+        times.append(t)
+    return Background(tuple(times), tuple(shares))
+
+
+def _number(text: str, what: str) -> float:
+    try:
+        value = float(text.strip())
+    except ValueError:
+        raise TransitsimError(f"{what} must be a number, got {text.strip()!r}") from None
+    if not math.isfinite(value):
+        raise TransitsimError(f"{what} must be finite, got {text.strip()!r}")
+    return value
