@@ -3,6 +3,7 @@ always against stand-in traces (one small trace per entry, of the variant its pa
 typo in a network, a grid or a target is caught before the traces exist."""
 
 import re
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -133,6 +134,8 @@ def test_scenario_validates_on_stand_in_traces(path: Path, tmp_path: Path) -> No
         trace = stand_in_trace(tmp_path / "traces", entry["path"], index)
         entries.append({**entry, "path": str(trace)})
     data["traces"] = entries
+    for data_file in path.parent.glob("*.csv"):  # files the scenario reads (background series)
+        shutil.copy(data_file, tmp_path / data_file.name)
     copy = tmp_path / path.name
     copy.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
     scenario = load_scenario(copy)
