@@ -3,7 +3,8 @@
 It leads with the answer: the question, a verdict in words generated from the results
 (transitsim.verdict) and the winner map (winner.py). Then the evidence (evidence.py): loss
 against simulated time and against wire bytes, the steps-to-loss ladder, where a step's time
-goes, link utilisation over one step; the sortable summary (table.py); and the run's
+goes, the exchange time exposed and hidden by backward and the verdict without and with overlap
+(overlap.py), link utilisation over one step; the sortable summary (table.py); and the run's
 assumptions, notes, fallbacks and failed jobs (page.py).
 """
 
@@ -15,6 +16,7 @@ from transitsim.atomic import write_text_atomic
 from transitsim.metrics import TIMELINE_COLUMNS
 from transitsim.report.common import Panel, ReportContext, colours, ordered, require
 from transitsim.report.evidence import breakdown_figure, ladder_figure, link_figure, loss_figure
+from transitsim.report.overlap import has_hiding, hiding_figure, overlap_verdict_figure
 from transitsim.report.page import render_html
 from transitsim.report.winner import (
     RESULT_COLUMNS,
@@ -105,6 +107,28 @@ def build_panels(
             breakdown_figure(timeline, labels),
         ),
     ]
+    if has_hiding(timeline):
+        panels.append(
+            Panel(
+                "hiding",
+                "Exchange time exposed and hidden by backward",
+                "mean exchange milliseconds per step: what showed in the step (exposed) and what "
+                "overlap with backward hid (0 without overlap); a row per network, a column per "
+                "configuration",
+                hiding_figure(timeline, labels),
+            )
+        )
+    side_by_side = overlap_verdict_figure(summary, timeline, labels)
+    if side_by_side is not None:
+        panels.append(
+            Panel(
+                "overlap-verdict",
+                "The verdict without and with overlap",
+                "per target and network: the configuration that reaches the target first when "
+                "the exchange follows backward, and when it overlaps it",
+                side_by_side,
+            )
+        )
     if link_util is not None and len(link_util):
         require(link_util, LINK_UTIL_COLUMNS, "link_util")
         panels.append(
