@@ -12,6 +12,7 @@ from trainer.accounting import broadcast_bytes, byte_accounting, index_bytes  # 
 from trainer.config import RunConfig, make_config, same_config  # noqa: E402
 from trainer.dct import dct_chunks, dct_matrix  # noqa: E402
 from trainer.demo import DeMo  # noqa: E402
+from trainer.demo_groups import grad_view  # noqa: E402
 from trainer.moving import (  # noqa: E402
     is_choice_step,
     rotating_positions,
@@ -135,7 +136,7 @@ def test_recal_rechooses_every_r_steps_from_worker0_energy_since_last_choice():
         for name, mm in members.items():
             group = demo._group_of(mm)
             # reconstruct worker 0's accumulated delta: decay * before + lr * g
-            acc = 0.999 * before[name] + 1e-2 * demo._grad_view(grads[name][0], mm)
+            acc = 0.999 * before[name] + 1e-2 * grad_view(grads[name][0], mm)
             coef = dct_chunks(acc, group.mats).reshape(-1, group.m)
             energy[name] += coef.square().sum(0, dtype=torch.float64)
         if demo.chose:

@@ -20,22 +20,30 @@ top-k selects with a partition (`topk_mask`) and feeds back and aggregates dense
 mask, with the same floating-point operations in the same order as scattering indices would do.
 """
 
-import math
 import time
-from dataclasses import dataclass, field
 
 import torch
 
 from trainer.accounting import chunk_rule
-from trainer.chunking import Chunker, k_per_chunk, make_chunker
-from trainer.config import FEEDBACK_MODES, RunConfig
+from trainer.chunking import k_per_chunk, make_chunker
+from trainer.config import RunConfig
 from trainer.dct import dct_chunks, dct_matrix, idct_chunks, transform_rows
+from trainer.demo_diagnostics import capture_energies, oob_shares, tally_oob
+from trainer.demo_groups import (
+    OPTICS_VARIANTS,
+    ROW_T_MAX_VALUES,
+    Group,
+    Member,
+    Pending,
+    grad_view,
+    member_view,
+    validate_config,
+)
 from trainer.demo_state import demo_state, load_state
-from trainer.diagnostics import EnergyTally, row_energies
+from trainer.diagnostics import EnergyTally
 from trainer.exchange import Exchange, LocalExchange, Message, sparse_wire
 from trainer.moving import (
     CHOOSING,
-    SELECTIONS,
     SUBSPACE_MAX_M,
     epoch_of,
     is_choice_step,
@@ -44,132 +52,6 @@ from trainer.moving import (
 )
 from trainer.optics import OpticsEmulator, chunk_full_scale, input_scale, readout_sigma
 from trainer.selection import FIXED_SHAPES, band_positions, calibrated_positions, topk_mask
-
-DEMO_VARIANTS = ("topk", "band", "calib", "optics", "optics_switch", "moving")
-OPTICS_VARIANTS = ("optics", "optics_switch")
-ROW_T_MAX_VALUES = 1 << 26  # G rotating: per-row band rows up to 256 MiB, else gather the DCT
-FEEDBACK_BY_VARIANT = {
-    "topk": ("exact",),
-    "band": ("exact",),
-    "calib": ("exact",),
-    "moving": ("exact",),
-}
-FEEDBACK_BY_VARIANT.update(FEEDBACK_MODES)
-
-
-@dataclass
-class _Member:
-    """One parameter tensor inside its group, plus its calibration state."""
-
-    name: str
-    param: torch.nn.Parameter
-    chunker: Chunker
-    start: int  # first chunk row in the group buffer
-    energy: torch.Tensor | None = None  # D: float64 (m,) energy map over the window
-    sumsq: float = 0.0  # E/E': sum of delta^2 (window, then since the last full-scale re-set)
-    count: int = 0
-    scale_in: float = 1.0
-    positions: torch.Tensor | None = None  # D, G recal: calibrated band, (k,)
-    rows_t: torch.Tensor | None = None  # G recal / subspace after a choice: band rows (k, m)
-    cov: torch.Tensor | None = None  # G subspace: float64 (m, m) chunk covariance since a choice
-
-    @property
-    def stop(self) -> int:
-        return self.start + self.chunker.chunks
-
-
-@dataclass
-class _Pending:
-    """One group's compressed step: what its workers send, and what the feedback needs."""
-
-    kind: str  # "topk" | "band" | "rows" (G: each tensor its rows) | "row_t" (G: each row)
-    message: Message
-    idx: torch.Tensor | None = None  # band: (L, rows, k) positions
-    val: torch.Tensor | None = None  # band: exact band values (L, rows, k)
-    use_band_matrix: bool = False
-
-
-@dataclass
-class _Group:
-    """All tensors with the same chunk shape and k, stacked chunk-major."""
-
-    chunk_shape: tuple[int, ...]
-    k: int
-    members: list[_Member]
-    mats: tuple[torch.Tensor, ...]  # (D_m,) or (D_h, D_w)
-    delta: torch.Tensor  # (L, rows, *chunk_shape): this process's L workers
-    shadow: torch.Tensor  # (rows, *chunk_shape)
-    band: torch.Tensor | None = None  # (k,) positions shared by every row, None for top-k / D
-    pos_rows: torch.Tensor | None = None  # (rows, k) positions per row (band variants)
-    t_band: torch.Tensor | None = None  # (k, m) transform rows at `band`
-    emulator: OpticsEmulator | None = None
-    scale_rows: torch.Tensor | None = None  # (rows, 1) input full scale per row
-    diag_bands: dict[str, torch.Tensor] | None = None
-    member_rows: bool = False  # G after a choice: each tensor its own band rows (member.rows_t)
-    epoch: int | None = None  # G rotating: the epoch whose positions pos_rows holds
-    row_t: torch.Tensor | None = None  # G rotating, 1-D: each row's band rows (rows, k, m)
-    buffers: dict[str, torch.Tensor] = field(default_factory=dict)  # work memory reused per step
-
-    @property
-    def rows(self) -> int:
-        return self.delta.shape[1]
-
-    @property
-    def m(self) -> int:
-        return math.prod(self.chunk_shape)
-
-    @property
-    def band_matrix_cheaper(self) -> bool:
-        """x @ T_band.T costs k MACs per value; the separable DCT h + w (2-D) or m (1-D)."""
-        if len(self.chunk_shape) == 1:
-            return True
-        return self.k < sum(self.chunk_shape)
-
-
-def _validate(cfg: RunConfig, workers: int) -> None:
-    """Clear errors for configurations the DeMo step cannot run."""
-    if cfg.variant not in DEMO_VARIANTS:
-        raise ValueError(
-            f"DeMo runs variants {DEMO_VARIANTS}; got {cfg.variant!r} (adamw has no DeMo step)"
-        )
-    if workers < 1:
-        raise ValueError(f"workers must be >= 1, got {workers}")
-    if not 0 < cfg.keep <= 1:
-        raise ValueError(f"keep must lie in (0, 1], got {cfg.keep}")
-    if cfg.chunk < 1:
-        raise ValueError(f"chunk must be >= 1, got {cfg.chunk}")
-    if not 0 <= cfg.decay < 1:
-        raise ValueError(f"decay must lie in [0, 1), got {cfg.decay}")
-    allowed = FEEDBACK_BY_VARIANT[cfg.variant]
-    if cfg.feedback not in allowed:
-        raise ValueError(
-            f"feedback {cfg.feedback!r} is not valid for variant {cfg.variant!r}; "
-            f"choose one of {allowed}"
-        )
-    if cfg.variant in ("band", "optics", "optics_switch") and cfg.band not in FIXED_SHAPES:
-        raise ValueError(
-            f"variant {cfg.variant!r} needs a fixed band shape {FIXED_SHAPES}, got {cfg.band!r}"
-        )
-    if cfg.variant == "moving":
-        if cfg.band not in SELECTIONS:
-            raise ValueError(f"variant 'moving' (G) selects with one of {SELECTIONS}")
-        if cfg.select_every < 1:
-            raise ValueError(f"select_every must be >= 1, got {cfg.select_every}")
-    if cfg.variant in ("calib", *OPTICS_VARIANTS):
-        if cfg.calib_start < 0 or cfg.calib_steps < 1:
-            raise ValueError(
-                f"calibration needs calib_start >= 0 and calib_steps >= 1, "
-                f"got {cfg.calib_start}, {cfg.calib_steps}"
-            )
-    if cfg.variant in OPTICS_VARIANTS:
-        if cfg.planes is not None and cfg.planes < 2:
-            raise ValueError(f"planes must be >= 2 or None, got {cfg.planes}")
-        if cfg.enob is not None and cfg.enob <= 0:
-            raise ValueError(f"enob must be > 0 or None, got {cfg.enob}")
-        if cfg.kappa <= 0:
-            raise ValueError(f"kappa must be > 0, got {cfg.kappa}")
-        if cfg.fs_every < 0:
-            raise ValueError(f"fs_every must be >= 0, got {cfg.fs_every}")
 
 
 class DeMo:
@@ -193,7 +75,7 @@ class DeMo:
         the W workers meet (default: all in this process). band_combine: "sum" when the band
         is reduced on the way (E' at a switch), "gather" when every worker's band is received.
         """
-        _validate(cfg, workers)
+        validate_config(cfg, workers)
         if not named_params:
             raise ValueError("DeMo needs at least one parameter")
         self.cfg = cfg
@@ -234,8 +116,8 @@ class DeMo:
 
         rule = chunk_rule_override or chunk_rule(cfg.variant)
         k_overrides = dict(k_overrides or {})
-        members_by_key: dict[tuple, list[_Member]] = {}
-        self._members: list[_Member] = []
+        members_by_key: dict[tuple, list[Member]] = {}
+        self._members: list[Member] = []
         for name, param in named_params:
             if param.dtype != torch.float32:
                 raise ValueError(f"DeMo works in float32; {name} is {param.dtype}")
@@ -246,7 +128,7 @@ class DeMo:
             key = (chunker.chunk_shape, k)
             group_members = members_by_key.setdefault(key, [])
             start = sum(mm.chunker.chunks for mm in group_members)
-            member = _Member(name, param, chunker, start)
+            member = Member(name, param, chunker, start)
             group_members.append(member)
             self._members.append(member)
         if k_overrides:
@@ -267,14 +149,14 @@ class DeMo:
                             f"({cfg.native}); {member.name} has chunk {member.chunker.chunk_shape}"
                         )
 
-        self._groups: list[_Group] = []
+        self._groups: list[Group] = []
         self._group_index: dict[str, int] = {}
         for (chunk_shape, k), members in members_by_key.items():
             rows = sum(mm.chunker.chunks for mm in members)
             mats = tuple(dct_matrix(side, device=self.device) for side in chunk_shape)
             if len(mats) == 2 and chunk_shape[0] == chunk_shape[1]:
                 mats = (mats[0], mats[0])
-            group = _Group(
+            group = Group(
                 chunk_shape=chunk_shape,
                 k=k,
                 members=members,
@@ -303,12 +185,12 @@ class DeMo:
 
     # ----------------------------------------------------------------------------- set-up pieces
 
-    def _set_shared_band(self, group: _Group, positions: torch.Tensor) -> None:
+    def _set_shared_band(self, group: Group, positions: torch.Tensor) -> None:
         group.band = positions.to(self.device)
         group.pos_rows = group.band.expand(group.rows, group.k)
         group.t_band = transform_rows(group.chunk_shape, positions).to(self.device)
 
-    def _set_member_bands(self, group: _Group) -> None:
+    def _set_member_bands(self, group: Group) -> None:
         """D after calibration: each tensor its own frozen positions, so no shared band."""
         group.band = None
         group.t_band = None
@@ -316,7 +198,7 @@ class DeMo:
             [mm.positions.expand(mm.chunker.chunks, group.k) for mm in group.members]
         )
 
-    def _set_rotating(self, gi: int, group: _Group, step: int) -> None:
+    def _set_rotating(self, gi: int, group: Group, step: int) -> None:
         """G rotating: the positions of the epoch holding `step`, per chunk row. A pure function
         of (seed, epoch, group, row), so every worker and process computes the same."""
         epoch = epoch_of(step, self.cfg.select_every)
@@ -334,7 +216,7 @@ class DeMo:
                 group.rows, group.k, group.m
             )
 
-    def _set_member_rows(self, group: _Group) -> None:
+    def _set_member_rows(self, group: Group) -> None:
         """G recal / subspace after a choice: each tensor sends its own k band rows."""
         group.band = None
         group.t_band = None
@@ -380,18 +262,18 @@ class DeMo:
             group.emulator = OpticsEmulator(group.t_band, sigma, cfg.planes)
             self._refresh_scale_rows(group)
 
-    def _refresh_scale_rows(self, group: _Group) -> None:
+    def _refresh_scale_rows(self, group: Group) -> None:
         scales = [
             torch.full((mm.chunker.chunks, 1), mm.scale_in, dtype=torch.float32)
             for mm in group.members
         ]
         group.scale_rows = torch.cat(scales).to(self.device)
 
-    def _emulating(self, group: _Group) -> bool:
+    def _emulating(self, group: Group) -> bool:
         return self.optics_active and group.emulator is not None and not group.emulator.exact
 
     def _buffer(
-        self, group: _Group, name: str, shape: tuple[int, ...], dtype: torch.dtype = torch.float32
+        self, group: Group, name: str, shape: tuple[int, ...], dtype: torch.dtype = torch.float32
     ) -> torch.Tensor:
         """Work memory of `group` kept across steps: a fresh buffer of this size is page-faulted
         in on every use, which costs about as much as the arithmetic done on it."""
@@ -452,7 +334,7 @@ class DeMo:
             t_end = time.perf_counter()
 
         self._diag_rows = tally.rows() if diag else None
-        self.optics_diag = self._oob_shares() if self._oob else None
+        self.optics_diag = oob_shares(self._oob) if self._oob else None
         self.last_timing = {
             "compress_s": t_compressed - t_start - diag_s - comm_s,
             "update_s": t_end - t_compressed,
@@ -479,30 +361,11 @@ class DeMo:
         for member in self._members:
             grad = grads[member.name]
             group = self._group_of(member)
-            self._member_view(group.delta, member).add_(self._grad_view(grad, member), alpha=lr)
-            self._member_view(group.shadow, member).add_(self._grad_view(grad[0], member), alpha=lr)
+            member_view(group.delta, member).add_(grad_view(grad, member), alpha=lr)
+            member_view(group.shadow, member).add_(grad_view(grad[0], member), alpha=lr)
 
-    def _group_of(self, member: _Member) -> _Group:
+    def _group_of(self, member: Member) -> Group:
         return self._groups[self._group_index[member.name]]
-
-    @staticmethod
-    def _member_view(buf: torch.Tensor, member: _Member) -> torch.Tensor:
-        """The member's rows of a group buffer (*lead, rows, *chunk), shaped like `_grad_view`."""
-        ch = member.chunker
-        lead = buf.dim() - (3 if ch.two_d else 2)
-        rows = buf.narrow(lead, member.start, ch.chunks)
-        if not ch.two_d:
-            return rows
-        r, c = ch.shape
-        return rows.unflatten(lead, (r // ch.h, c // ch.w))
-
-    @staticmethod
-    def _grad_view(grad: torch.Tensor, member: _Member) -> torch.Tensor:
-        ch = member.chunker
-        if ch.two_d:
-            return ch.tiled_view(grad)
-        lead = grad.shape[: grad.dim() - len(ch.shape)]
-        return grad.reshape(*lead, ch.chunks, ch.m)
 
     def _draw_noise(self) -> dict[int, torch.Tensor]:
         """Readout noise for every emulated tensor, drawn per tensor in parameter order with
@@ -526,13 +389,13 @@ class DeMo:
 
     def _compress_group(
         self,
-        group: _Group,
+        group: Group,
         noise: torch.Tensor | None,
         in_window: bool,
         track_fs: bool,
         tally: EnergyTally | None,
         grads: dict[str, torch.Tensor],
-    ) -> _Pending:
+    ) -> Pending:
         """Transform, select, emulate: what this process's workers send for `group`."""
         L, k, m = self.local, group.k, group.m
         self._last_diag_s = 0.0
@@ -549,7 +412,15 @@ class DeMo:
 
         if tally is not None:
             t0 = time.perf_counter()
-            self._capture(group, coef, tally, grads)
+            capture_energies(
+                group,
+                coef,
+                tally,
+                grads,
+                chunk_mode=self.cfg.chunk_mode,
+                variant=self.variant,
+                calibrated=self.calibrated,
+            )
             self._sync()
             self._last_diag_s = time.perf_counter() - t0
 
@@ -565,11 +436,11 @@ class DeMo:
                 torch.matmul(
                     delta_flat[:, mm.start : mm.stop], mm.rows_t.T, out=val[:, mm.start : mm.stop]
                 )
-            return _Pending("rows", Message([val], self.band_combine), val=val)
+            return Pending("rows", Message([val], self.band_combine), val=val)
         if per_row:  # G rotating in 1-D: each row its own k DCT rows
             val = torch.bmm(delta_flat.transpose(0, 1), group.row_t.transpose(1, 2))
             val = val.transpose(0, 1).contiguous()  # (L, rows, k)
-            return _Pending("row_t", Message([val], self.band_combine), val=val)
+            return Pending("row_t", Message([val], self.band_combine), val=val)
 
         if track_fs:
             row_sq = delta_flat.square().sum(-1)
@@ -588,7 +459,7 @@ class DeMo:
             torch.where(chosen, coef, zero, out=sent.view_as(coef))
             pack, unpack = sparse_wire(k, m)
             message = Message([sent.view_as(coef), chosen], "gather", pack, unpack)
-            return _Pending("topk", message)
+            return Pending("topk", message)
 
         # Band selection (step 6).
         idx = group.pos_rows.expand(L, group.rows, k)
@@ -605,11 +476,11 @@ class DeMo:
             if group.emulator.planes is not None:
                 self._clip_total += L * sum(mm.chunker.numel for mm in group.members)
             if self.offset == 0:  # the out-of-band diagnostics describe worker 0
-                self._tally_oob(group, delta_flat[0], val[0], tx[0])
+                tally_oob(self._oob, group, delta_flat[0], val[0], tx[0])
         message = Message([tx], self.band_combine)
-        return _Pending("band", message, idx=idx, val=val, use_band_matrix=use_band_matrix)
+        return Pending("band", message, idx=idx, val=val, use_band_matrix=use_band_matrix)
 
-    def _feed_back(self, group: _Group, pending: _Pending, received: list[torch.Tensor]) -> tuple:
+    def _feed_back(self, group: Group, pending: Pending, received: list[torch.Tensor]) -> tuple:
         """Error feedback (step 8) of this process's workers; returns what the update needs."""
         cfg, L, k, m = self.cfg, self.local, group.k, group.m
         full = group.delta.shape
@@ -649,7 +520,7 @@ class DeMo:
             group.delta.sub_(idct_chunks(sent, group.mats, out=coef_buf, work=work))
         return ("band", pending.use_band_matrix, band_mean)
 
-    def _apply_update(self, group: _Group, aggregate: tuple, lr: float) -> None:
+    def _apply_update(self, group: Group, aggregate: tuple, lr: float) -> None:
         """Aggregate (step 9), inverse transform and p <- p - lr * sign(u) (step 10)."""
         W, rows, m = self.workers, group.rows, group.m
         if aggregate[0] == "topk":
@@ -693,9 +564,9 @@ class DeMo:
                 if mm.chunker.two_d
                 else mm.param.data.view(mm.chunker.chunks, mm.chunker.m)
             )
-            param_view.add_(self._member_view(signs, mm), alpha=-lr)
+            param_view.add_(member_view(signs, mm), alpha=-lr)
 
-    def _decode(self, group: _Group, dense: torch.Tensor) -> torch.Tensor:
+    def _decode(self, group: Group, dense: torch.Tensor) -> torch.Tensor:
         """Inverse transform of the aggregate's coefficients (rows, m), in reused buffers."""
         shape = (group.rows, *group.chunk_shape)
         out, work = self._buffer(group, "update", shape), self._buffer(group, "update_work", shape)
@@ -738,7 +609,7 @@ class DeMo:
             for group in self._groups:
                 self._refresh_scale_rows(group)
 
-    def _accumulate_choice(self, group: _Group, coef: torch.Tensor | None) -> None:
+    def _accumulate_choice(self, group: Group, coef: torch.Tensor | None) -> None:
         """G recal: worker 0's energy map (coef^2 per position); subspace: its chunk covariance
         (sum of x x^T). Multiply-accumulate only, on the chooser's own delta."""
         x0 = group.delta[0]
@@ -752,46 +623,6 @@ class DeMo:
         for mm in group.members:
             rows = flat[mm.start : mm.stop]
             mm.cov += (rows.T @ rows).double()
-
-    def _tally_oob(
-        self, group: _Group, x0: torch.Tensor, val0: torch.Tensor, tx0: torch.Tensor
-    ) -> None:
-        """E, E' worker 0, before feedback: the energies behind the out-of-band diagnostics.
-
-        x0 (rows, m) the delta, val0 the exact band, tx0 what the optics sent. tx0 - val0 is
-        T_band applied to the optics' input error, so it is how much of the (mostly out-of-band)
-        delta its quantisation, clipping and noise carry into the band; the noise-free readout
-        of the same input separates quantisation and clipping from readout noise.
-        """
-        quiet, _ = group.emulator.readout(x0, group.scale_rows, None)
-        after_sent = x0 - tx0 @ group.t_band
-        sums = {
-            "delta": x0.square().sum(),
-            "band": val0.square().sum(),
-            "sent_error": (tx0 - val0).square().sum(),
-            "quant_error": (quiet - val0).square().sum(),
-            "after_sent": after_sent.square().sum(),
-        }
-        for name, value in sums.items():
-            self._oob[name] = self._oob.get(name, 0.0) + float(value.double())
-
-    def _oob_shares(self) -> dict[str, float]:
-        """The last step's out-of-band diagnostics as shares of worker 0's delta energy.
-
-        oob_sent_share: energy of (sent - exact band), all tensors; oob_quant_share: the same
-        without readout noise (quantisation and clipping only); fb_removed_exact_share: the
-        delta's energy that feedback of the exact band removes (the band's share);
-        fb_removed_sent_share: what feedback of the values sent removes.
-        """
-        total = self._oob["delta"]
-        if total <= 0:
-            return {}
-        return {
-            "oob_sent_share": self._oob["sent_error"] / total,
-            "oob_quant_share": self._oob["quant_error"] / total,
-            "fb_removed_exact_share": self._oob["band"] / total,
-            "fb_removed_sent_share": (total - self._oob["after_sent"]) / total,
-        }
 
     def _total_energies(self) -> None:
         """Calibration energy pooled over all W workers (every process's partial sums)."""
@@ -813,56 +644,6 @@ class DeMo:
             mm.sumsq, mm.count = 0.0, 0
 
     # ------------------------------------------------------------------------- diagnostics
-
-    def _capture(
-        self,
-        group: _Group,
-        coef: torch.Tensor | None,
-        tally: EnergyTally,
-        grads: dict[str, torch.Tensor],
-    ) -> None:
-        """Worker 0's delta, shadow momentum and gradient energies per selector (spec §11)."""
-        included = [mm for mm in group.members if self.cfg.chunk_mode == "1d" or mm.chunker.two_d]
-        if not included:
-            return
-        rows, m = group.rows, group.m
-        grad0 = torch.zeros_like(group.shadow)
-        for mm in group.members:
-            self._member_view(grad0, mm).copy_(self._grad_view(grads[mm.name][0], mm))
-        delta0 = coef[0] if coef is not None else dct_chunks(group.delta[0], group.mats)
-        sources = {
-            "delta": delta0.reshape(rows, m),
-            "momentum": dct_chunks(group.shadow, group.mats).reshape(rows, m),
-            "grad": dct_chunks(grad0, group.mats).reshape(rows, m),
-        }
-        bands = dict(group.diag_bands)
-        if self.variant == "calib" and self.calibrated:
-            bands["calib"] = group.pos_rows
-        values = {}
-        if self.variant == "moving":  # G: the band it sends at this step, "current"
-            if group.member_rows and group.pos_rows is None:  # subspace: rows, not positions
-                values = {"delta": group.delta[0], "momentum": group.shadow, "grad": grad0}
-            else:
-                bands["current"] = group.band if group.band is not None else group.pos_rows
-        for source, c in sources.items():
-            energies = row_energies(c, group.k, bands)
-            if source in values:
-                energies["current"] = self._member_rows_energy(group, values[source])
-            names = list(energies)
-            stacked = torch.stack([energies[n] for n in names]).double()
-            for mm in included:
-                sums = stacked[:, mm.start : mm.stop].sum(-1).tolist()
-                values = dict(zip(names, sums, strict=True))
-                total = values.pop("total")
-                tally.add(mm.name, source, total, values)
-
-    def _member_rows_energy(self, group: _Group, x: torch.Tensor) -> torch.Tensor:
-        """Per chunk row, the energy of x (rows, *chunk) in each tensor's band rows: ||x T^T||^2
-        (T has orthonormal rows, so this is the energy the band keeps)."""
-        flat = x.reshape(group.rows, group.m)
-        return torch.cat(
-            [(flat[mm.start : mm.stop] @ mm.rows_t.T).square().sum(-1) for mm in group.members]
-        )
 
     def sent_positions(self, name: str) -> torch.Tensor | None:
         """The band positions tensor `name` sends now (k,), on CPU; None for top-k."""
