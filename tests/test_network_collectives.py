@@ -104,23 +104,6 @@ def test_pluggable_transform_before_the_switch_sum_puts_dense_on_the_lanes_only(
     assert result.bytes_sent == pytest.approx(np.full(8, BAND))
 
 
-@pytest.mark.parametrize("workers", (2, 3, 7, 15))
-def test_tree_of_complete_binary_shape_matches_its_closed_form(workers):
-    network = _summing(workers, latency_s=1e-6)
-    exchange = Exchange("tree", 1_000_003)
-    result = simulate_exchange(network, exchange)
-    assert result.time_s == pytest.approx(closed_form_time_s(network, exchange), rel=1e-9)
-
-
-@pytest.mark.parametrize("workers", (4, 5, 6, 8, 12))
-def test_tree_of_other_sizes_is_bounded_by_its_closed_form(workers):
-    network = _summing(workers, latency_s=1e-6)
-    exchange = Exchange("tree", 1_000_003)
-    result = simulate_exchange(network, exchange)
-    assert result.time_s <= closed_form_time_s(network, exchange) * (1 + 1e-12)
-    assert result.bytes_received.min() == pytest.approx(1_000_003)  # everyone got the result
-
-
 def _datacentres(per_dc: int, count: int, km: float) -> NetworkSpec:
     return NetworkSpec(
         "dc",

@@ -8,7 +8,6 @@ from transitsim.network import (
     LinkFault,
     LinkSpec,
     NetworkSpec,
-    closed_form_time_s,
     simulate_exchange,
 )
 from transitsim.network.fluid import ExactEnvironment, FluidEngine, fair_rates
@@ -52,16 +51,6 @@ def test_max_min_fairness_gives_the_spare_capacity_to_the_unconstrained_flow():
     assert rates == pytest.approx([2.0, 8.0])
     # A weighted flow (4 resource bits per payload bit) alone gets capacity / weight.
     assert fair_rates([8.0], [((0,), (4.0,))]) == [2.0]
-
-
-def test_a_shared_parent_link_halves_each_child_in_the_tree():
-    network = NetworkSpec("t", "switch", 3, LinkSpec(RATE_BPS))
-    exchange = Exchange("tree", 1_000_000)
-    result = simulate_exchange(network, exchange)
-    serial = 1_000_000 * 8 / RATE_BPS
-    # Two children into the root share its downlink (2x), then the root feeds both (2x).
-    assert result.time_s == pytest.approx(4 * serial, rel=1e-12)
-    assert result.time_s == pytest.approx(closed_form_time_s(network, exchange), rel=1e-12)
 
 
 def test_link_fault_delays_the_exchange_but_it_finishes():

@@ -18,6 +18,7 @@ from transitsim.network import (
     TransformSpec,
     simulate_exchange,
 )
+from transitsim.network.exchange import linear_exchange
 
 CONFIGS = 200
 
@@ -35,6 +36,11 @@ def _network(rng: np.random.Generator, algo: str, transform: bool) -> NetworkSpe
     topology = {
         "hierarchical": "datacentres",
         "switch_sum": rng.choice(["switch", "switch", "leaf_spine"]),
+        # the trees' fast path needs every link used by one sender's or one receiver's transfers
+        "tree": rng.choice(["switch", "switch", "switch", "leaf_spine", "datacentres"]),
+        "double_binary_tree": rng.choice(
+            ["switch", "switch", "switch", "leaf_spine", "datacentres"]
+        ),
     }.get(algo, rng.choice(["switch", "leaf_spine", "datacentres"]))
     switch = SwitchSpec(
         forwarding_latency_s=float(rng.choice([0.0, 5e-7])),
@@ -109,7 +115,17 @@ def _case(algo: str, seed: int):
     return network, exchange, start
 
 
-@pytest.mark.parametrize("algo", ["ring_allreduce", "ring_allgather", "hierarchical", "switch_sum"])
+ALGOS = [
+    "ring_allreduce",
+    "ring_allgather",
+    "hierarchical",
+    "switch_sum",
+    "tree",
+    "double_binary_tree",
+]
+
+
+@pytest.mark.parametrize("algo", ALGOS)
 def test_fast_paths_equal_the_des_on_random_small_networks(algo):
     fast_count = 0
     for seed in range(CONFIGS):
@@ -125,4 +141,8 @@ def test_fast_paths_equal_the_des_on_random_small_networks(algo):
         assert auto.link_stats["bytes"].to_numpy() == pytest.approx(
             des.link_stats["bytes"].to_numpy(), rel=1e-9
         )
+        if "tree" in algo:  # and the max-plus linear form replay uses
+            form = linear_exchange(network, exchange)
+            starts = np.zeros(network.workers) if start is None else start
+            assert form.finish_s(starts)[0] == pytest.approx(des.finish_s.max(), abs=1e-9)
     assert fast_count >= 0.6 * CONFIGS, f"only {fast_count} of {CONFIGS} took the fast path"

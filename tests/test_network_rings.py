@@ -152,7 +152,9 @@ def test_fast_is_refused_where_it_would_not_be_exact():
             method="fast",
         )
     with pytest.raises(TransitsimError, match="fast"):
-        simulate_exchange(network, Exchange("tree", 1000), method="fast")
+        simulate_exchange(
+            NETWORKS["datacentres"], Exchange("double_binary_tree", 1000), method="fast"
+        )
     looped = Exchange("ring_allgather", 1000, 16_000, "pluggable", loopback=True)
     result = simulate_exchange(NETWORKS["pluggable"], looped)  # own lanes shared: contention
     assert result.method == "des"

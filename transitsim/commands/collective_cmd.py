@@ -177,7 +177,8 @@ def register(app: typer.Typer) -> None:
             return 0
         table = Table(title=None if quiet else f"{algo} on {workers} workers", show_header=False)
         table.add_row("simulated time", f"{result.time_s * 1e3:.6f} ms ({result.method})")
-        table.add_row("closed form", f"{closed * 1e3:.6f} ms")
+        bound = " (pipeline upper bound)" if "tree" in exchange.algo else ""
+        table.add_row("closed form", f"{closed * 1e3:.6f} ms{bound}")
         table.add_row(
             "breakdown",
             f"wire {result.wire_s * 1e3:.6f} ms, transform {result.transform_s * 1e3:.6f} ms, "

@@ -7,7 +7,7 @@ with the link's own rate whatever the number of ranks: 2(n-1)/n for an all-reduc
 hierarchical or in-switch alike), (n-1)/n for an all-gather.
 """
 
-ALL_REDUCES = ("ring_allreduce", "hierarchical", "switch_sum", "tree")
+ALL_REDUCES = ("ring_allreduce", "hierarchical", "switch_sum", "tree", "double_binary_tree")
 
 
 def algorithm_bandwidth_bps(algo: str, workers: int, payload_bytes: float, time_s: float) -> float:

@@ -16,8 +16,12 @@ aggregator), their max-min fair rates are used.
 - switch_sum: a two-stage pipeline of J pieces, up (a, L_up) then down (b, L_down):
   T = L_up + L_down + max((J-1) a + a_last, a + (J-2) max(a, b) + b) + b_last; with bounded
   slots that bind (J > slots), the symmetric per-piece recurrence of the window instead.
-- tree: depth x (a reduce level) + depth x (a broadcast level), two children sharing a parent's
-  link: exact for complete trees (N = 2^(d+1) - 1) and N = 2, an upper bound otherwise.
+- tree and double_binary_tree (pipelined, tree_schedule): C chunks per tree pass through
+  P = C + 2 depth - 1 periods; in each, every node sends and receives at most K chunks (K
+  colours), one after another in colour order, so a period ends at most K a + (c - a) after the
+  one before: T <= P (K a + (c - a)), an upper bound. In the bandwidth-bound limit (C >> depth)
+  it tends to K C a: 2 x payload / rate for the double binary tree (K = 4 chunks of B / 2C),
+  3 x payload / rate for one tree (K = 3), with O(log2 N) periods of latency.
 
 Exact (to rounding) for symmetric networks without contention beyond the above; the DES is the
 reference everywhere else.
@@ -45,6 +49,7 @@ from transitsim.network.fabric import (
 )
 from transitsim.network.fluid import fair_rates
 from transitsim.network.spec import NetworkSpec
+from transitsim.network.tree_schedule import edge_colours, tree_chunks, tree_depths, tree_forest
 
 
 def _times(path: Path, nbytes: float, rates: list[float] | None = None) -> tuple[float, float]:
@@ -183,19 +188,21 @@ def _switch_sum(fabric: Fabric, exchange: Exchange, w: Weights) -> float:
 
 
 def _tree(fabric: Fabric, exchange: Exchange, w: Weights) -> float:
+    """The pipeline bound of a pipelined tree all-reduce (see the module doc)."""
     workers = fabric.network.workers
     if workers < 2:
         return 0.0
-    depth = int(math.floor(math.log2(workers)))
-    kids = [k for k in (1, 2) if k < workers]
-    ups = [fabric.path(k, 0, PLAIN, w) for k in kids]
-    downs = [fabric.path(0, k, PLAIN, w) for k in kids]
-    size = exchange.payload_bytes
-    up = max(_times(p, size, r)[1] for p, r in zip(ups, _shared_rates(fabric, ups), strict=True))
-    down = max(
-        _times(p, size, r)[1] for p, r in zip(downs, _shared_rates(fabric, downs), strict=True)
-    )
-    return depth * up + depth * down
+    forest = tree_forest(exchange.algo, workers)
+    share = exchange.payload_bytes / len(forest)
+    chunks = tree_chunks(share)
+    pairs = [(v, int(p)) for parents in forest for v, p in enumerate(parents) if p >= 0]
+    pairs += [(p, v) for v, p in pairs]
+    timed = [_times(fabric.path(s, d, PLAIN, w), share / chunks) for s, d in pairs]
+    busy = max(a for a, _ in timed)
+    flight = max(c - a for a, c in timed)
+    colours = max(edge_colours(pairs, workers)) + 1
+    depth = max(int(tree_depths(parents).max()) for parents in forest)
+    return (chunks + 2 * depth - 1) * (colours * busy + flight)
 
 
 def closed_form_time_s(network: NetworkSpec, exchange: Exchange) -> float:

@@ -2,7 +2,8 @@
 
 `simulate_exchange` builds the network's stages, turns the exchange into a schedule of
 messages, and times it either message by message in SimPy ("des", the reference) or, where that
-is exact, by a recurrence ("fast": per phase for rings, per piece for a sum at one switch).
+is exact, by a recurrence ("fast": per phase for rings, per piece for a sum at one switch, one
+pass of fixed transfer times for the pipelined trees).
 "auto" takes the fast path where it is exact and the DES elsewhere.
 
 Background traffic (network/background.py): a constant share is a lower link capacity, which
@@ -13,7 +14,7 @@ before the exchange ends; otherwise the fast paths defer to the DES, which appli
 Transforms (`transform_at`): "pluggable" turns each worker's dense delta into band values in
 its own pluggable: inline on the way out for ring_allgather (first hop only; forwarded chunks are
 not transformed) and switch_sum; as a pre-stage (dense out through the transform, band back to
-the host) for ring_allreduce, hierarchical and tree, whose hosts must add their own band to
+the host) for ring_allreduce, hierarchical and the trees, whose hosts must add their own band to
 partial sums. "switch" (switch_sum only) sends the dense delta on the uplink and transforms at
 the switch port. `loopback`: with a switch transform, each worker also gets its own transformed
 band back (twice the bytes down); with a pluggable transform, the band is copied back to the host
@@ -50,6 +51,7 @@ from transitsim.network.fast_switch import (
     switch_paths,
     switch_reason,
 )
+from transitsim.network.fast_tree import TreeTable, run_fast_tree, tree_linear, tree_reason
 from transitsim.network.linear import Linear, ring_linear, switch_linear
 from transitsim.network.linear_hier import HierForm, hier_form
 from transitsim.network.outcome import (
@@ -68,11 +70,11 @@ from transitsim.network.schedule import (
     ring_allreduce,
     ring_plan,
     switch_sum,
-    tree,
 )
 from transitsim.network.spec import COLLECTIVE_ALGOS, NetworkSpec
 from transitsim.network.stages import padded_dense_bytes
 from transitsim.network.topology import worker_groups
+from transitsim.network.tree_schedule import TREE_ALGOS, tree_allreduce
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -239,8 +241,8 @@ def build_schedule(fabric: Fabric, exchange: Exchange) -> Schedule:
         return ring_allreduce(workers, payload, at == "pluggable")
     if exchange.algo == "ring_allgather":
         return ring_allgather(workers, payload, at == "pluggable")
-    if exchange.algo == "tree":
-        return tree(workers, payload, at == "pluggable")
+    if exchange.algo in TREE_ALGOS:
+        return tree_allreduce(exchange.algo, workers, payload, at == "pluggable")
     if exchange.algo == "hierarchical":
         return hierarchical(equal_groups(network), payload, at == "pluggable")
     plan = _switch_plan(fabric, exchange)
@@ -409,6 +411,11 @@ def simulate_exchange(
         if isinstance(fast, ExchangeResult):
             return fast
         reason = fast
+    if method != "des" and exchange.algo in TREE_ALGOS:
+        fast = _fast_tree(fabric, exchange, weights, start, resource_faults, record_utilisation)
+        if isinstance(fast, ExchangeResult):
+            return fast
+        reason = fast
     if method == "fast":
         raise TransitsimError(f"method 'fast' would not be exact here: {reason}; use 'des'")
     return _des(fabric, exchange, weights, start, resource_faults, record_utilisation)
@@ -455,6 +462,9 @@ def linear_exchange(network: NetworkSpec, exchange: Exchange) -> Linear | None:
             form = ring_linear(fabric, plan, weights)
         elif exchange.algo == "switch_sum":
             form = switch_linear(fabric, _switch_plan(fabric, exchange), weights)
+        elif exchange.algo in TREE_ALGOS:
+            _, _, _, table, reason = tree_dag(fabric, exchange, weights)
+            form = tree_linear(table) if reason is None else None
         _LINEAR[key] = form
     return _LINEAR[key]
 
@@ -523,6 +533,44 @@ def _fast_hier(fabric, exchange, weights, start, faults, record) -> ExchangeResu
     timing = run_fast_hier(fabric, schedule, layout, path_ids, compiled, start, table)
     if not isinstance(timing, Timing):
         return timing
+    finish = finish_times(schedule, timing, start)
+    sent, received = line_bytes(schedule, path_ids, compiled)
+
+    def path_of(m: int) -> Path | None:
+        return compiled[path_ids[m]] if path_ids[m] >= 0 else None
+
+    return _result(fabric, schedule, path_of, timing, start, finish, sent, received, "fast")
+
+
+_TREES: dict[tuple, tuple] = {}
+
+
+def tree_dag(fabric: Fabric, exchange: Exchange, weights: Weights) -> tuple:
+    """A tree all-reduce's schedule, compiled paths, time table and why it has no fast path
+    (None: it has), built once per network and exchange."""
+    key = (repr(fabric.network), exchange)
+    built = _TREES.get(key)
+    if built is None:
+        if len(_TREES) >= 4:
+            _TREES.pop(next(iter(_TREES)))
+        schedule = build_schedule(fabric, exchange)
+        path_ids, compiled = assign_paths(fabric, schedule, weights)
+        table = TreeTable.of(schedule, path_ids, compiled)
+        reason = tree_reason(fabric, schedule, path_ids, compiled)
+        built = _TREES[key] = (schedule, path_ids, compiled, table, reason)
+    return built
+
+
+def _fast_tree(fabric, exchange, weights, start, faults, record) -> ExchangeResult | str:
+    """A pipelined tree by fixed transfer times in one pass, or why that would not be exact."""
+    if faults:
+        return "link faults"
+    if record:
+        return "utilisation over time is recorded by the DES"
+    schedule, path_ids, compiled, table, reason = tree_dag(fabric, exchange, weights)
+    if reason is not None:
+        return reason
+    timing = run_fast_tree(fabric, table, start)
     finish = finish_times(schedule, timing, start)
     sent, received = line_bytes(schedule, path_ids, compiled)
 

@@ -22,7 +22,14 @@ ETHERNET_WIRE_EXTRA_BYTES = 4 + 8 + 12
 # packet; SwitchML and ATP use smaller ones), so results stream back while uploads continue.
 AGG_PIECE_BYTES = 4096
 
-COLLECTIVE_ALGOS = ("ring_allreduce", "ring_allgather", "hierarchical", "switch_sum", "tree")
+COLLECTIVE_ALGOS = (
+    "ring_allreduce",
+    "ring_allgather",
+    "hierarchical",
+    "switch_sum",
+    "tree",
+    "double_binary_tree",
+)
 TOPOLOGIES = ("switch", "leaf_spine", "datacentres", "rail_optimised", "fat_tree")
 
 
