@@ -33,7 +33,7 @@ import numpy as np
 from transitsim.errors import TransitsimError
 from transitsim.network.background import frozen_network, next_change_s
 from transitsim.network.background import varies as background_varies
-from transitsim.network.des import ResourceFault, Timing, assign_paths, run_des
+from transitsim.network.des import Timing, assign_paths, run_des
 from transitsim.network.fabric import PLAIN, XFORM_PLUGGABLE, XFORM_SWITCH, Fabric, Path, Weights
 from transitsim.network.fast_hier import MessageTable, run_fast_hier
 from transitsim.network.fast_ring import (
@@ -52,6 +52,7 @@ from transitsim.network.fast_switch import (
     switch_reason,
 )
 from transitsim.network.fast_tree import TreeTable, run_fast_tree, tree_linear, tree_reason
+from transitsim.network.faults import LinkFault, resolve_faults
 from transitsim.network.linear import Linear, ring_linear, switch_linear
 from transitsim.network.linear_hier import HierForm, hier_form
 from transitsim.network.outcome import (
@@ -92,15 +93,6 @@ class Exchange:
     dense_bytes: int = 0  # bytes entering the transform (host lanes); 0 = no transform
     transform_at: str | None = None  # None | "pluggable" | "switch"
     loopback: bool = False  # switch_sum: each sender also gets its own transformed result
-
-
-@dataclass(frozen=True)
-class LinkFault:
-    """A link down for an interval (absolute time, the clock of start_s): transfers wait."""
-
-    link: str  # "u->v", "u->v#k" (one parallel link) or "u<->v" (both directions)
-    down_from_s: float
-    down_until_s: float
 
 
 @dataclass
@@ -296,50 +288,6 @@ def _start_times(start_s: object, workers: int) -> np.ndarray:
     if not np.all(np.isfinite(start)):
         raise TransitsimError("start_s must be finite")
     return start
-
-
-def resolve_faults(fabric: Fabric, faults: list[LinkFault] | None) -> list[ResourceFault]:
-    """Faults on resources, overlapping intervals of one resource merged."""
-    intervals: dict[int, list[tuple[float, float]]] = {}
-    for fault in faults or []:
-        if not isinstance(fault, LinkFault):
-            raise TransitsimError(f"expected a LinkFault, got {type(fault).__name__}")
-        begin, end = fault.down_from_s, fault.down_until_s
-        if not (math.isfinite(begin) and math.isfinite(end) and end > begin):
-            raise TransitsimError(
-                f"link fault on {fault.link!r}: needs finite down_from_s < down_until_s, "
-                f"got {begin} .. {end}"
-            )
-        for r in _fault_resources(fabric, fault.link):
-            intervals.setdefault(r, []).append((begin, end))
-    merged = []
-    for r, spans in sorted(intervals.items()):
-        spans.sort()
-        current = list(spans[0])
-        for begin, end in spans[1:]:
-            if begin <= current[1]:
-                current[1] = max(current[1], end)
-            else:
-                merged.append(ResourceFault(r, *current))
-                current = [begin, end]
-        merged.append(ResourceFault(r, *current))
-    return merged
-
-
-def _fault_resources(fabric: Fabric, name: str) -> list[int]:
-    if name in fabric.links:
-        return [fabric.links[name].resource.index]
-    pairs = []
-    if "<->" in name:
-        u, v = name.split("<->", 1)
-        pairs = [(u, v), (v, u)]
-    elif "->" in name:
-        pairs = [tuple(name.split("->", 1))]
-    found = [link.resource.index for pair in pairs for link in fabric.edge_links.get(pair, [])]
-    if not found:
-        sample = ", ".join(sorted(fabric.links)[:3])
-        raise TransitsimError(f"link fault names unknown link {name!r} (links are like {sample})")
-    return found
 
 
 def simulate_exchange(
