@@ -348,3 +348,63 @@ def test_json_logs_with_huge_ints_or_nonfinite_losses_still_import(tmp_path: Pat
     (result,) = import_logs([log], tmp_path / "out")
     assert any("diverged" in note for note in result.trace.meta["notes"])
     assert isinstance(pd.read_parquet(result.trace.path), pd.DataFrame)
+
+
+# --- found by tests/test_hostile_fuzz.py -----------------------------------------------------
+
+
+def _with_meta(source: Path, target: Path, change) -> Path:
+    """A copy of a valid trace whose metadata JSON was changed by `change(meta)` (or replaced
+    by the bytes it returns)."""
+    table = pq.read_table(source)
+    metadata = dict(table.schema.metadata)
+    meta = json.loads(metadata[b"transitsim.trace"])
+    changed = change(meta)
+    metadata[b"transitsim.trace"] = changed if isinstance(changed, bytes) else json.dumps(meta)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(table.replace_schema_metadata(metadata), target)
+    return target
+
+
+BAD_METADATA = [
+    ("notes a number", lambda m: m.update(notes=5), "'notes' must be a list"),
+    ("notes of numbers", lambda m: m.update(notes=[1]), "list of text"),
+    ("model a list", lambda m: m.update(model=[1]), "'model' must be an object"),
+    ("hardware text", lambda m: m.update(hardware="x"), "'hardware' must be an object"),
+    ("variant_params a list", lambda m: m.update(variant_params=[1]), "'variant_params'"),
+    ("payload as text", lambda m: m.update(payload_bytes_per_step="x"), "byte count"),
+    ("wire bytes inf", lambda m: m.update(wire_bytes_per_step=math.inf), "byte count"),
+    ("chunk as text", lambda m: m["variant_params"].update(chunk="x"), "whole number"),
+    ("keep 5e-324", lambda m: m["variant_params"].update(keep=5e-324), "fraction"),
+    ("lr as text", lambda m: m["variant_params"].update(lr="fast"), "finite number"),
+    ("warmup as text", lambda m: m.setdefault("config", {}).update(warmup="x"), "warmup"),
+    ("nested 100,000 deep", lambda m: b"[" * 100_000, "not valid JSON"),
+]
+
+
+@pytest.mark.parametrize(
+    ("case", "change", "message"), BAD_METADATA, ids=[b[0] for b in BAD_METADATA]
+)
+def test_metadata_of_the_wrong_kind_is_refused_by_every_reader(
+    work: Path, tmp_path: Path, capsys, case, change, message
+) -> None:
+    """Each was a traceback in `traces show`/`list`, labels, findings or replay."""
+    bad = _with_meta(
+        work / "traces" / "tiny-band-1d256-s0.parquet", tmp_path / "t" / "x-s0.parquet", change
+    )
+    one_line_exit_2(["traces", "show", str(bad)], capsys, message)
+    one_line_exit_2(["traces", "list", str(bad.parent)], capsys, message)
+    one_line_exit_2(["findings", str(bad.parent)], capsys, message)
+    replay = ["replay", str(bad), "--network", "8x200g-switch", "-o", str(tmp_path / "out")]
+    one_line_exit_2(replay, capsys, message)
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("variant", ["A", "E"])
+def test_findings_on_runs_of_one_kind_only(tmp_path: Path, capsys, variant: str) -> None:
+    """Only AdamW traces (no selection runs) or only optics traces (no C 1-D 256 to compare
+    with): findings says "not recorded" (was KeyError / TypeError tracebacks)."""
+    write_test_trace(tmp_path / "traces", variant, 0)
+    code, stdout, stderr = run_cli(["findings", str(tmp_path / "traces")], capsys)
+    assert code == 0, stderr
+    assert "not recorded" in stdout

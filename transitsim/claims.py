@@ -191,12 +191,14 @@ def claim_delta_empty_in_band(energies: dict[ConfigKey, Energy]) -> Verdict:
 
 
 def claim_exact_feedback_diverges(losses: dict[ConfigKey, float], c_loss: float | None) -> Verdict:
+    if c_loss is None:  # no C 1-D 256 run to compare with (e.g. only E traces)
+        return NOT_RECORDED
     excess = {
         key: loss - c_loss
         for key, loss in losses.items()
         if key.variant == "E" and key.feedback == "exact" and key.fs_every == 0
     }
-    if c_loss is None or not excess:
+    if not excess:
         return NOT_RECORDED
     least = min(excess, key=excess.get)
     text = f"smallest excess {excess[least]:+.3f} ({key_label(least)}), {len(excess)} config(s)"
@@ -207,12 +209,14 @@ def claim_sent_feedback_repairs(losses: dict[ConfigKey, float], c_loss: float | 
     def precise(key: ConfigKey) -> bool:
         return (key.enob is None or key.enob >= 8) and (key.planes is None or key.planes >= 8)
 
+    if c_loss is None:  # no C 1-D 256 run to compare with (e.g. only E traces)
+        return NOT_RECORDED
     excess = {
         key: loss - c_loss
         for key, loss in losses.items()
         if key.variant == "E" and key.feedback == "sent" and precise(key)
     }
-    if c_loss is None or not excess:
+    if not excess:
         return NOT_RECORDED
     most = max(excess, key=excess.get)
     text = f"largest excess {excess[most]:+.3f} ({key_label(most)}), {len(excess)} config(s)"

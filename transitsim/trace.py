@@ -73,6 +73,27 @@ REQUIRED_META: dict[str, type | tuple[type, ...]] = {
     "status": str,
 }
 
+# Optional metadata that some reader uses, and what it must hold when present (null: absent).
+# Anything else a trace carries is kept and shown as it is.
+OPTIONAL_META: dict[str, type | tuple[type, ...]] = {
+    "notes": list,
+    "variant_params": dict,
+    "config": dict,
+    "model": dict,
+    "hardware": dict,
+    "versions": dict,
+    "backward_profile": dict,
+    "timing": (str, dict),
+    "source_log": str,
+    "corpus": str,
+    "tokenizer": str,
+}
+META_BYTE_COUNTS = ("payload_bytes_per_step", "payload_bytes_int64_per_step", "wire_bytes_per_step")
+META_COUNTS = ("batch", "context", "steps_planned")
+PARAM_TEXT = ("band", "chunk_mode", "feedback", "selection")
+PARAM_COUNTS = ("chunk", "planes", "fs_every", "select_every", "warmup")
+PARAM_NUMBERS = ("enob", "keep", "lr", "kappa")
+
 MAX_NAME_BYTES = 160  # run names become file names: <name>.parquet, .<name>.parquet.<tmp>.tmp
 MAX_STEP_BYTES = 2**50  # a PiB per worker per step: beyond it, a corrupt number, not a run
 MAX_STEP_SECONDS = 10**7  # four months per step
@@ -195,6 +216,74 @@ def validate_meta(meta: dict[str, Any], path: Path | str | None = None) -> None:
         raise TraceError(f"{where}: metadata 'workers' must be at least 1, got {meta['workers']}")
     if meta["n_params"] < 1 or meta["dense_bytes_per_step"] < 1:
         raise TraceError(f"{where}: n_params and dense_bytes_per_step must be positive")
+    _validate_optional_meta(meta, where)
+
+
+_KIND_WORDS = {list: "a list", dict: "an object", str: "text"}
+
+
+def _is_count(value: Any, limit: int | float) -> bool:
+    """A whole number of things, 0..limit (never a bool, which Python counts as an int)."""
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= limit
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _validate_optional_meta(meta: dict[str, Any], where: str) -> None:
+    """The optional keys readers use hold what they expect: a list of notes, mappings where
+    mappings go, byte counts that are counts. Otherwise `traces show` or the labels would fail
+    far from the file (a traceback), or print a wrong label."""
+    for key, kind in OPTIONAL_META.items():
+        value = meta.get(key)
+        if value is not None and not isinstance(value, kind):
+            kinds = kind if isinstance(kind, tuple) else (kind,)
+            wanted = " or ".join(_KIND_WORDS[k] for k in kinds)
+            raise TraceError(f"{where}: metadata key {key!r} must be {wanted}, got {value!r:.60}")
+    if not all(isinstance(note, str) for note in meta.get("notes") or []):
+        raise TraceError(f"{where}: metadata 'notes' must be a list of text")
+    for key in META_BYTE_COUNTS:
+        value = meta.get(key)
+        ok = _is_count(value, MAX_STEP_BYTES) or (
+            key == "wire_bytes_per_step" and _is_number(value) and 0 <= value <= MAX_STEP_BYTES
+        )
+        if value is not None and not ok:
+            raise TraceError(
+                f"{where}: metadata {key!r} must be a byte count of at most {MAX_STEP_BYTES:,}, "
+                f"got {value!r:.60}"
+            )
+    for key in META_COUNTS:
+        value = meta.get(key)
+        if value is not None and not _is_count(value, 2**62):
+            raise TraceError(f"{where}: metadata {key!r} must be a whole number, got {value!r:.60}")
+    _validate_params(meta.get("variant_params") or {}, where)
+    config = meta.get("config") or {}
+    if config.get("warmup") is not None and not _is_count(config["warmup"], 2**62):
+        raise TraceError(f"{where}: metadata 'config.warmup' must be a whole number of steps")
+
+
+def _param_problem(name: str, value: Any) -> str | None:
+    """What a variant parameter should be, when it is not (None when it is fine or unknown)."""
+    if name in PARAM_TEXT and not isinstance(value, str):
+        return "text"
+    if name in PARAM_COUNTS and not _is_count(value, 2**62):
+        return "a whole number"
+    if name == "keep" and not (_is_number(value) and 1 / MAX_PARAMS <= value <= 1):
+        return f"a fraction in [{1 / MAX_PARAMS:g}, 1]"  # the share of coefficients sent
+    if name in PARAM_NUMBERS and not _is_number(value):
+        return "a finite number"
+    return None
+
+
+def _validate_params(params: dict[str, Any], where: str) -> None:
+    """variant_params name the run in every table: text, counts and finite numbers."""
+    for name, value in params.items():
+        problem = None if value is None else _param_problem(name, value)
+        if problem:
+            raise TraceError(
+                f"{where}: metadata 'variant_params.{name}' must be {problem}, got {value!r:.60}"
+            )
 
 
 def validate_steps(steps: pd.DataFrame, path: Path | str | None = None) -> None:
@@ -360,7 +449,7 @@ def _meta_from_schema(schema: pa.Schema, path: Path) -> dict[str, Any]:
         raise TraceError(f"{path}: Parquet file without transitsim trace metadata: not a trace")
     try:
         meta = json.loads(raw)
-    except json.JSONDecodeError:
+    except (ValueError, RecursionError):  # not JSON, not UTF-8, or nested past any real trace
         raise TraceError(f"{path}: trace metadata is not valid JSON") from None
     if not isinstance(meta, dict) or meta.get("format") != FORMAT_NAME:
         raise TraceError(f"{path}: metadata does not describe a transitsim trace")
@@ -398,7 +487,7 @@ def read_trace(path: Path | str) -> Trace:
     if raw_diag:
         try:
             diagnostics = pd.DataFrame(json.loads(raw_diag)).astype(DIAG_COLUMNS)
-        except (json.JSONDecodeError, KeyError, ValueError, TypeError):
+        except (KeyError, ValueError, TypeError, RecursionError):
             raise TraceError(f"{path}: diagnostics table is corrupt") from None
         validate_diagnostics(diagnostics, path)
     return Trace(meta=meta, steps=steps, diagnostics=diagnostics, path=path)

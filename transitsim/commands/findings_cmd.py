@@ -364,6 +364,12 @@ def emit_findings(
     out.write(f"Scale: {'; '.join(scales)}\n\n")
     for section in SECTIONS:
         df = sections[section]
+        if df.empty:  # no run of the section's kind (e.g. only AdamW traces): say so
+            shown = pd.DataFrame({"note": ["not recorded: no runs of this kind"]})
+            title = None if quiet else TITLES[section]
+            emit_table(shown, fmt, title=title, headers={"note": "Note"}, out=out)
+            out.write("\n" if section != SECTIONS[-1] else "")
+            continue
         shown, headers = SHOW[section](df)
         if len(scales) > 1:
             shown.insert(0, "scale", df["scale"].to_numpy())
