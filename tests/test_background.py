@@ -13,6 +13,7 @@ from transitsim.errors import TransitsimError
 from transitsim.network import Exchange, LinkFault, LinkSpec, NetworkSpec, SwitchSpec
 from transitsim.network import simulate_exchange as simulate
 from transitsim.network.background import Background, read_background_csv
+from transitsim.network.fluid import ExactEnvironment, FluidEngine
 from transitsim.replay import replay
 
 GBPS = 1e9
@@ -260,3 +261,45 @@ def test_bad_background_objects_are_refused():
         )
     with pytest.raises(TransitsimError, match="clock_s must be a finite"):
         simulate(PAIR, Exchange(algo="ring_allgather", payload_bytes=10), clock_s=math.nan)
+
+
+# --- greedy competing flows ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("flows", "greedy", "available", "finish_s"),
+    [
+        (1, 1, 1.0, 2.0),  # one training flow and one greedy: half the link, as 50 % reserved
+        (1, 0, 0.5, 2.0),
+        (2, 1, 1.0, 3.0),  # two training flows and one greedy: a third each (1/(N + 1))
+        (2, 0, 0.5, 4.0),  # ... where a 50 % reserved share leaves each a quarter
+        (2, 2, 0.5, 8.0),  # both: 2 greedy flows share the unreserved half: an eighth each
+    ],
+)
+def test_greedy_flows_share_max_min_unlike_a_reserved_share(flows, greedy, available, finish_s):
+    env = ExactEnvironment()
+    engine = FluidEngine(env, np.array([1e6 * available]), greedy={0: greedy} if greedy else None)
+    done: list[float] = []
+    for _ in range(flows):
+        engine.start((0,), (1.0,), 1e6, lambda t, *_: done.append(t))
+    env.run()
+    assert done == pytest.approx([finish_s] * flows, rel=1e-12)
+
+
+def test_greedy_background_flows_run_on_the_des_and_in_replay(tmp_path):
+    greedy = Background((0.0,), (0.0,), greedy_flows=1)
+    network = _with_host_background(PAIR, greedy)
+    exchange = Exchange(algo="ring_allgather", payload_bytes=1_000_000)
+    result = simulate(network, exchange)
+    assert result.method == "des" and result.time_s == pytest.approx(0.016, rel=1e-12)
+    with pytest.raises(TransitsimError, match="greedy background flows"):
+        simulate(network, exchange, method="fast")
+    trace = _trace(tmp_path, steps=6)
+    plain = replay(trace, _rack(None)).timeline
+    shared = replay(trace, _rack(greedy))
+    assert (shared.timeline["step_s"] > plain["step_s"] * 1.1).all()
+    every = replay(trace, _rack(greedy), reuse=False).timeline
+    np.testing.assert_allclose(every["time_s"], shared.timeline["time_s"], rtol=1e-12)
+    assert shared.step_detail["reused"].sum() == 5  # one simulation, reused
+    with pytest.raises(TransitsimError, match="greedy_flows must be an integer"):
+        Background((0.0,), (0.0,), greedy_flows=-1)

@@ -19,6 +19,9 @@ networks:
   - preset: 2dc-wan
     name: csv
     wan_link: {rate: "10 Gb/s", background: {csv: wan.csv}}
+  - preset: 2dc-wan
+    name: greedy
+    wan_link: {rate: "10 Gb/s", background: {greedy_flows: 1}}
 grid:
   network: {preset: 2dc-wan, name: grid, wan_link: {rate: "10 Gb/s"}}
   sweep:
@@ -41,6 +44,7 @@ def test_swept_share_and_csv_series_reach_the_network(workdir: Path) -> None:
         name: spec for name, spec, _ in scenario_to_networks(load_scenario(workdir / "bg.yaml"))
     }
     assert networks["csv"].wan_link.background == Background((0.0, 0.5), (0.0, 0.5))
+    assert networks["greedy"].wan_link.background == Background((0.0,), (0.0,), 1)
     assert networks["grid[wan_link.background=0]"].wan_link.background is None
     half = networks["grid[wan_link.background=0.5]"].wan_link.background
     assert half == Background.constant(0.5)
@@ -56,6 +60,8 @@ def test_run_with_background_is_slower_where_it_should_be(
     end = timeline.groupby("network")["time_s"].max()
     free, half = end["grid[wan_link.background=0]"], end["grid[wan_link.background=0.5]"]
     assert free < end["csv"] < half  # the series halves the WAN from 0.5 s on
+    # one greedy flow beside the 8 cross-WAN flows of the hierarchical all-reduce takes 1/9
+    assert free < end["greedy"] < half
     steps = timeline[timeline["network"] == "csv"]["step_s"].to_numpy()
     free_steps = timeline[timeline["network"] == "grid[wan_link.background=0]"]["step_s"]
     assert steps[0] == pytest.approx(free_steps.iloc[0], rel=1e-12)  # before the change
@@ -67,6 +73,9 @@ def test_run_with_background_is_slower_where_it_should_be(
         ("{background: 1.0}", None, "background share must be < 1"),
         ("{background: -0.1}", None, "background share must be >= 0"),
         ("{background: yes}", None, "background"),
+        ("{background: {csv: b.csv, share: 0.5}}", "time_s,background_share\n0,0\n", "not both"),
+        ("{background: {greedy_flows: -1}}", None, "greedy_flows"),
+        ("{background: {share: 1.5}}", None, "background share must be < 1"),
         ("{background: {csv: nope.csv}}", None, "background CSV not found"),
         ("{background: {csv: b.csv}}", "time_s,share\n0,0.1\n", "header must have time_s"),
         ("{background: {csv: b.csv}}", "time_s,background_share\n0,2\n", "must be < 1"),

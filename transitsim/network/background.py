@@ -8,10 +8,14 @@ What the share means (the *reserved* form): other traffic holds that share of th
 capacity whatever the training flows do, so max-min sharing among the training flows runs on
 what is left, `payload_bps * (1 - share)`. That is a competing flow of fixed rate share x
 capacity which always gets its demand: what a measured "available capacity" series says, and
-what a rate-limited or prioritised tenant (a reserved share, a QoS class) does. A *greedy*
-competing flow would instead get an equal max-min share with the training flows on the link:
-1/(N + 1) of it with N of them, a share that depends on how many training flows cross the link
-at each instant. That form is not modelled; a link that carries nothing is a fault (faults[]).
+what a rate-limited or prioritised tenant (a reserved share, a QoS class) does. A link that
+carries nothing is a fault (faults[]).
+
+`greedy_flows` is the other form: k competing flows that always have data, in the max-min
+sharing with the training flows (on what the reserved share leaves). With N training flows on
+the link each of them gets 1/(N + k) of it, a share that changes with how many training flows
+cross the link at each instant, so only the DES carries it: the fast paths and linear forms
+defer to it on a network with greedy background flows.
 
 How each engine honours it:
 - a constant share is a lower capacity: the Fabric builds the link's resource at the available
@@ -57,14 +61,30 @@ def check_share(share: object, what: str) -> float:
     return float(share)
 
 
+MAX_GREEDY_FLOWS = 1024
+
+
 @dataclass(frozen=True)
 class Background:
-    """Shares of a link's payload capacity other traffic holds, from each time on (seconds)."""
+    """Shares of a link's payload capacity other traffic holds, from each time on (seconds);
+    and greedy_flows: competing flows that always have data and share what is left max-min
+    with the training flows (each gets as much as one training flow on the link)."""
 
     times_s: tuple[float, ...]
     shares: tuple[float, ...]
+    greedy_flows: int = 0
 
     def __post_init__(self) -> None:
+        count = self.greedy_flows
+        if (
+            not isinstance(count, int)
+            or isinstance(count, bool)
+            or not 0 <= count <= MAX_GREEDY_FLOWS
+        ):
+            raise TransitsimError(
+                f"background greedy_flows must be an integer in 0..{MAX_GREEDY_FLOWS}, "
+                f"got {count!r}"
+            )
         times = tuple(self.times_s)
         shares = tuple(self.shares)
         if not times or len(times) != len(shares):
@@ -108,7 +128,7 @@ class Background:
 
     def shifted(self, offset_s: float) -> "Background":
         """The same series on a clock whose 0 is `offset_s` on this one."""
-        return Background(tuple(t - offset_s for t in self.times_s), self.shares)
+        return Background(tuple(t - offset_s for t in self.times_s), self.shares, self.greedy_flows)
 
 
 def link_specs(network: "NetworkSpec") -> list[Any]:
@@ -155,8 +175,9 @@ def frozen_network(network: "NetworkSpec", time_s: float) -> "NetworkSpec":
     def freeze(link: Any) -> Any:
         if link is None or link.background is None or not link.background.varies:
             return link
+        share = link.background.share_at(time_s)
         return dataclasses.replace(
-            link, background=Background.constant(link.background.share_at(time_s))
+            link, background=Background((0.0,), (share,), link.background.greedy_flows)
         )
 
     return dataclasses.replace(

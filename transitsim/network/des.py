@@ -112,7 +112,7 @@ def run_des(
     env = ExactEnvironment(initial)
     backgrounds = {r: (bg.shifted(clock_s), full) for r, (bg, full) in fabric.backgrounds.items()}
     capacity, changes = capacity_schedule(list(fabric.capacities()), faults, backgrounds, initial)
-    engine = FluidEngine(env, np.asarray(capacity), record)
+    engine = FluidEngine(env, np.asarray(capacity), record, fabric.greedy)
     ready = np.full(count, np.nan)
     free = np.full(count, np.nan)
     arrive = np.full(count, np.nan)

@@ -10,6 +10,8 @@ Background traffic (network/background.py): a constant share is a lower link cap
 every path (DES, fast, linear forms) carries exactly. A share that changes in time is timed on
 the network frozen at the exchange's start (fast paths allowed) and kept only if no share changes
 before the exchange ends; otherwise the fast paths defer to the DES, which applies each change.
+Greedy background flows (a share that depends on how many training flows cross a link) are
+carried by the DES alone: every method but "fast" takes it.
 
 Transforms (`transform_at`): "pluggable" turns each worker's dense delta into band values in
 its own pluggable: inline on the way out for ring_allgather (first hop only; forwarded chunks are
@@ -323,6 +325,13 @@ def simulate_exchange(
     start = _start_times(start_s, network.workers)
     resource_faults = resolve_faults(fabric, faults)
     weights = transform_weights(network, exchange)
+    if fabric.greedy:  # rates depend on how many training flows share each link: the DES
+        if method == "fast":
+            raise TransitsimError(
+                "method 'fast' would not be exact here: a link carries greedy background "
+                "flows; use 'des'"
+            )
+        return _des(fabric, exchange, weights, start, resource_faults, record_utilisation, clock_s)
     if fabric.backgrounds:
         begin_s = clock_s + float(start.min())
         if method != "des":
@@ -401,7 +410,7 @@ def linear_exchange(network: NetworkSpec, exchange: Exchange) -> Linear | None:
         validate_exchange(network, exchange)
         weights = transform_weights(network, exchange)
         form = None
-        if fabric.backgrounds:  # capacities that change in time: no one linear form
+        if fabric.backgrounds or fabric.greedy:  # capacities or shares that vary: no linear form
             _LINEAR[key] = None
             return None
         if exchange.algo in ("ring_allreduce", "ring_allgather"):
@@ -421,7 +430,12 @@ def steps_form(network: NetworkSpec, exchange: Exchange) -> Linear | HierForm | 
     """What times many steps of this exchange at once: its linear form, or hierarchical's
     stage-vectorised form (linear_hier); None: simulate step by step."""
     form = linear_exchange(network, exchange)
-    if form is None and exchange.algo == "hierarchical" and not background_varies(network):
+    if (
+        form is None
+        and exchange.algo == "hierarchical"
+        and not background_varies(network)
+        and not fabric_for(network).greedy
+    ):
         fabric = fabric_for(network)
         weights = transform_weights(network, exchange)
         key = (repr(network), exchange, "hier")

@@ -96,6 +96,8 @@ class Fabric:
         self.edge_links: dict[tuple[str, str], list[Link]] = {}
         # resources whose background share changes in time: (series, full payload rate)
         self.backgrounds: dict[int, tuple[Background, float]] = {}
+        # resources with greedy background flows: how many (they share max-min, DES only)
+        self.greedy: dict[int, int] = {}
         self.hosts = [host_name(w) for w in range(network.workers)]
         self.switch_names = sorted(
             n for n, d in self.graph.nodes(data=True) if d["kind"] == "switch"
@@ -110,6 +112,8 @@ class Fabric:
                 links.append(link)
                 if spec.background is not None and spec.background.varies:
                     self.backgrounds[link.resource.index] = (spec.background, spec.payload_bps)
+                if spec.background is not None and spec.background.greedy_flows:
+                    self.greedy[link.resource.index] = spec.background.greedy_flows
             self.edge_links[(u, v)] = links
         self.pluggables = [self._pluggable(h) for h in self.hosts]
         self.switches = {name: self._switch(name) for name in self.switch_names}

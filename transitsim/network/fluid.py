@@ -147,9 +147,18 @@ class Flow:
 class FluidEngine:
     """Flows over shared resources with max-min fair rates, recomputed at every change."""
 
-    def __init__(self, env: ExactEnvironment, capacities_bps: np.ndarray, record: bool = False):
+    def __init__(
+        self,
+        env: ExactEnvironment,
+        capacities_bps: np.ndarray,
+        record: bool = False,
+        greedy: dict[int, int] | None = None,
+    ):
         self.env = env
         self.capacity = [float(c) for c in capacities_bps]
+        # per resource: greedy background flows that always have data and take their max-min
+        # share beside the training flows (never finish, carry no training bytes)
+        self.greedy = dict(greedy or {})
         count = len(self.capacity)
         # insertion-ordered (dicts, not sets of id-hashed flows): ties in the sharing, and so the
         # binding resource each flow reports, come out the same on every run
@@ -220,7 +229,13 @@ class FluidEngine:
         return list(flows), resources
 
     def _fill(self, flows: list[Flow]) -> tuple[list[float], list[int]]:
-        return fair_shares(self.capacity, [(f.resources, f.weights) for f in flows])
+        shared = [(f.resources, f.weights) for f in flows]
+        if self.greedy:
+            used = dict.fromkeys(r for f in flows for r in f.resources if r in self.greedy)
+            for r in used:
+                shared += [((r,), (1.0,))] * self.greedy[r]
+        rates, binding = fair_shares(self.capacity, shared)
+        return rates[: len(flows)], binding[: len(flows)]
 
     def _share(self, seeds: Iterable[int]) -> None:
         now = self.env.now

@@ -4,10 +4,23 @@ import copy
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, PrivateAttr, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    Discriminator,
+    Field,
+    PrivateAttr,
+    Tag,
+    field_validator,
+    model_validator,
+)
 
 from transitsim.errors import TransitsimError
-from transitsim.network.background import Background, check_share, read_background_csv
+from transitsim.network.background import (
+    MAX_GREEDY_FLOWS,
+    Background,
+    check_share,
+    read_background_csv,
+)
 from transitsim.network.spec import COLLECTIVE_ALGOS, TOPOLOGIES, LinkSpec, TransformSpec
 from transitsim.network_presets import preset_dict, preset_names
 from transitsim.scenario.quantities import Duration, Frequency, Length, Rate, Size, _Strict
@@ -21,12 +34,55 @@ MAX_DATACENTRES = 64  # a full mesh of WAN links: 2,016 cables
 MAX_WAN_LINKS = 64
 
 
-class BackgroundCsvModel(_Strict):
-    """Background traffic as a piecewise-constant series read from a CSV (network/background.py):
-    a time_s column (seconds on the replay clock, increasing) and one of background_share,
-    available_share or available_rate (with units, e.g. "5 Gb/s")."""
+class BackgroundModel(_Strict):
+    """Background traffic (network/background.py): a reserved share, constant (`share`) or a
+    piecewise-constant series from a CSV (`csv`: a time_s column, seconds on the replay clock,
+    increasing, and one of background_share, available_share or available_rate with units), and
+    `greedy_flows` competing flows that share the rest max-min with the training flows."""
 
-    csv: str = Field(min_length=1, description="the CSV file, relative to the scenario file")
+    csv: str | None = Field(
+        None, min_length=1, description="the CSV file, relative to the scenario file"
+    )
+    share: float | None = Field(None, description="a constant reserved share, in [0, 1)")
+    greedy_flows: int = Field(
+        0,
+        ge=0,
+        le=MAX_GREEDY_FLOWS,
+        description="competing flows that always have data: with N training flows on the link "
+        "each gets 1/(N + greedy_flows) of it (simulated by the DES only)",
+    )
+
+    @field_validator("share", mode="before")
+    @classmethod
+    def _share(cls, value: Any) -> Any:
+        return _checked_share(value)
+
+    @model_validator(mode="after")
+    def _one_series(self) -> "BackgroundModel":
+        if self.csv is not None and self.share is not None:
+            raise ValueError("give csv or share, not both")
+        return self
+
+    def to_background(self, rate_bps: float, base_dir: Path | None) -> Background | None:
+        if self.csv is not None:
+            path = Path(self.csv)
+            if not path.is_absolute():
+                path = (base_dir or Path.cwd()) / path
+            series = read_background_csv(path, rate_bps)
+        else:
+            series = Background.constant(self.share or 0.0)
+        if not self.greedy_flows and not any(series.shares):
+            return None
+        return Background(series.times_s, series.shares, self.greedy_flows)
+
+
+def _checked_share(value: Any) -> Any:
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        try:
+            return check_share(value, "background share")
+        except TransitsimError as exc:
+            raise ValueError(str(exc)) from None
+    return value
 
 
 class LinkModel(_Strict):
@@ -43,31 +99,31 @@ class LinkModel(_Strict):
         description="payload share of the rate after framing and protocol headers "
         "(TCP/IPv4/Ethernet at MTU 1500: 0.956)",
     )
-    background: float | BackgroundCsvModel | None = Field(
+    background: (
+        Annotated[
+            Annotated[float, Tag("number")] | Annotated[BackgroundModel, Tag("mapping")],
+            Discriminator(
+                lambda value: "mapping" if isinstance(value, dict | BaseModel) else "number"
+            ),
+        ]
+        | None
+    ) = Field(
         None,
         description="other traffic on the link: the share of its payload capacity it holds, "
-        "in [0, 1) (a reserved share: training flows share the rest max-min), or {csv: FILE} "
-        "for a series over time",
+        "in [0, 1) (a reserved share: training flows share the rest max-min), or "
+        "{csv: FILE} for a series over time, or {greedy_flows: K} for competing flows",
     )
 
     @field_validator("background", mode="before")
     @classmethod
     def _share(cls, value: Any) -> Any:
-        if isinstance(value, int | float) and not isinstance(value, bool):
-            try:
-                return check_share(value, "background share")
-            except TransitsimError as exc:
-                raise ValueError(str(exc)) from None
-        return value
+        return _checked_share(value)
 
     def to_spec(self, base_dir: Path | None = None) -> LinkSpec:
         """The simulator's LinkSpec; a background CSV is read here (relative to base_dir)."""
         background = None
-        if isinstance(self.background, BackgroundCsvModel):
-            path = Path(self.background.csv)
-            if not path.is_absolute():
-                path = (base_dir or Path.cwd()) / path
-            background = read_background_csv(path, self.rate)
+        if isinstance(self.background, BackgroundModel):
+            background = self.background.to_background(self.rate, base_dir)
         elif self.background is not None and self.background > 0:
             background = Background.constant(self.background)
         return LinkSpec(
