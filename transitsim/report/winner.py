@@ -79,7 +79,9 @@ def _one_two_five(values: pd.Series) -> list[float]:
 
 
 def _grid_shape(count: int) -> tuple[int, int]:
-    cols = min(count, 3)
+    """Rows and columns of panels: four (two targets, overlap off and on) fit one row, so the
+    chart stays on the report's first screen; more wrap at three a row."""
+    cols = count if count <= 4 else 3
     return math.ceil(count / cols), cols
 
 
