@@ -9,41 +9,27 @@ the speed-up of the fast path over the naive loop at each N.
 """
 
 import argparse
-import time
 
 import numpy as np
+from common import DENSE, timed, two_datacentres
 
-from transitsim.network import Exchange, LinkSpec, NetworkSpec, SwitchSpec, simulate_exchange
+from transitsim.network import Exchange, NetworkSpec, simulate_exchange
 
-PAYLOAD_BYTES = 31_666_944  # the dense BF16 delta of the worked 15.8 M parameter model
-
-
-def two_datacentres(workers: int) -> NetworkSpec:
-    return NetworkSpec(
-        f"2dc-{workers}",
-        "datacentres",
-        workers,
-        LinkSpec(200e9, length_m=3),
-        switch=SwitchSpec(forwarding_latency_s=500e-9),
-        datacentres=2,
-        wan_link=LinkSpec(100e9, length_m=1e6),
-    )
+WAN_BPS = 100e9
 
 
-def timed(network: NetworkSpec, start_s: np.ndarray, method: str):
-    began = time.perf_counter()
-    result = simulate_exchange(
-        network, Exchange("ring_allreduce", PAYLOAD_BYTES), start_s=start_s, method=method
-    )
-    return result, time.perf_counter() - began
+def step(network: NetworkSpec, start_s: np.ndarray, method: str):
+    """One ring all-reduce of the dense delta, and its wall seconds."""
+    exchange = Exchange("ring_allreduce", DENSE)
+    return timed(lambda: simulate_exchange(network, exchange, start_s=start_s, method=method))
 
 
 def compare(workers: int, repeats: int) -> None:
-    network = two_datacentres(workers)
+    network = two_datacentres(workers, WAN_BPS)
     start_s = np.random.default_rng(0).exponential(20e-6, workers)  # stragglers
-    fast, cold_wall = timed(network, start_s, "fast")  # includes building the network once
-    fast_wall = min(timed(network, start_s, "fast")[1] for _ in range(max(repeats - 1, 1)))
-    naive, naive_wall = timed(network, start_s, "des")
+    fast, cold_wall = step(network, start_s, "fast")  # includes building the network once
+    fast_wall = min(step(network, start_s, "fast")[1] for _ in range(max(repeats - 1, 1)))
+    naive, naive_wall = step(network, start_s, "des")
     same = np.array_equal(fast.finish_s, naive.finish_s)
     transfers = 2 * (workers - 1) * workers
     print(f"N = {workers}: {transfers:,} transfers, simulated step {fast.time_s * 1e3:.6f} ms")
@@ -71,9 +57,9 @@ def main() -> None:
     for workers in (256,) if args.quick else (256, 1024):
         compare(workers, args.repeats)
     if args.quick:
-        network = two_datacentres(1024)
+        network = two_datacentres(1024, WAN_BPS)
         start_s = np.random.default_rng(0).exponential(20e-6, 1024)
-        result, wall = timed(network, start_s, "fast")
+        result, wall = step(network, start_s, "fast")
         print(f"N = 1024 fast only: {wall:.3f} s wall, {result.events:,} events")
 
 

@@ -17,71 +17,21 @@ all-reduce 31,666,944 B; B top-k values+positions all-gather 3,957,960 B; C low 
 
 import argparse
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from common import first_steps, one_switch, synthetic_trace, timed
 
-from transitsim.network import LinkSpec, NetworkSpec, SwitchSpec
 from transitsim.replay import replay
-from transitsim.trace import Trace, read_trace, write_trace
 
 WORKERS = 8
-N_PARAMS = 15_833_472
 RUNS = (
     ("A", 31_666_944, "all_reduce"),
     ("B", 3_957_960, "all_gather"),
     ("C", 1_979_184, "all_gather"),
 )
-NETWORK = NetworkSpec(
-    name="8x200g-switch",
-    topology="switch",
-    workers=WORKERS,
-    host_link=LinkSpec(rate_bps=200e9, length_m=3.0),
-    switch=SwitchSpec(forwarding_latency_s=500e-9),
-)
-
-
-def synthetic_trace(folder: Path, variant: str, payload_bytes: int, collective: str, steps: int):
-    """A trainer-style trace: one row per step, loss falling, evaluated every 100 steps."""
-    step = np.arange(1, steps + 1)
-    loss = 3.0 + 2.0 * np.exp(-step / 800.0)
-    frame = pd.DataFrame(
-        {
-            "step": step,
-            "train_loss": loss,
-            "val_loss": np.where(step % 100 == 0, loss + 0.02, np.nan),
-            "lr": 1e-3,
-            "payload_bytes": payload_bytes,
-            "collective": collective,
-            "reducible": variant != "B",
-            "compute_s": 0.030,
-            "compress_s": 0.0 if variant == "A" else 0.004,
-        }
-    )
-    meta = {
-        "name": f"{variant}-bench-s0",
-        "variant": variant,
-        "seed": 0,
-        "workers": WORKERS,
-        "n_params": N_PARAMS,
-        "dense_bytes_per_step": 2 * N_PARAMS,
-        "rows": "every_step",
-        "origin": "trainer",
-        "status": "complete",
-    }
-    return read_trace(write_trace(folder / f"{meta['name']}.parquet", frame, meta))
-
-
-def first_steps(trace: Trace, count: int) -> Trace:
-    return Trace(meta=trace.meta, steps=trace.steps.iloc[:count].reset_index(drop=True))
-
-
-def timed(function):
-    begin = time.perf_counter()
-    result = function()
-    return result, time.perf_counter() - begin
+NETWORK = one_switch(WORKERS, name="8x200g-switch")
 
 
 def simulated_events(detail: pd.DataFrame) -> int:
@@ -106,7 +56,9 @@ def main() -> None:
     print(header)
     with tempfile.TemporaryDirectory() as folder:
         for variant, payload, collective in RUNS:
-            trace = synthetic_trace(Path(folder), variant, payload, collective, args.steps)
+            trace = synthetic_trace(
+                Path(folder), variant, payload, collective, args.steps, variant != "B"
+            )
             fast, fast_s = timed(lambda trace=trace: replay(trace, NETWORK))
             short = first_steps(trace, naive_steps)
             naive, naive_s = timed(
