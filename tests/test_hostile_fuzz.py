@@ -16,6 +16,7 @@ import contextlib
 import io
 import json
 import math
+import os
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -48,8 +49,10 @@ BASE_TRACES = [
 ROWS = 12  # the first rows of each recorded run: a valid trace that replays in a blink
 NETWORK = "8x200g-switch"
 SCENARIO = f"traces: [traces/]\nnetworks: [{NETWORK}]\ntargets: [3.5]\n"
+REPLAY = ["replay", "-n", NETWORK, "--overlap", "buckets"]  # reads the backward profile too
 FUZZ = settings(
-    max_examples=40,
+    # 40 a test keeps the suite quick; TRANSITSIM_FUZZ_EXAMPLES=500 for a longer hunt
+    max_examples=int(os.environ.get("TRANSITSIM_FUZZ_EXAMPLES", "40")),
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
     database=None,  # every run draws afresh; a failure prints its example to reproduce it
@@ -139,7 +142,7 @@ READ_META = [
     ("variant_params", "select_every"),
     ("model", "block"),
     ("hardware", "device"),
-    *(("config", key) for key in ("dataset", "block", "steps", "batch")),
+    *(("config", key) for key in ("dataset", "block", "steps", "batch", "n_layer", "workers")),
     ("backward_profile", "tensors"),
     ("backward_profile", "backward_share"),
     ("notes", 0),
@@ -318,7 +321,7 @@ def check_every_reader(kind: str, data: bytes) -> None:
             "ladder": ["ladder", str(trace.parent), "-t", "3.5", "-q"],
             "findings": ["findings", str(trace.parent), "-q"],
             "validate": ["validate", str(folder / "s.yaml")],
-            "replay": ["replay", str(trace), "-n", NETWORK, "-t", "3.5", "-q", "-o", str(out)],
+            "replay": [*REPLAY, str(trace), "-t", "3.5", "-q", "-o", str(out)],
         }
         codes = {}
         for name, argv in commands.items():

@@ -379,6 +379,17 @@ BAD_METADATA = [
     ("lr as text", lambda m: m["variant_params"].update(lr="fast"), "finite number"),
     ("warmup as text", lambda m: m.setdefault("config", {}).update(warmup="x"), "warmup"),
     ("nested 100,000 deep", lambda m: b"[" * 100_000, "not valid JSON"),
+    ("config block a list", lambda m: m.setdefault("config", {}).update(block=[1]), "config.block"),
+    (
+        "backward profile of a number",
+        lambda m: m.update(backward_profile={"tensors": 5, "backward_share": 0.5}),
+        "malformed backward_profile",
+    ),
+    (
+        "backward profile without its share",
+        lambda m: m.update(backward_profile={"tensors": [{"numel": 10, "ready": 0.5}]}),
+        "backward_profile",
+    ),
 ]
 
 
@@ -397,6 +408,7 @@ def test_metadata_of_the_wrong_kind_is_refused_by_every_reader(
     one_line_exit_2(["findings", str(bad.parent)], capsys, message)
     replay = ["replay", str(bad), "--network", "8x200g-switch", "-o", str(tmp_path / "out")]
     one_line_exit_2(replay, capsys, message)
+    one_line_exit_2([*replay, "--overlap", "buckets"], capsys, message)  # was exit 1, 2 lines
     assert not (tmp_path / "out").exists()
 
 
@@ -408,3 +420,35 @@ def test_findings_on_runs_of_one_kind_only(tmp_path: Path, capsys, variant: str)
     code, stdout, stderr = run_cli(["findings", str(tmp_path / "traces")], capsys)
     assert code == 0, stderr
     assert "not recorded" in stdout
+
+
+def test_network_files_and_set_values_are_bounded_like_scenarios(
+    work: Path, tmp_path: Path, capsys
+) -> None:
+    """replay's --network FILE and --set values were read with plain yaml.safe_load: an alias
+    bomb hung them, and `validate /dev/zero` read forever."""
+    lines = ["a0: &a0 [1, 2, 3, 4, 5, 6, 7, 8, 9]"]
+    lines += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]" for i in range(1, 9)]
+    bomb = tmp_path / "net.yaml"
+    bomb.write_text("preset: 8x200g-switch\ndescription:\n  " + "\n  ".join(lines) + "\n")
+    trace = str(work / "traces" / "tiny-adamw-s0.parquet")
+    replay = ["replay", trace, "--targets", "3.5"]
+    one_line_exit_2([*replay, "--network", str(bomb)], capsys, "alias bomb", seconds=20)
+    anchors = ["&a0 [1, 1, 1, 1, 1, 1, 1, 1, 1]"]
+    anchors += [f"&a{i} [{', '.join([f'*a{i - 1}'] * 9)}]" for i in range(1, 9)]
+    value = f"description=[{', '.join(anchors)}]"
+    one_line_exit_2(
+        [*replay, "--network", "8x200g-switch", "--set", value], capsys, "alias bomb", seconds=20
+    )
+    duplicate = tmp_path / "dup.yaml"
+    duplicate.write_text("preset: 8x200g-switch\nname: a\nname: b\n")
+    one_line_exit_2([*replay, "--network", str(duplicate)], capsys, "duplicate key")
+    one_line_exit_2(["validate", "/dev/zero"], capsys, "too large", seconds=20)
+
+
+def test_a_target_named_twice_is_one_row(work: Path, capsys) -> None:
+    trace = str(work / "traces" / "tiny-adamw-s0.parquet")
+    argv = ["replay", trace, "--network", "8x200g-switch", "--json"]
+    code, stdout, stderr = run_cli([*argv, "--targets", "3.5,3.5"], capsys)
+    assert code == 0, stderr
+    assert [row["target"] for row in json.loads(stdout)] == [3.5]

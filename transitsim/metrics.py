@@ -219,7 +219,7 @@ def parse_targets(spec: str, traces: list[Trace]) -> list[float]:
                 f"bad loss target {item!r}: expected a number like 3.158 or final:CONFIG"
             )
         targets.append(check_target(value))
-    return targets
+    return list(dict.fromkeys(targets))  # a target named twice is one question, one row each
 
 
 def check_target(value: object) -> float:

@@ -18,7 +18,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from transitsim.atomic import atomic_path
-from transitsim.errors import TraceError
+from transitsim.errors import TraceError, TransitsimError
+from transitsim.overlap.profile import backward_profile
 
 FORMAT_NAME = "transitsim.trace"
 FORMAT_VERSION = 1
@@ -93,6 +94,7 @@ META_COUNTS = ("batch", "context", "steps_planned")
 PARAM_TEXT = ("band", "chunk_mode", "feedback", "selection")
 PARAM_COUNTS = ("chunk", "planes", "fs_every", "select_every", "warmup")
 PARAM_NUMBERS = ("enob", "keep", "lr", "kappa")
+SCALE_COUNTS = ("n_layer", "n_embd", "n_head", "block", "steps", "workers", "batch", "warmup")
 
 MAX_NAME_BYTES = 160  # run names become file names: <name>.parquet, .<name>.parquet.<tmp>.tmp
 MAX_STEP_BYTES = 2**50  # a PiB per worker per step: beyond it, a corrupt number, not a run
@@ -258,9 +260,16 @@ def _validate_optional_meta(meta: dict[str, Any], where: str) -> None:
         if value is not None and not _is_count(value, 2**62):
             raise TraceError(f"{where}: metadata {key!r} must be a whole number, got {value!r:.60}")
     _validate_params(meta.get("variant_params") or {}, where)
-    config = meta.get("config") or {}
-    if config.get("warmup") is not None and not _is_count(config["warmup"], 2**62):
-        raise TraceError(f"{where}: metadata 'config.warmup' must be a whole number of steps")
+    try:  # checked on reading, so that a broken profile is bad input, not a failed job
+        backward_profile(meta)
+    except TransitsimError as exc:
+        raise TraceError(f"{where}: {exc}") from None
+    for section in ("config", "model"):  # the run's scale: compared, grouped, shown
+        for key, value in (meta.get(section) or {}).items():
+            if key in SCALE_COUNTS and value is not None and not _is_count(value, 2**62):
+                raise TraceError(
+                    f"{where}: metadata '{section}.{key}' must be a whole number, got {value!r:.60}"
+                )
 
 
 def _param_problem(name: str, value: Any) -> str | None:

@@ -35,6 +35,12 @@ from transitsim.run import (
     write_outputs,
 )
 from transitsim.scenario import network_from_dict
+from transitsim.scenario.yaml_source import (
+    KeyPathIssue,
+    check_expanded_size,
+    format_path,
+    read_yaml,
+)
 from transitsim.tables import QUIET_HELP, emit_table, output_format
 from transitsim.trace import find_traces
 from transitsim.units import parse_bytes
@@ -60,11 +66,15 @@ def _parse_set(item: str) -> tuple[str, Any]:
     key = key.strip()
     if not sep or not key or any(not part for part in key.split(".")):
         raise TransitsimError(f'--set {item!r}: expected KEY=VALUE, e.g. host_link.rate="100 Gb/s"')
+    if not text.strip():
+        return key, ""
     try:
-        value = yaml.safe_load(text) if text.strip() else ""
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.YAMLError:
-        value = text
-    return key, value
+        return key, text  # not YAML: the text as written
+    if node is not None:
+        check_expanded_size(node, f"--set {key}")  # an alias bomb would hang what reads it
+    return key, yaml.safe_load(text)
 
 
 def _as_text(value: Any) -> str:
@@ -91,11 +101,11 @@ def network_description(network: str, settings: list[str]) -> dict[str, Any]:
         raw: Any = {"preset": network}
         name = network
     elif path.is_file():
-        try:
-            raw = yaml.safe_load(path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-            first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-            raise TransitsimError(f"{path}: cannot read the network: {first}") from None
+        try:  # bounded as a scenario is: size, alias expansion, keys as text and once each
+            _, raw = read_yaml(path, what="network")
+        except KeyPathIssue as issue:
+            key = format_path(issue.path)
+            raise TransitsimError(f"{path}: {key + ': ' if key else ''}{issue.message}") from None
         raw = {"preset": raw} if isinstance(raw, str) else raw
         if not isinstance(raw, dict):
             raise TransitsimError(f"{path}: a network is a mapping of keys (or a preset name)")

@@ -49,11 +49,13 @@ def backward_profile(meta: dict[str, Any]) -> BackwardProfile:
     name = meta.get("name", "?")
     try:
         tensors = raw["tensors"]
-        numel = tuple(int(t["numel"]) for t in tensors)
+        numel = tuple(t["numel"] for t in tensors)
         ready = tuple(float(t["ready"]) for t in tensors)
         share = float(raw["backward_share"])
     except (KeyError, TypeError, ValueError) as exc:
         raise TransitsimError(f"trace {name!r}: malformed {PROFILE_KEY} ({exc})") from None
+    if not all(isinstance(n, int) and not isinstance(n, bool) and n <= 2**53 for n in numel):
+        raise TransitsimError(f"trace {name!r}: {PROFILE_KEY} numel must be whole numbers")
     if not numel or any(n <= 0 for n in numel):
         raise TransitsimError(f"trace {name!r}: {PROFILE_KEY} needs tensors with numel > 0")
     if not all(math.isfinite(r) and 0.0 <= r <= 1.0 for r in ready):

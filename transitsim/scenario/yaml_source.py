@@ -38,24 +38,31 @@ class KeyPathIssue(Exception):
 # YAML with line numbers
 
 
-def read_yaml(path: Path) -> tuple[yaml.Node | None, Any]:
+def read_yaml(path: Path, what: str = "scenario") -> tuple[yaml.Node | None, Any]:
     """The YAML's node tree (for line numbers) and its data.
 
-    Bounded before anything is built: the file's size, and the size the document would have
-    with every alias expanded (nine levels of nine aliases are 387 million nodes), so no file
-    can hang the loader. Keys are checked (`check_keys`, which raises KeyPathIssue) on the tree
-    as written, before merge keys (<<) are flattened into it."""
+    Bounded before anything is built: the bytes read (at most MAX_YAML_BYTES + 1, so a device
+    or pipe that never ends cannot hang it either), and the size the document would have with
+    every alias expanded (nine levels of nine aliases are 387 million nodes), so no file can
+    hang the loader. Keys are checked (`check_keys`, which raises KeyPathIssue) on the tree as
+    written, before merge keys (<<) are flattened into it. `what` names the file in errors."""
     try:
         size = path.stat().st_size if path.is_file() else 0
         if size > MAX_YAML_BYTES:
             raise TransitsimError(
-                f"{path}: {size:,} bytes is too large for a scenario (at most {MAX_YAML_BYTES:,})"
+                f"{path}: {size:,} bytes is too large for a {what} (at most {MAX_YAML_BYTES:,})"
             )
-        text = path.read_text(encoding="utf-8")
+        with path.open("rb") as handle:
+            raw = handle.read(MAX_YAML_BYTES + 1)
+        if len(raw) > MAX_YAML_BYTES:
+            raise TransitsimError(
+                f"{path}: more than {MAX_YAML_BYTES:,} bytes is too large for a {what}"
+            )
+        text = raw.decode("utf-8")
     except FileNotFoundError:
-        raise TransitsimError(f"{path}: no such scenario file") from None
+        raise TransitsimError(f"{path}: no such {what} file") from None
     except IsADirectoryError:
-        raise TransitsimError(f"{path}: is a folder, not a scenario file") from None
+        raise TransitsimError(f"{path}: is a folder, not a {what} file") from None
     except UnicodeDecodeError:
         raise TransitsimError(f"{path}: not a UTF-8 text file") from None
     except OSError as exc:
@@ -65,7 +72,7 @@ def read_yaml(path: Path) -> tuple[yaml.Node | None, Any]:
         loader = yaml.SafeLoader(text)
         node = loader.get_single_node()
         if node is not None:
-            _check_expanded_size(node, path)
+            check_expanded_size(node, path)
             check_keys(node)
         data = loader.construct_document(node) if node is not None else None
     except yaml.MarkedYAMLError as exc:
@@ -82,7 +89,7 @@ def read_yaml(path: Path) -> tuple[yaml.Node | None, Any]:
     return node, data
 
 
-def _check_expanded_size(root: yaml.Node, path: Path) -> None:
+def check_expanded_size(root: yaml.Node, path: Path | str) -> None:
     """Raise when the document, aliases expanded, exceeds MAX_YAML_NODES or refers to itself.
 
     Aliases share node objects, so sizes are summed once per node (linear in the file)."""
