@@ -196,3 +196,23 @@ def test_a_failing_writer_leaves_the_old_folder_and_no_staging(tmp_path: Path) -
         )
     assert _outputs(out) == ["summary.csv"] and (out / "summary.csv").read_text() == "old\n"
     assert [p.name for p in tmp_path.iterdir()] == ["out"]
+
+
+def test_sigterm_while_writing_leaves_no_temporary_files(tmp_path: Path) -> None:
+    """SIGTERM (or SIGHUP) while a folder is staged or a file is written: the old outputs
+    stay and nothing hidden is left beside them (it stayed until the next run)."""
+    from transitsim.atomic import atomic_path
+
+    def terminated(path: Path) -> None:
+        path.write_text("half", encoding="utf-8")
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    out = tmp_path / "out"
+    outfolder.write_folder(out, {"summary.csv": lambda p: p.write_text("old")}, ["summary.csv"])
+    with pytest.raises(KeyboardInterrupt):
+        outfolder.write_folder(out, {"summary.csv": terminated}, ["summary.csv"])
+    assert (out / "summary.csv").read_text() == "old"
+    with pytest.raises(KeyboardInterrupt), atomic_path(tmp_path / "one.csv") as tmp:
+        terminated(tmp)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # handlers put back

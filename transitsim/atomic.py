@@ -8,8 +8,10 @@ instead of a traceback after minutes of simulation.
 
 import contextlib
 import os
+import signal
 import stat
 import tempfile
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -92,14 +94,15 @@ def atomic_path(path: Path | str, *, shared: bool = True) -> Iterator[Path]:
     except OSError as exc:
         raise TransitsimError(f"cannot write {path} ({_reason(exc)})") from None
     os.close(fd)
-    try:
-        yield Path(tmp)
-        if shared:
-            os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with signals_raise():
+        try:
+            yield Path(tmp)
+            if shared:
+                os.chmod(tmp, 0o644)
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
 
 
 def write_text_atomic(path: Path | str, text: str) -> Path:
@@ -108,3 +111,22 @@ def write_text_atomic(path: Path | str, text: str) -> Path:
     with atomic_path(path) as tmp:
         tmp.write_text(text, encoding="utf-8")
     return path
+
+
+@contextlib.contextmanager
+def signals_raise() -> Iterator[None]:
+    """SIGTERM and SIGHUP raise KeyboardInterrupt inside the block, so temporary files and
+    staging folders are removed on the way out; only SIGKILL leaves one behind."""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # handlers can only be set in the main thread
+        return
+
+    def handler(signum: int, _frame: object) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    previous = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for number, old in previous.items():
+            signal.signal(number, old)

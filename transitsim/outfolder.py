@@ -21,7 +21,7 @@ import tempfile
 from collections.abc import Callable, Collection, Iterator
 from pathlib import Path
 
-from transitsim.atomic import check_writable_file, check_writable_folder
+from transitsim.atomic import check_writable_file, check_writable_folder, signals_raise
 from transitsim.errors import TransitsimError
 
 _RENAME_EXCHANGE = 2  # linux/fs.h
@@ -159,24 +159,25 @@ def write_folder(
         target.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise TransitsimError(f"cannot make {out_dir.parent} ({exc.strerror})") from None
-    with _parent_locked(target):
-        remove_stale_staging(out_dir)
-        staging = Path(
-            tempfile.mkdtemp(prefix=_staging_prefix(target), suffix=".tmp", dir=target.parent)
-        )
-        fd = os.open(staging, os.O_RDONLY | os.O_DIRECTORY)
-        fcntl.flock(fd, fcntl.LOCK_EX)  # before the parent's lock is let go: never "stale"
-    try:
-        for name, writer in writers.items():
-            check_writable_file(staging / name)
-            writer(staging / name)
-        os.chmod(staging, 0o755)  # mkdtemp makes it private; results are shared
-        with _parent_locked(target):  # one publisher at a time in this parent folder
-            check_output_folder(out_dir, owned)
-            _publish(staging, target)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
-    finally:
-        os.close(fd)  # also lets go of the staging lock
+    with signals_raise():
+        with _parent_locked(target):
+            remove_stale_staging(out_dir)
+            staging = Path(
+                tempfile.mkdtemp(prefix=_staging_prefix(target), suffix=".tmp", dir=target.parent)
+            )
+            fd = os.open(staging, os.O_RDONLY | os.O_DIRECTORY)
+            fcntl.flock(fd, fcntl.LOCK_EX)  # before the parent's lock is let go: never "stale"
+        try:
+            for name, writer in writers.items():
+                check_writable_file(staging / name)
+                writer(staging / name)
+            os.chmod(staging, 0o755)  # mkdtemp makes it private; results are shared
+            with _parent_locked(target):  # one publisher at a time in this parent folder
+                check_output_folder(out_dir, owned)
+                _publish(staging, target)
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
+        finally:
+            os.close(fd)  # also lets go of the staging lock
     return [out_dir / name for name in writers]
