@@ -117,6 +117,11 @@ BAD_LOGS = [
     ("hardware as a list", lambda r: r[0].update(hardware=["torch"]), "'hardware'"),
     ("int64 payload text", lambda r: r[0].update(payload_bytes_int64_per_step="x"), "byte count"),
     ("huge model", lambda r: r[0].update(n_params=10**20), "too large"),
+    (
+        "line break in a key",  # found by test_hostile_fuzz: the error was two lines
+        lambda r: r[1]["energy"]["delta"]["all"].update({"x\r\ny\u2028": "bad"}),
+        "x\\r\\ny\\u2028 bad",
+    ),
 ]
 
 
@@ -452,3 +457,9 @@ def test_a_target_named_twice_is_one_row(work: Path, capsys) -> None:
     code, stdout, stderr = run_cli([*argv, "--targets", "3.5,3.5"], capsys)
     assert code == 0, stderr
     assert [row["target"] for row in json.loads(stdout)] == [3.5]
+
+
+def test_a_scenario_key_with_a_line_break_is_one_line(work: Path, capsys) -> None:
+    path = _write(work, "newline.yaml", BASE + '"a\\nb": 1\n')
+    one_line_exit_2(["validate", path], capsys, "a\\nb")
+    one_line_exit_2(["run", path, "--serial"], capsys, "a\\nb")

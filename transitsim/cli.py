@@ -12,7 +12,7 @@ import sys
 import typer
 
 from transitsim import __version__
-from transitsim.errors import TransitsimError
+from transitsim.errors import TransitsimError, one_line
 
 # command name -> the module in transitsim/commands/ whose register(app) adds it (help order)
 COMMANDS = {
@@ -74,7 +74,7 @@ def main(argv: list[str] | None = None) -> None:
     try:
         result = build_app(argv)(args=argv, standalone_mode=False)
     except TransitsimError as exc:
-        print(f"transitsim: error: {exc}", file=sys.stderr)
+        print(f"transitsim: error: {one_line(exc)}", file=sys.stderr)
         sys.exit(2)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
@@ -85,7 +85,7 @@ def main(argv: list[str] | None = None) -> None:
         if type(exc).__name__ == "NoArgsIsHelpError":
             print(exc.format_message())
             sys.exit(0)
-        print(f"transitsim: error: {exc.format_message()}", file=sys.stderr)
+        print(f"transitsim: error: {one_line(exc.format_message())}", file=sys.stderr)
         sys.exit(2)
     except KeyboardInterrupt:
         print("transitsim: interrupted", file=sys.stderr)

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import typer
 
+from transitsim.errors import one_line
 from transitsim.overlap_verdict import overlap_verdicts
 from transitsim.run import JobsFailed, RunResult, default_output_dir, is_number, run_scenario
 from transitsim.scenario import load_scenario
@@ -143,7 +144,7 @@ def print_overlap(result: RunResult, baseline: str | None, fmt: str = "table") -
 def report_problems(result: RunResult, quiet: bool = False) -> None:
     """Failed jobs (one line each) and, unless quiet, the run's caveats, on stderr."""
     for failure in result.failures:
-        print(f"transitsim: job failed: {failure.describe_failure()}", file=sys.stderr)
+        print(f"transitsim: job failed: {one_line(failure.describe_failure())}", file=sys.stderr)
     if quiet:
         return
     for note in result.notes[:MAX_NOTES]:
@@ -155,7 +156,7 @@ def report_problems(result: RunResult, quiet: bool = False) -> None:
 def report_all_failed(exc: JobsFailed) -> int:
     """Nothing to summarise: every job's reason, and exit code 1 (the work failed)."""
     for failure in exc.failures:
-        print(f"transitsim: job failed: {failure.describe_failure()}", file=sys.stderr)
+        print(f"transitsim: job failed: {one_line(failure.describe_failure())}", file=sys.stderr)
     print("transitsim: every job failed; nothing written", file=sys.stderr)
     return 1
 

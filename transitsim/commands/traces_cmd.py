@@ -7,6 +7,7 @@ from typing import Any
 import pandas as pd
 import typer
 
+from transitsim.errors import one_line
 from transitsim.importers import import_logs
 from transitsim.metrics import run_sort_key, wire_bytes_per_step
 from transitsim.tables import (
@@ -134,7 +135,7 @@ def import_command(
         return 0
     for result in results:
         for warning in result.warnings:
-            print(f"transitsim: warning: {warning}", file=sys.stderr)
+            print(f"transitsim: warning: {one_line(warning)}", file=sys.stderr)
     table = pd.DataFrame(
         [
             {

@@ -8,7 +8,7 @@ from pathlib import Path
 import typer
 
 from transitsim.atomic import check_writable_file, write_text_atomic
-from transitsim.errors import TransitsimError
+from transitsim.errors import TransitsimError, one_line
 from transitsim.run import check_jobs, check_outputs_writable, load_traces, scenario_jobs
 from transitsim.scenario import (
     load_scenario,
@@ -58,7 +58,7 @@ def validate_command(
             results.append(_describe(path))
         except TransitsimError as exc:
             failed = True
-            print(f"transitsim: error: {exc}", file=sys.stderr)
+            print(f"transitsim: error: {one_line(exc)}", file=sys.stderr)
     if json_:
         print(json.dumps(results, indent=2))
     elif not quiet:
