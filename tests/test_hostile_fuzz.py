@@ -361,14 +361,13 @@ def test_generated_broken_trace_files_are_refused_by_every_reader(case) -> None:
 
 
 def _log_lines() -> list[list[str]]:
-    """Valid logs: the spec's example and the factory's logs of four kinds of run."""
-    example = Path("/work/shared/spec/example-trace.jsonl")
+    """Valid logs: the spec's example (the first records of a published top-k run, copied from
+    the spec) and the factory's logs of four kinds of run."""
+    example = Path(__file__).parent / "fixtures" / "published-example.jsonl"
     logs = [lf.records([4.0, 3.5, 3.2], variant=v) for v in ("adamw", "topk", "band")]
     logs.append(lf.records([4.1, 3.6, 3.3, 3.1], variant="optics", done=False))
     lines = [[json.dumps(record) for record in log] for log in logs]
-    if example.exists():
-        lines.append(example.read_text(encoding="utf-8").splitlines())
-    return lines
+    return [*lines, example.read_text(encoding="utf-8").splitlines()]
 
 
 LOGS = _log_lines()
