@@ -463,3 +463,13 @@ def test_a_scenario_key_with_a_line_break_is_one_line(work: Path, capsys) -> Non
     path = _write(work, "newline.yaml", BASE + '"a\\nb": 1\n')
     one_line_exit_2(["validate", path], capsys, "a\\nb")
     one_line_exit_2(["run", path, "--serial"], capsys, "a\\nb")
+
+
+def test_a_log_that_never_ends_is_refused(tmp_path: Path, capsys, monkeypatch) -> None:
+    """`traces import /dev/zero` read forever (and grew without bound)."""
+    from transitsim import importers
+
+    monkeypatch.setattr(importers, "MAX_LOG_BYTES", 10_000)
+    out = tmp_path / "out"
+    one_line_exit_2(["traces", "import", "/dev/zero", "-o", str(out)], capsys, "10,000 bytes")
+    assert not out.exists()

@@ -29,6 +29,7 @@ from transitsim.trace import (
     write_trace,
 )
 
+MAX_LOG_BYTES = 1 << 28  # 256 MiB: the published logs are kilobytes; /dev/zero is not a log
 MAX_STEP = 10**12  # an optimiser step count beyond any run: a corrupt number
 DIVERGED_LOSS = 50.0  # a val loss above this (nats/token) is a diverged run, not a slow one
 TIMING_NOTE = "estimated: wall-clock per step / workers"
@@ -71,9 +72,15 @@ def _read_records(path: Path) -> tuple[list[tuple[int, dict[str, Any]]], list[st
     if path.is_dir():
         raise TransitsimError(f"{path}: is a folder, not a log file")
     try:
-        text = path.read_bytes().decode("utf-8")
+        with path.open("rb") as handle:  # bounded: a device or pipe that never ends
+            raw = handle.read(MAX_LOG_BYTES + 1)
+        text = raw.decode("utf-8")
     except UnicodeDecodeError:
         raise TransitsimError(f"{path}: not a JSONL log (not UTF-8 text)") from None
+    except OSError as exc:
+        raise TransitsimError(f"{path}: cannot read ({exc.strerror})") from None
+    if len(raw) > MAX_LOG_BYTES:
+        raise TransitsimError(f"{path}: more than {MAX_LOG_BYTES:,} bytes: not a training log")
     lines = [(number, line) for number, line in enumerate(text.splitlines(), 1) if line.strip()]
     if not lines:
         raise TransitsimError(f"{path}: empty log")
