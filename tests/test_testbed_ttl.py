@@ -98,14 +98,17 @@ def test_bad_ttl_input_is_one_line_and_exit_2(tmp_path, capsys, argv, message):
 
 @needs_netns
 def test_two_gloo_ranks_on_the_testbed_are_predicted(tmp_path):
-    """2 hosts at 200 Mb/s, A for 25 steps: a real gloo trace, predicted within 25 %."""
+    """2 hosts at 50 Mb/s, A for 25 steps: a real gloo trace, predicted within 25 %.
+
+    At 50 Mb/s the exchange, not the shared CPU, sets the step time (as in the committed runs),
+    so a loaded machine does not decide the result."""
     pytest.importorskip("torch", reason="the trainer needs torch")
     from transitsim.testbed.netns import cleanup_leftovers, list_namespaces
     from transitsim.testbed.ttl_model import compare
     from transitsim.testbed.ttl_run import Plan, measure
 
     cleanup_leftovers()
-    plan = Plan([200e6], ["A"], hosts=2, steps=25, calibration_repeats=4, run_limit_s=240)
+    plan = Plan([50e6], ["A"], hosts=2, steps=25, calibration_repeats=4, run_limit_s=240)
     runs, calibration = measure(plan, tmp_path, log=lambda line: None)
     assert not [n for n in list_namespaces() if n.startswith(f"tsb-{os.getpid()}-")]
     trace = read_trace(tmp_path / runs["trace"].iloc[0])

@@ -129,13 +129,28 @@ def test_an_overlap_axis_over_listed_networks_keeps_them_listed() -> None:
     listed = pd.DataFrame(
         [
             {"config": c, "network": f"lan{m}", "overlap": m, "target": 3.3, "time_to_target_s": t}
-            for m in ("none", "buckets")
-            for c, t in (("A-run", 1.0), ("B-run", 2.0))
+            for m, times in (("none", (1.0, 2.0)), ("buckets", (2.0, 1.0)))
+            for c, t in zip(("A-run", "B-run"), times, strict=True)
         ]
     )
     (line,) = verdict_sentences(
         pd.concat([grid, listed], ignore_index=True), ["overlap", "host_link.rate"], LABELS
     )
     assert "no configuration reaches it" not in line
+    # the listed networks differ between the modes: one clause each
     assert "on the listed networks, with overlap none: A AdamW is fastest on every network" in line
-    assert "with overlap buckets: B top-k is fastest below 10 Gb/s" in line
+    assert "listed networks, with overlap buckets: B top-k is fastest on every network" in line
+    # the grid says the same in both modes: one clause for both
+    assert "with or without overlap: B top-k is fastest below 10 Gb/s" in line
+    assert "with overlap none: B top-k" not in line
+
+
+def test_a_held_text_axis_that_changes_nothing_is_one_clause() -> None:
+    """placement.sum receivers vs switch with the same winners: said once, not twice."""
+    rows = pd.concat(
+        [summary_1d().assign(**{"placement.sum": v}) for v in ("receivers", "switch")],
+        ignore_index=True,
+    )
+    (line,) = verdict_sentences(rows, ["placement.sum", "host_link.rate"], LABELS)
+    assert line.startswith("To loss 3.3, whatever the placement.sum: B top-k is fastest below")
+    assert line.count("is fastest") == 1

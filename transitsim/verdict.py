@@ -157,6 +157,23 @@ def _held_groups(rows: pd.DataFrame, held: list[str]) -> list[tuple[str, pd.Data
     return groups
 
 
+def _either(held: list[str]) -> str:
+    """The prefix of one clause that holds for every value of the held keys."""
+    others = [k for k in held if k != "overlap"]
+    if not others:
+        return "with or without overlap: "
+    whatever = f"whatever the {', '.join(others)}"
+    return f"with or without overlap, {whatever}: " if "overlap" in held else f"{whatever}: "
+
+
+def _clauses(groups: list[tuple[str, pd.DataFrame]], held: list[str], body) -> list[str]:
+    """One clause per held group, or one for all of them when every group says the same."""
+    bodies = [(prefix, body(part)) for prefix, part in groups]
+    if len(bodies) > 1 and len({text for _, text in bodies}) == 1:
+        return [_either(held) + bodies[0][1]]
+    return [prefix + text for prefix, text in bodies]
+
+
 def sentence(rows: pd.DataFrame, target: float, params: list[str], labels: dict[str, str]) -> str:
     """The verdict for one target over every network point of the summary."""
     # grid points are the rows with a value on a numeric sweep axis; a text axis every row
@@ -168,18 +185,22 @@ def sentence(rows: pd.DataFrame, target: float, params: list[str], labels: dict[
     clauses = []
     if len(grid):
         held = [k for k in params if k not in keys and k in grid and grid[k].nunique() > 1]
-        for prefix, part in _held_groups(grid, held):
+
+        def on_grid(part: pd.DataFrame) -> str:
             if len(keys) == 1:
-                clauses.append(prefix + _along(part, keys[0], labels))
-            elif keys:
-                clauses.append(prefix + _on_grid(part, keys, labels))
-            else:
-                clauses.append(prefix + _on_networks(part, labels))
+                return _along(part, keys[0], labels)
+            if keys:
+                return _on_grid(part, keys, labels)
+            return _on_networks(part, labels)
+
+        clauses += _clauses(_held_groups(grid, held), held, on_grid)
     if len(listed):
         prefix = "on the listed networks, " if len(grid) else ""
         common = [p for p in params if listed[p].notna().all() and listed[p].nunique() > 1]
-        for held_prefix, part in _held_groups(listed, common):
-            clauses.append(prefix + held_prefix + _on_networks(part, labels))
+        listed_clauses = _clauses(
+            _held_groups(listed, common), common, lambda part: _on_networks(part, labels)
+        )
+        clauses += [prefix + clause for clause in listed_clauses]
     configs = list(dict.fromkeys(rows["config"].astype(str)))
     won = {w.config for w in winners(rows) if w.config is not None}
     reached = set(rows.dropna(subset=["time_to_target_s"])["config"].astype(str))
