@@ -253,6 +253,12 @@ def _rewrite_metadata(path: Path, key: bytes, value: bytes | str) -> None:
     pq.write_table(table, path)
 
 
+def _short_diagnostics_column(path: Path) -> bytes:
+    columns = json.loads(pq.read_schema(path).metadata[DIAG_KEY])
+    columns["share"] = columns["share"][:-1]
+    return json.dumps(columns).encode()
+
+
 def _other_meta(**changes) -> bytes:
     return json.dumps({**make_meta(), "format": "transitsim.trace", "format_version": 1, **changes})
 
@@ -279,6 +285,10 @@ def _other_meta(**changes) -> bytes:
             "unknown variant",
         ),
         (lambda p: _rewrite_metadata(p, DIAG_KEY, b"[1, 2"), "diagnostics"),
+        (  # pandas would pad the short column with NaN (a warning, then a future error)
+            lambda p: _rewrite_metadata(p, DIAG_KEY, _short_diagnostics_column(p)),
+            "diagnostics table is corrupt",
+        ),
     ],
 )
 def test_reading_a_bad_file_raises_trace_error_naming_it(written: Path, spoil, message) -> None:

@@ -495,11 +495,21 @@ def read_trace(path: Path | str) -> Trace:
     raw_diag = (schema.metadata or {}).get(DIAG_KEY)
     if raw_diag:
         try:
-            diagnostics = pd.DataFrame(json.loads(raw_diag)).astype(DIAG_COLUMNS)
+            columns = json.loads(raw_diag)
+            if not _same_lengths(columns):  # pandas would pad the short ones with NaN
+                raise ValueError("columns of different lengths")
+            diagnostics = pd.DataFrame(columns).astype(DIAG_COLUMNS)
         except (KeyError, ValueError, TypeError, RecursionError):
             raise TraceError(f"{path}: diagnostics table is corrupt") from None
         validate_diagnostics(diagnostics, path)
     return Trace(meta=meta, steps=steps, diagnostics=diagnostics, path=path)
+
+
+def _same_lengths(columns: object) -> bool:
+    """Whether a column-oriented JSON table has one length: every value a list of that length."""
+    if not isinstance(columns, dict) or not all(isinstance(v, list) for v in columns.values()):
+        return True  # not lists: pandas and the checks after it refuse it in their own words
+    return len({len(v) for v in columns.values()}) <= 1
 
 
 def find_traces(paths: list[Path | str]) -> list[Path]:
