@@ -36,21 +36,14 @@ import numpy as np
 from common import DENSE, first_steps, one_switch, synthetic_trace, timed, two_datacentres
 
 from transitsim.compute import Stragglers
-from transitsim.network import Exchange, LinkSpec, NetworkSpec, simulate_exchange
+from transitsim.network import COLLECTIVE_ALGOS, Exchange, LinkSpec, NetworkSpec, simulate_exchange
 from transitsim.replay import replay
 from transitsim.sweep import ReplayJob, run_jobs
 
 STEPS = 3000
 WAN_BPS = 400e9
 JITTER = Stragglers(distribution="exponential", scale=0.05)  # 5% of compute, per worker and step
-ALGOS = (
-    "ring_allreduce",
-    "ring_allgather",
-    "hierarchical",
-    "switch_sum",
-    "tree",
-    "double_binary_tree",
-)
+ALGOS = COLLECTIVE_ALGOS
 ONE_SWITCH = ("switch_sum", "tree", "double_binary_tree")  # see the module doc
 VARIANTS = (  # (variant, payload bytes, collective, reducible)
     ("A", DENSE, "all_reduce", True),

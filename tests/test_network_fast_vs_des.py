@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from transitsim.network import (
+    COLLECTIVE_ALGOS,
     Exchange,
     LinkSpec,
     NetworkSpec,
@@ -115,17 +116,7 @@ def _case(algo: str, seed: int):
     return network, exchange, start
 
 
-ALGOS = [
-    "ring_allreduce",
-    "ring_allgather",
-    "hierarchical",
-    "switch_sum",
-    "tree",
-    "double_binary_tree",
-]
-
-
-@pytest.mark.parametrize("algo", ALGOS)
+@pytest.mark.parametrize("algo", COLLECTIVE_ALGOS)  # every collective, new ones included
 def test_fast_paths_equal_the_des_on_random_small_networks(algo):
     fast_count = 0
     for seed in range(CONFIGS):

@@ -5,11 +5,13 @@ reaches plotly or the page, so a label like `<script>` is shown, never run.
 """
 
 import html
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
 import plotly.graph_objects as go
+from plotly.subplots import make_subplots
 
 from transitsim.errors import TransitsimError
 
@@ -124,4 +126,42 @@ def dropdown(fig: go.Figure, options: list[tuple[str, list[bool], dict[str, Any]
             }
         ],
         margin={"t": 90},
+    )
+
+
+def ms_per_step(
+    timeline: pd.DataFrame, columns: list[str]
+) -> tuple[list[str], list[str], dict[tuple[str, str], list[float]]]:
+    """Mean milliseconds per step of each column, per (config, column), one value per network
+    (weighted by the steps each row stands for; NaN where a network has no row of a config)."""
+    weights = (
+        timeline["interval_steps"].astype("float64")
+        if "interval_steps" in timeline.columns
+        else pd.Series(1.0, index=timeline.index)
+    )
+    frame = timeline.assign(_w=weights)
+    for column in columns:
+        frame[column] = frame[column].astype("float64").fillna(0.0) * frame["_w"]
+    sums = frame.groupby(["network", "config"], sort=False)[[*columns, "_w"]].sum()
+    networks, configs = ordered(timeline["network"]), ordered(timeline["config"])
+    values = {}
+    for config in configs:
+        for column in columns:
+            row = []
+            for network in networks:
+                key = (network, config)
+                total = sums.loc[key, "_w"] if key in sums.index else 0.0
+                row.append(1e3 * sums.loc[key, column] / total if total else math.nan)
+            values[(config, column)] = row
+    return networks, configs, values
+
+
+def config_columns(configs: list[str], labels: dict[str, str]) -> go.Figure:
+    """One column of horizontal bars per configuration, the networks shared down the side."""
+    return make_subplots(
+        rows=1,
+        cols=len(configs),
+        shared_yaxes=True,
+        horizontal_spacing=0.02,
+        subplot_titles=[text(short(labels.get(c, c), 30)) for c in configs],
     )

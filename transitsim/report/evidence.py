@@ -12,10 +12,19 @@ import math
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
-from plotly.subplots import make_subplots
 
 from transitsim import human
-from transitsim.report.common import NUMBER, PALETTE, dropdown, network_names, ordered, short, text
+from transitsim.report.common import (
+    NUMBER,
+    PALETTE,
+    config_columns,
+    dropdown,
+    ms_per_step,
+    network_names,
+    ordered,
+    short,
+    text,
+)
 
 # Step-time components, stacked in this order where the timeline has them.
 COMPONENTS = (
@@ -185,37 +194,16 @@ def ladder_figure(ladder: pd.DataFrame, labels: dict[str, str]) -> go.Figure:
 def breakdown_figure(timeline: pd.DataFrame, labels: dict[str, str]) -> go.Figure:
     """Mean milliseconds per step in each component: a row per network, a column per config."""
     present = [(column, name) for column, name in COMPONENTS if column in timeline.columns]
-    weights = (
-        timeline["interval_steps"].astype("float64")
-        if "interval_steps" in timeline.columns
-        else pd.Series(1.0, index=timeline.index)
-    )
-    frame = timeline.assign(_w=weights)
-    for column, _ in present:
-        frame[column] = frame[column].astype("float64").fillna(0.0) * frame["_w"]
-    sums = frame.groupby(["network", "config"], sort=False)[[c for c, _ in present] + ["_w"]].sum()
-    networks = ordered(timeline["network"])
+    networks, configs, values = ms_per_step(timeline, [c for c, _ in present])
     names = network_names(networks)
-    configs = ordered(timeline["config"])
-    fig = make_subplots(
-        rows=1,
-        cols=len(configs),
-        shared_yaxes=True,
-        horizontal_spacing=0.02,
-        subplot_titles=[text(short(labels.get(c, c), 30)) for c in configs],
-    )
+    fig = config_columns(configs, labels)
     y = [text(short(names[n], 48)) for n in networks]
     for col, config in enumerate(configs, start=1):
         for column, name in present:
-            values = []
-            for network in networks:
-                key = (network, config)
-                total = sums.loc[key, "_w"] if key in sums.index else 0.0
-                values.append(1e3 * sums.loc[key, column] / total if total else math.nan)
             fig.add_trace(
                 go.Bar(
                     y=y,
-                    x=values,
+                    x=values[(config, column)],
                     orientation="h",
                     name=name,
                     legendgroup=name,

@@ -8,15 +8,12 @@ folds a scenario's overlap axis back together (transitsim/overlap_verdict.py), a
 run` prints it.
 """
 
-import math
-
 import pandas as pd
 import plotly.graph_objects as go
-from plotly.subplots import make_subplots
 
 from transitsim import human
 from transitsim.overlap_verdict import has_overlap_axis, overlap_verdicts
-from transitsim.report.common import network_names, ordered, short, text
+from transitsim.report.common import config_columns, ms_per_step, network_names, short, text
 
 HIDING_COLUMNS = ("exposed_s", "hidden_s")
 HIDING_PARTS = (
@@ -31,35 +28,12 @@ def has_hiding(timeline: pd.DataFrame) -> bool:
 
 def hiding_figure(timeline: pd.DataFrame, labels: dict[str, str]) -> go.Figure:
     """Exposed and hidden exchange ms per step: a row per network, a column per configuration."""
-    weights = (
-        timeline["interval_steps"].astype("float64")
-        if "interval_steps" in timeline.columns
-        else pd.Series(1.0, index=timeline.index)
-    )
-    frame = timeline.assign(_w=weights)
-    for column in HIDING_COLUMNS:
-        frame[column] = frame[column].astype("float64").fillna(0.0) * frame["_w"]
-    sums = frame.groupby(["network", "config"], sort=False)[[*HIDING_COLUMNS, "_w"]].sum()
-    networks = ordered(timeline["network"])
+    networks, configs, values = ms_per_step(timeline, list(HIDING_COLUMNS))
     names = network_names(networks)
-    configs = ordered(timeline["config"])
-    fig = make_subplots(
-        rows=1,
-        cols=len(configs),
-        shared_yaxes=True,
-        horizontal_spacing=0.02,
-        subplot_titles=[text(short(labels.get(c, c), 30)) for c in configs],
-    )
+    fig = config_columns(configs, labels)
     y = [text(short(names[n], 48)) for n in networks]
     for col, config in enumerate(configs, start=1):
-        per_step = {}
-        for column, _, _ in HIDING_PARTS:
-            values = []
-            for network in networks:
-                key = (network, config)
-                total = sums.loc[key, "_w"] if key in sums.index else 0.0
-                values.append(1e3 * sums.loc[key, column] / total if total else math.nan)
-            per_step[column] = values
+        per_step = {column: values[(config, column)] for column, _, _ in HIDING_PARTS}
         exchange = [e + h for e, h in zip(per_step["exposed_s"], per_step["hidden_s"], strict=True)]
         hidden_share = [
             f"{h / x:.0%}" if x > 0 else "–"
