@@ -364,3 +364,28 @@ def test_rich_tables_print_brackets_as_written() -> None:
     for written in ("rack[host_link.rate=100 Gb/s]", "[bold]x[/bold]", "runs [on a rack]"):
         assert written in text
     assert "Net [name]" in text and "\\[" not in text
+
+
+def test_an_unfinished_trace_is_said_first(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    """A run still in progress (or killed) counts as a seed that never reaches a target, which
+    changes the answer: the run says so in its first note, naming the trace."""
+    write_test_trace(tmp_path / "traces", "A", 0)
+    path = write_test_trace(tmp_path / "traces", "A", 1)
+    from transitsim.trace import read_trace
+
+    whole = read_trace(path)  # its first 3 of 8 steps, as a run stopped there leaves it
+    meta = {**whole.meta, "status": "incomplete", "steps_planned": 8}
+    write_trace(path, whole.steps.iloc[:3], meta)
+    (tmp_path / "s.yaml").write_text(
+        "name: partial\ntraces: [traces/tiny-adamw-s*.parquet]\n"
+        "networks: [{preset: 8x200g-switch}]\ntargets: [2.7]\n",
+        encoding="utf-8",
+    )
+    code, stdout, stderr = run_cli(
+        ["run", str(tmp_path / "s.yaml"), "-o", str(tmp_path / "out"), "--serial"], capsys
+    )
+    assert code == 0, stderr
+    notes = [line for line in (stdout + stderr).splitlines() if line.startswith("note: ")]
+    assert notes[0].startswith("note: tiny-adamw-s1 is incomplete (3 of 8 steps, not diverged)")
+    summary = pd.read_csv(tmp_path / "out" / "summary.csv")
+    assert summary["reached"].tolist() == ["1/2"]  # what the note warns of

@@ -117,6 +117,22 @@ def load_traces(paths: list[Path]) -> dict[str, Trace]:
     return traces
 
 
+def unfinished_notes(traces: list[Trace]) -> list[str]:
+    """One note per trace that stopped early without diverging (a run still in progress, or
+    killed): it counts as a seed that never reaches a target, which may not be what it is."""
+    notes = []
+    for trace in traces:
+        diverged = any(str(n).startswith("diverged") for n in trace.meta.get("notes") or [])
+        if trace.meta.get("status") == "incomplete" and not diverged:
+            done = int(trace.steps["step"].iloc[-1]) if len(trace.steps) else 0
+            notes.append(
+                f"{trace.name} is incomplete ({done:,} of {trace.meta.get('steps_planned', '?')} "
+                "steps, not diverged): it counts as a seed that reaches no target after its last "
+                "step; finish it (the trainer resumes it) or leave it out of the scenario"
+            )
+    return notes
+
+
 def is_number(value: Any) -> bool:
     """A grid value a crossover can run along: a number, not a bool."""
     return isinstance(value, int | float | np.number) and not isinstance(value, bool | np.bool_)
@@ -243,6 +259,7 @@ def run_scenario(
     )
     if scenario.scale_params is not None:  # first, so that the printed notes always show it
         result.notes.insert(0, _scale_note(scenario.scale_params, traces))
+    result.notes[:0] = unfinished_notes(list(traces.values()))  # first: they change the answer
     result.question = scenario_question(scenario.source_path, scenario.description)
     result.assumptions = assumptions(
         scenario.compute.to_compute_model(),
