@@ -496,8 +496,8 @@ def read_trace(path: Path | str) -> Trace:
     if raw_diag:
         try:
             columns = json.loads(raw_diag)
-            if not _same_lengths(columns):  # pandas would pad the short ones with NaN
-                raise ValueError("columns of different lengths")
+            if not _same_lengths(columns):
+                raise ValueError("not a table of columns of one length")
             diagnostics = pd.DataFrame(columns).astype(DIAG_COLUMNS)
         except (KeyError, ValueError, TypeError, RecursionError):
             raise TraceError(f"{path}: diagnostics table is corrupt") from None
@@ -506,9 +506,10 @@ def read_trace(path: Path | str) -> Trace:
 
 
 def _same_lengths(columns: object) -> bool:
-    """Whether a column-oriented JSON table has one length: every value a list of that length."""
+    """Whether the JSON is the column table write_trace stores: every value a list, one length
+    (pandas would pad short columns, or rows of a list of lists, with NaN)."""
     if not isinstance(columns, dict) or not all(isinstance(v, list) for v in columns.values()):
-        return True  # not lists: pandas and the checks after it refuse it in their own words
+        return False
     return len({len(v) for v in columns.values()}) <= 1
 
 
