@@ -18,6 +18,7 @@ from rich.table import Table
 
 from transitsim.atomic import atomic_path
 from transitsim.errors import TransitsimError
+from transitsim.testbed import rate_label
 from transitsim.units import parse_bytes, parse_rate_bps
 
 TTL_TARGETS = "3.3,3.1"
@@ -69,10 +70,6 @@ def _size(nbytes: int) -> str:
     return f"{nbytes >> 20} MiB" if nbytes >= 1 << 20 else f"{nbytes >> 10} KiB"
 
 
-def _rate(rate_bps: float) -> str:
-    return f"{rate_bps / 1e9:g} Gb/s" if rate_bps >= 1e9 else f"{rate_bps / 1e6:g} Mb/s"
-
-
 def report(table: pd.DataFrame, out: Path | None) -> dict:
     """Print the comparison and its summary; write comparison.{parquet,csv}, report.html."""
     from transitsim.testbed.model import summary
@@ -84,7 +81,7 @@ def report(table: pd.DataFrame, out: Path | None) -> dict:
         grid.add_column(name, justify="right" if name not in ("collective", "") else "left")
     for row in table.itertuples():
         grid.add_row(
-            _rate(row.rate_bps),
+            rate_label(row.rate_bps),
             row.collective,
             str(row.workers),
             _size(row.bytes),
@@ -102,14 +99,14 @@ def report(table: pd.DataFrame, out: Path | None) -> dict:
     figures = {"overall": summary(table), "per_rate": {}}
     for rate, group in table.groupby("rate_bps", sort=True):
         s = summary(group)
-        figures["per_rate"][_rate(rate)] = {
+        figures["per_rate"][rate_label(rate)] = {
             **s,
             "alpha_s": float(group["alpha_s"].iloc[0]),
             "efficiency": float(group["qdisc_efficiency"].mean()),
             "latency_s": float(group["latency_s"].iloc[0]),
         }
         per_rate.add_row(
-            _rate(rate),
+            rate_label(rate),
             f"{group['qdisc_efficiency'].mean():.4f}",
             f"{group['latency_s'].iloc[0] * 1e6:.1f} us",
             f"{group['alpha_s'].iloc[0] * 1e3:.3f} ms",
@@ -127,7 +124,7 @@ def report(table: pd.DataFrame, out: Path | None) -> dict:
     for workers in by_workers.columns:
         split.add_column(f"P = {workers}", justify="right")
     for rate, values in by_workers.iterrows():
-        split.add_row(_rate(rate), *(f"{v:.1%}" for v in values))
+        split.add_row(rate_label(rate), *(f"{v:.1%}" for v in values))
     console.print(split)
     o = figures["overall"]
     console.print(

@@ -192,6 +192,18 @@ def run_ranks(testbed: Testbed, workers: int, points: list[Point], port: int) ->
     return merged
 
 
+def run_counted(
+    testbed: Testbed, workers: int, points: list[Point], port: int
+) -> tuple[list[dict], float]:
+    """run_ranks, and the payload share of the bytes tbf counted on those ranks' uplinks."""
+    before = testbed.qdisc_bytes()
+    merged = run_ranks(testbed, workers, points, port)
+    after = testbed.qdisc_bytes()
+    hosts = [testbed.host(r) for r in range(workers)]
+    wire = sum(after[h][0] - before[h][0] for h in hosts)
+    return merged, (_payload_sent(merged, workers) / wire if wire else float("nan"))
+
+
 def summarise(merged: dict, workers: int) -> dict:
     """Median and spread of one point's time; the ranks' median start offsets."""
     starts, ends = merged["starts"], merged["ends"]
@@ -255,14 +267,9 @@ def measure_grid(
                                      budget_s=budget_s, repeats=repeats, warmup=warmup)  # fmt: skip
                 if not points:
                     continue
-                before = testbed.qdisc_bytes()
                 port += 1
                 t0 = time.monotonic()
-                merged = run_ranks(testbed, workers, points, port)
-                after = testbed.qdisc_bytes()
-                wire = sum(after[testbed.host(r)][0] - before[testbed.host(r)][0]
-                           for r in range(workers))  # fmt: skip
-                efficiency = _payload_sent(merged, workers) / wire if wire else float("nan")
+                merged, efficiency = run_counted(testbed, workers, points, port)
                 log(f"  {workers} workers: {len(merged)} points in {time.monotonic() - t0:.0f} s, "
                     f"payload share of tbf bytes {efficiency:.4f}")  # fmt: skip
                 for m in merged:

@@ -8,13 +8,10 @@ from plotly.subplots import make_subplots
 
 from transitsim.atomic import write_text_atomic
 from transitsim.report import Panel, render_html
+from transitsim.testbed import rate_label
 
 RATE_COLOURS = {50e6: "#1f77b4", 200e6: "#ff7f0e", 1e9: "#2ca02c"}
 WORKER_SYMBOLS = {2: "circle", 4: "square", 8: "diamond"}
-
-
-def _rate_label(rate_bps: float) -> str:
-    return f"{rate_bps / 1e9:g} Gb/s" if rate_bps >= 1e9 else f"{rate_bps / 1e6:g} Mb/s"
 
 
 def figure(table: pd.DataFrame, collective: str) -> go.Figure:
@@ -24,7 +21,7 @@ def figure(table: pd.DataFrame, collective: str) -> go.Figure:
     for (rate, workers), group in rows.groupby(["rate_bps", "workers"], sort=True):
         group = group.sort_values("bytes")
         colour = RATE_COLOURS.get(rate, "#7f7f7f")
-        name = f"{_rate_label(rate)}, {workers} workers"
+        name = f"{rate_label(rate)}, {workers} workers"
         half_iqr = group["iqr_s"] / 2
         fig.add_trace(
             go.Scatter(

@@ -25,11 +25,10 @@ from transitsim.testbed.measure import (
     Point,
     _env,
     _launch,
-    _payload_sent,
     _stop,
     _wait_all,
     measure_rtt,
-    run_ranks,
+    run_counted,
     signals_raise,
     summarise,
 )
@@ -95,11 +94,7 @@ def calibrate(testbed: Testbed, rate_bps: float, repeats: int, port: int) -> pd.
     """The 1 MiB all-reduce and all-gather among all hosts, as `testbed run` measures them."""
     rtt = measure_rtt(testbed, port)
     points = [Point(c, CALIBRATION_BYTES, 2, repeats) for c in ("all_reduce", "all_gather")]
-    before = testbed.qdisc_bytes()
-    merged = run_ranks(testbed, testbed.hosts, points, port + 1)
-    after = testbed.qdisc_bytes()
-    wire = sum(after[h][0] - before[h][0] for h in after)
-    efficiency = _payload_sent(merged, testbed.hosts) / wire if wire else float("nan")
+    merged, efficiency = run_counted(testbed, testbed.hosts, points, port + 1)
     rows = [
         {
             "rate_bps": rate_bps,

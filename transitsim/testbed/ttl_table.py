@@ -8,6 +8,7 @@ from rich.console import Console
 from rich.table import Table
 
 from transitsim.atomic import atomic_path
+from transitsim.testbed import rate_label
 
 COLUMNS = [
     "variant",
@@ -25,10 +26,6 @@ COLUMNS = [
     "net_latency_s",
     "net_alpha_s",
 ]
-
-
-def _rate(rate_bps: float) -> str:
-    return f"{rate_bps / 1e9:g} Gb/s" if rate_bps >= 1e9 else f"{rate_bps / 1e6:g} Mb/s"
 
 
 def _num(value: float, fmt: str) -> str:
@@ -60,7 +57,7 @@ def print_table(table: pd.DataFrame) -> None:
         reached = not pd.isna(row.step)
         grid.add_row(
             row.variant,
-            _rate(row.rate_bps),
+            rate_label(row.rate_bps),
             f"{row.target:g}",
             str(int(row.step)) if reached else "not reached",
             *(
@@ -81,7 +78,7 @@ def print_table(table: pd.DataFrame) -> None:
     params = table.drop_duplicates("rate_bps")
     for row in params.itertuples():
         console.print(
-            f"{_rate(row.rate_bps)}: payload share {row.net_efficiency:.4f} (tbf counters), "
+            f"{rate_label(row.rate_bps)}: payload share {row.net_efficiency:.4f} (tbf counters), "
             f"latency {row.net_latency_s * 1e6:.1f} us (RTT/4), alpha "
             f"{row.net_alpha_s * 1e3:.3f} ms per gloo transfer (fitted on the 1 MiB calibration)"
         )
