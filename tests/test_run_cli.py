@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from transitsim import cli
+from transitsim import cli, sweep
 from transitsim.run import run_scenario
 from transitsim.scenario import load_scenario
 from transitsim.trace import write_trace
@@ -166,15 +166,30 @@ def test_run_writes_consistent_outputs(workdir: Path, capsys: pytest.CaptureFixt
 
 @pytest.mark.slow
 def test_dask_gives_the_serial_results(workdir: Path) -> None:
-    """Two worker processes of a LocalCluster, finishing in any order: the same numbers."""
+    """Two worker processes of a LocalCluster, batches finishing in any order: the same
+    numbers."""
     scenario = load_scenario(workdir / "tiny.yaml")
     serial = run_scenario(scenario, workdir / "serial", serial=True, quiet=True)
-    parallel = run_scenario(scenario, workdir / "dask", serial=False, quiet=True)
+    # the first job here, then (the rest "too slow" for this process) the rest on the cluster
+    parallel = run_scenario(scenario, workdir / "dask", cluster_after_s=1e-9, quiet=True)
     pd.testing.assert_frame_equal(serial.timeline, parallel.timeline, check_exact=True)
     pd.testing.assert_frame_equal(serial.summary, parallel.summary, check_exact=True)
     assert (workdir / "serial" / "summary.csv").read_bytes() == (
         workdir / "dask" / "summary.csv"
     ).read_bytes()
+
+
+def test_a_short_grid_never_starts_dask(workdir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The default executor: jobs that take seconds in this process are run here (a local
+    cluster takes ~5 s to start on two cores, twice what the grid needs)."""
+
+    def no_dask(*args, **kwargs):
+        raise AssertionError("Dask was started for a grid of a few seconds")
+
+    monkeypatch.setattr(sweep, "_run_on_dask", no_dask)
+    scenario = load_scenario(workdir / "tiny.yaml")
+    result = run_scenario(scenario, workdir / "default", quiet=True)
+    assert not result.failures and len(result.summary) > 1
 
 
 def test_failed_job_is_reported_and_the_others_kept(

@@ -24,6 +24,7 @@ from transitsim.network.exchange import fabric_for, resolve_faults
 from transitsim.network.spec import COLLECTIVE_ALGOS, NetworkSpec
 from transitsim.overlap import DDP_BUCKET_BYTES, OVERLAP_MODES, backward_profile
 from transitsim.replay_frames import TIMELINE_COLUMNS, run_link_stats, timeline_frame
+from transitsim.replay_keys import first_appearance_codes
 from transitsim.replay_overlap import OverlapPlan
 from transitsim.replay_steps import Run, StepPlan, replay_rows
 from transitsim.trace import Trace
@@ -128,7 +129,7 @@ def replay(
     timeline.attrs["notes"] = list(dict.fromkeys(notes))
     timeline.attrs["extrapolated"] = extrapolated
     link_stats = run_link_stats(run.uses, trace, network, float(timeline["time_s"].iloc[-1]))
-    step_detail = pd.DataFrame(run.detail)
+    step_detail = pd.DataFrame(run.detail if run.detail_columns is None else run.detail_columns)
     return Replay(timeline=timeline, link_stats=link_stats, step_detail=step_detail)
 
 
@@ -213,31 +214,37 @@ def _plan(
     payload = np.rint(steps["payload_bytes"].to_numpy(dtype=np.float64) * ratio).astype(np.int64)
     dense_bytes = int(round(trace.meta["dense_bytes_per_step"] * ratio)) if transform_at else 0
     loopback = needs_loopback(trace.meta)
-    kinds = list(zip(steps["collective"].astype(str), steps["reducible"].astype(bool), strict=True))
-    algo_of = {
-        kind: _choose_algo(kind[0], kind[1], network, collective, sum_at, notes)
-        for kind in dict.fromkeys(kinds)
-    }
+    # one Exchange per distinct (collective, reducible, payload), in order of first appearance
+    columns = (steps["collective"].astype(str), steps["reducible"].astype(bool), payload)
+    codes, firsts = first_appearance_codes(columns)
+    collectives, reducibles = columns[0].to_numpy()[firsts], columns[1].to_numpy()[firsts]
+    algo_of: dict[tuple[str, bool], str] = {}
     exchanges: dict[tuple[str, int], Exchange] = {}
-    for kind, payload_bytes in zip(kinds, payload.tolist(), strict=True):
-        key = (algo_of[kind], payload_bytes)
+    of_kind = []
+    for collective_kind, reducible, payload_bytes in zip(
+        collectives, reducibles, payload[firsts].tolist(), strict=True
+    ):
+        kind = (str(collective_kind), bool(reducible))
+        if kind not in algo_of:
+            algo_of[kind] = _choose_algo(*kind, network, collective, sum_at, notes)
+        algo = algo_of[kind]
+        key = (algo, int(payload_bytes))
         if key not in exchanges:
             exchanges[key] = Exchange(
-                algo=key[0],
-                payload_bytes=payload_bytes,
+                algo=algo,
+                payload_bytes=key[1],
                 dense_bytes=dense_bytes,
                 transform_at=transform_at,
                 loopback=loopback,
             )
+        of_kind.append(exchanges[key])
     return StepPlan(
         step=steps["step"].astype(np.int64).tolist(),
         interval=_intervals(trace).tolist(),
         compute_s=compute_s.tolist(),
         compress_s=compress_s.tolist(),
         update_s=update_s.tolist(),
-        exchange=[
-            exchanges[(algo_of[kind], p)] for kind, p in zip(kinds, payload.tolist(), strict=True)
-        ],
+        exchange=[of_kind[code] for code in codes.tolist()],
     )
 
 

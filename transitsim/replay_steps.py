@@ -78,6 +78,8 @@ class Run:
     # steps whose compute differs but not between workers share one simulation
     relative: dict[Any, Outcome] = field(default_factory=dict)
     detail: list[dict[str, Any]] = field(default_factory=list)
+    # the same as columns, where replay_steady timed the whole run at once (None: see detail)
+    detail_columns: dict[str, list[Any]] | None = None
     # id(outcome) -> (outcome, steps it stood for): link figures are summed once per outcome
     uses: dict[int, tuple[Outcome, int]] = field(default_factory=dict)
     # `overlap: buckets`: a replay_overlap.OverlapPlan that times steps with overlap; None: none
@@ -132,6 +134,12 @@ def replay_rows(
     """Every row's steps in order on one clock; per-row figures as timeline columns."""
     workers = run.network.workers
     factors = stragglers.factors(workers)
+    if not stragglers.random:
+        from transitsim.replay_steady import steady_rows  # it builds on this module
+
+        steady = steady_rows(run, plan, factors)
+        if steady is not None:
+            return _with_plan_columns(steady, plan)
     names = ("compute_s", "transform_s", "wire_s", "wait_s", "step_s", *OVERLAP_FIGURES)
     rows: dict[str, list[Any]] = {
         name: [] for name in ("step", *names, "time_s", "wire_bytes", "payload_bytes")
@@ -185,6 +193,10 @@ def replay_rows(
         rows["time_s"].append(time_s)
         rows["wire_bytes"].append(wire_total)
         rows["payload_bytes"].append(payload_total)
+    return _with_plan_columns(rows, plan)
+
+
+def _with_plan_columns(rows: dict[str, list[Any]], plan: StepPlan) -> dict[str, list[Any]]:
     rows["compress_s"] = plan.compress_s
     rows["update_s"] = plan.update_s
     rows["interval_steps"] = plan.interval
@@ -323,7 +335,7 @@ def _fault_free(run: Run, exchange: Exchange, ready_s: np.ndarray, cacheable: bo
     return outcome
 
 
-def _clean(
+def clean_outcome(
     run: Run, exchange: Exchange, compute_w_s: np.ndarray, compress_s: float, cacheable: bool
 ) -> Outcome:
     """The step's exchange without faults: after compute, or overlapped with it."""
@@ -393,7 +405,7 @@ def _one_step(
     """One step starting at `clock_s`, with faults and background changes applied where they
     meet its exchange."""
     run.enter(clock_s)
-    outcome = _clean(run, exchange, compute_w_s, compress_s, cacheable)
+    outcome = clean_outcome(run, exchange, compute_w_s, compress_s, cacheable)
     ready_min_s = outcome.start_s
     faulted = run.faults and _hits_fault(run, clock_s, ready_min_s, outcome.finish_s)
     if faulted or run.meets_change(clock_s, outcome.finish_s):
@@ -418,7 +430,7 @@ def _steady_steps(
     while done < count:
         run.enter(clock_s)
         if run.reuse:
-            clean = _clean(run, exchange, compute_w_s, compress_s, cacheable=True)
+            clean = clean_outcome(run, exchange, compute_w_s, compress_s, cacheable=True)
             step_s = clean.finish_s + update_s
             ready_min_s = clean.start_s
             free = _fault_free_steps(run, clock_s, step_s, ready_min_s, clean, count - done)
@@ -512,22 +524,7 @@ def _segment(
     compress_s: float,
     update_s: float,
 ) -> Segment:
-    """Per-step figures of `count` steps that share one outcome; records detail and link use.
-
-    compute_s is the fastest worker's compute. wait_s is what is left of the step once that,
-    the compression, the transform, the wire time and the update are taken out: waiting for
-    stragglers, for busy links and for faulted ones. It equals the network floor's critical-path
-    wait (to rounding), and the breakdown adds up to step_s. exposed_s is the exchange time the
-    step shows beyond its GPU work (transform + wire + wait); hidden_s what overlap hid of the
-    exchange's own time.
-    """
-    step_s = outcome.finish_s + update_s
-    compute_s = float(np.min(compute_w_s))
-    wait_s = step_s - (compute_s + compress_s + outcome.transform_s + outcome.wire_s + update_s)
-    if abs(wait_s) <= 1e-12 * step_s:
-        wait_s = 0.0  # rounding left over from the subtraction, not waiting
-    exposed_s = outcome.transform_s + outcome.wire_s + wait_s
-    hidden_s = max(outcome.exchange_s - exposed_s, 0.0) if outcome.units > 1 else 0.0
+    """`segment_figures` of `count` steps that share one outcome; records detail and link use."""
     previous = run.uses.get(id(outcome))
     run.uses[id(outcome)] = (outcome, count + (previous[1] if previous else 0))
     run.detail.append(
@@ -547,6 +544,28 @@ def _segment(
             "reused": previous is not None,
         }
     )
+    return segment_figures(outcome, count, compute_w_s, compress_s, update_s)
+
+
+def segment_figures(
+    outcome: Outcome, count: int, compute_w_s: np.ndarray, compress_s: float, update_s: float
+) -> Segment:
+    """Per-step figures of `count` steps that share one outcome.
+
+    compute_s is the fastest worker's compute. wait_s is what is left of the step once that,
+    the compression, the transform, the wire time and the update are taken out: waiting for
+    stragglers, for busy links and for faulted ones. It equals the network floor's critical-path
+    wait (to rounding), and the breakdown adds up to step_s. exposed_s is the exchange time the
+    step shows beyond its GPU work (transform + wire + wait); hidden_s what overlap hid of the
+    exchange's own time.
+    """
+    step_s = outcome.finish_s + update_s
+    compute_s = float(np.min(compute_w_s))
+    wait_s = step_s - (compute_s + compress_s + outcome.transform_s + outcome.wire_s + update_s)
+    if abs(wait_s) <= 1e-12 * step_s:
+        wait_s = 0.0  # rounding left over from the subtraction, not waiting
+    exposed_s = outcome.transform_s + outcome.wire_s + wait_s
+    hidden_s = max(outcome.exchange_s - exposed_s, 0.0) if outcome.units > 1 else 0.0
     return Segment(
         count=count,
         step_s=step_s,

@@ -40,7 +40,7 @@ from transitsim.replay import check_replay, placement_for
 from transitsim.report import ReportContext, write_report
 from transitsim.scenario import OUTPUT_FILES, Scenario, network_placement, scenario_to_networks
 from transitsim.scenario.networks import faults_on
-from transitsim.sweep import JobResult, ReplayJob, one_line, run_jobs
+from transitsim.sweep import CLUSTER_AFTER_S, JobResult, ReplayJob, one_line, run_jobs
 from transitsim.tables import config_labels
 from transitsim.trace import Trace, read_trace
 from transitsim.trace_events import write_trace_events
@@ -218,6 +218,7 @@ def run_scenario(
     scheduler: str | None = None,
     quiet: bool = False,
     trace_events: Path | None = None,
+    cluster_after_s: float = CLUSTER_AFTER_S,
 ) -> RunResult:
     """Replay every (trace, network point) of a loaded scenario, summarise, write the outputs.
 
@@ -225,6 +226,7 @@ def run_scenario(
     outputs.table_format, summary/ladder/sweep/link_util as CSV, report.html, trace_events.json);
     trace_events: also write one step's trace events to this file. Jobs that fail are in
     `failures`; the tables hold the others. Raises JobsFailed when no job succeeds.
+    cluster_after_s: see `sweep.run_jobs` (when the rest of the jobs go to a local cluster).
     The local Dask cluster starts worker processes by spawning: a script that calls this
     without serial=True needs the `if __name__ == "__main__":` guard.
     """
@@ -244,7 +246,14 @@ def run_scenario(
     targets = parse_targets(spec, list(traces.values()))
     baseline = _resolve_label(scenario.baseline, own_labels) if scenario.baseline else None
     jobs = scenario_jobs(scenario, traces)
-    results = run_jobs(traces, jobs, serial=serial, scheduler=scheduler, quiet=quiet)
+    results = run_jobs(
+        traces,
+        jobs,
+        serial=serial,
+        scheduler=scheduler,
+        cluster_after_s=cluster_after_s,
+        quiet=quiet,
+    )
     title = f"transitsim: {scenario.name}"
     if scenario.scale_params is not None:
         title += f" ({extrapolated_to(scenario.scale_params)})"

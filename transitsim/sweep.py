@@ -4,10 +4,13 @@ Every job is independent and deterministic, so where and in which order jobs run
 a number: results come back in job order, whatever order they finished in. A job that fails
 becomes a result with a one-line reason (which trace, which network, why); the others carry on.
 
-Dask costs seconds to start (worker processes import pandas and the simulator), so it is used
-only when it can pay: more than one job and no `serial=True`. A local cluster has at most
-MAX_LOCAL_WORKERS processes of one thread each; `scheduler="tcp://host:8786"` uses an existing
-cluster instead (its workers need transitsim installed; traces are sent to them, not read there).
+Dask costs seconds to start (worker processes import pandas and the simulator), so by default
+it is used only when it can pay: jobs run in this process while the ones left would take less
+than CLUSTER_AFTER_S seconds at the pace measured so far, and only what is left then goes to a
+local cluster of at most MAX_LOCAL_WORKERS single-threaded processes, in batches (a few per
+process, so that each task's round trip is paid once per batch, not per job). `serial=True`
+never starts Dask; `scheduler="tcp://host:8786"` sends every job to an existing cluster (its
+workers need transitsim installed; traces are sent to them once, not read there).
 """
 
 import contextlib
@@ -15,6 +18,7 @@ import logging
 import os
 import socket
 import sys
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -40,6 +44,11 @@ from transitsim.replay import needs_loopback, replay
 from transitsim.trace import Trace
 
 MAX_LOCAL_WORKERS = 2  # this project's machines have two cores
+# Serial seconds still to go above which a local cluster pays for itself: it takes ~5 s to start
+# on two cores and then halves what is left (benchmarks/bench_engine.py --only sweep measures it)
+CLUSTER_AFTER_S = 20.0
+PACE_SAMPLE_S = 2.0  # jobs timed here before their pace decides (or cluster_after_s, if less)
+BATCHES_PER_WORKER = 4  # enough to balance uneven jobs, few enough to amortise each round trip
 # One step is re-simulated with link use recorded (report, trace events) on networks this small;
 # larger ones would record millions of intervals for a chart nobody can read.
 MAX_RECORDED_WORKERS = 64
@@ -220,27 +229,62 @@ def run_jobs(
     serial: bool = False,
     scheduler: str | None = None,
     max_workers: int = MAX_LOCAL_WORKERS,
+    cluster_after_s: float = CLUSTER_AFTER_S,
     quiet: bool = False,
 ) -> list[JobResult]:
     """Run every job (traces by name) and return the results in job order.
 
     serial: in this process, one after another. scheduler: the address of a running Dask
-    scheduler. Otherwise a local Dask cluster of up to `max_workers` single-threaded processes.
-    One job, or serial, never starts Dask.
+    scheduler, which runs every job. Otherwise jobs run here until the rest would take more than
+    `cluster_after_s` serial seconds, and the rest on a local Dask cluster of up to
+    `max_workers` processes (0: the cluster from the first job; one job or one core: never).
     """
     if serial and scheduler:
         raise TransitsimError("--serial and --scheduler exclude each other: choose one")
     missing = sorted({job.trace_name for job in jobs} - set(traces))
     if missing:
         raise TransitsimError(f"jobs name trace(s) that were not given: {', '.join(missing)}")
+    local_workers = max(1, min(max_workers, len(jobs), os.cpu_count() or 1))
     with _progress(len(jobs), quiet) as advance:
-        if serial or (len(jobs) <= 1 and scheduler is None):
-            results = []
-            for job in jobs:
-                results.append(run_job(traces[job.trace_name], job))
-                advance()
-            return results
-        return _run_on_dask(traces, jobs, scheduler, max_workers, advance)
+        if scheduler is not None:
+            return _run_on_dask(traces, jobs, scheduler, max_workers, advance)
+        if serial or local_workers == 1:
+            return [_advancing(run_job(traces[job.trace_name], job), advance) for job in jobs]
+        results = _serial_while_cheap(traces, jobs, cluster_after_s, advance)
+        rest = jobs[len(results) :]
+        if rest:
+            results += _run_on_dask(traces, rest, None, max_workers, advance)
+        return results
+
+
+def _advancing(result: JobResult, advance: Any) -> JobResult:
+    advance()
+    return result
+
+
+def _serial_while_cheap(
+    traces: dict[str, Trace], jobs: list[ReplayJob], cluster_after_s: float, advance: Any
+) -> list[JobResult]:
+    """Jobs run here, in order, until the ones left would take over `cluster_after_s` seconds
+    at the mean pace so far: a short grid never waits for a cluster to start."""
+    results: list[JobResult] = []
+    started = time.perf_counter()
+    for job in jobs:
+        if cluster_after_s <= 0:
+            break
+        results.append(_advancing(run_job(traces[job.trace_name], job), advance))
+        left = len(jobs) - len(results)
+        elapsed_s = time.perf_counter() - started
+        if elapsed_s < min(PACE_SAMPLE_S, cluster_after_s):
+            continue  # the first jobs pay for imports and caches: not yet a pace
+        if left and elapsed_s / len(results) * left > cluster_after_s:
+            break
+    return results
+
+
+def run_batch(traces: dict[str, Trace], jobs: list[ReplayJob]) -> list[JobResult]:
+    """Several jobs in one Dask task (traces by name, only those the jobs use)."""
+    return [run_job(traces[job.trace_name], job) for job in jobs]
 
 
 @contextlib.contextmanager
@@ -292,7 +336,9 @@ def _run_on_dask(
                     threads_per_worker=1,
                     processes=True,
                     dashboard_address=None,
-                    silence_logs=logging.ERROR,
+                    # CRITICAL: a worker's heartbeat that outlives the scheduler at shutdown
+                    # logs a traceback at ERROR; a job's own failure comes back as its result
+                    silence_logs=logging.CRITICAL,
                 )
             )
             client = stack.enter_context(Client(cluster, set_as_default=False))
@@ -306,13 +352,29 @@ def _run_on_dask(
                 ) from None
         used = sorted({job.trace_name for job in jobs})
         shared = client.scatter({name: traces[name] for name in used}, hash=False)
-        futures = [client.submit(run_job, shared[job.trace_name], job, pure=False) for job in jobs]
-        for _ in as_completed(futures, loop=client.loop):
-            advance()
+        workers_now = max(1, len(client.scheduler_info().get("workers", {})))
+        size = max(1, -(-len(jobs) // (workers_now * BATCHES_PER_WORKER)))
+        batches = [jobs[i : i + size] for i in range(0, len(jobs), size)]
+        futures = [
+            client.submit(
+                run_batch,
+                {name: shared[name] for name in sorted({job.trace_name for job in batch})},
+                batch,
+                pure=False,
+            )
+            for batch in batches
+        ]
+        done_batches = {
+            future.key: len(batch) for future, batch in zip(futures, batches, strict=True)
+        }
+        for future in as_completed(futures, loop=client.loop):
+            for _ in range(done_batches[future.key]):
+                advance()
         results = []
-        for job, future in zip(jobs, futures, strict=True):
+        for batch, future in zip(batches, futures, strict=True):
             try:
-                results.append(future.result())
+                results.extend(future.result())
             except Exception as exc:  # the worker itself died (killed, out of memory)
-                results.append(JobResult(job=job, error=f"Dask worker failed: {one_line(exc)}"))
+                reason = f"Dask worker failed: {one_line(exc)}"
+                results.extend(JobResult(job=job, error=reason) for job in batch)
         return results

@@ -140,9 +140,6 @@ def print_rich(renderable: Any, out: TextIO | None = None) -> None:
     console.print(renderable)
 
 
-QUIET_HELP = "Only the result: no titles, notes, warnings or progress (errors still print)."
-
-
 def emit_table(
     df: pd.DataFrame,
     fmt: str = "table",

@@ -9,9 +9,8 @@ import json
 
 import numpy as np
 import typer
-from rich.console import Console
-from rich.table import Table
 
+from transitsim.commands import QUIET_HELP
 from transitsim.errors import TransitsimError
 from transitsim.network import (
     COLLECTIVE_ALGOS,
@@ -23,8 +22,7 @@ from transitsim.network import (
     simulate_exchange,
 )
 from transitsim.network.bandwidth import algorithm_bandwidth_bps, bus_bandwidth_bps
-from transitsim.scenario.network_models import MAX_DATACENTRES, MAX_WORKERS
-from transitsim.tables import QUIET_HELP
+from transitsim.network.limits import MAX_DATACENTRES, MAX_WORKERS
 from transitsim.units import parse_bytes, parse_length_m, parse_rate_bps, parse_time_s
 
 CLI_ALGOS = {name.replace("_", "-"): name for name in COLLECTIVE_ALGOS}
@@ -175,6 +173,9 @@ def register(app: typer.Typer) -> None:
         if as_json:
             print(json.dumps(summary))
             return 0
+        from rich.console import Console  # ~0.1 s to import: not for --json
+        from rich.table import Table
+
         table = Table(title=None if quiet else f"{algo} on {workers} workers", show_header=False)
         table.add_row("simulated time", f"{result.time_s * 1e3:.6f} ms ({result.method})")
         bound = " (pipeline upper bound)" if "tree" in exchange.algo else ""

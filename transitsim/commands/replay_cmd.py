@@ -14,6 +14,7 @@ import pandas as pd
 import typer
 import yaml
 
+from transitsim.commands import QUIET_HELP
 from transitsim.commands.run_cmd import (
     print_summary,
     report_all_failed,
@@ -41,7 +42,7 @@ from transitsim.scenario.yaml_source import (
     format_path,
     read_yaml,
 )
-from transitsim.tables import QUIET_HELP, emit_table, output_format
+from transitsim.tables import emit_table, output_format
 from transitsim.trace import find_traces
 from transitsim.units import parse_bytes
 

@@ -34,6 +34,22 @@ class UnitTiming:
     events: int
     link_stats: pd.DataFrame | None = None  # link, busy_s, bytes (others kept from the first)
 
+    # link_stats' (link, busy_s, bytes) as arrays (`link_arrays_of`), read once where the
+    # timing is made: a cached unit is summed into every step it is in, and reading pandas
+    # columns there cost more than the timing itself
+    link_arrays: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+
+
+def link_arrays_of(frame: pd.DataFrame | None) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """(link, busy_s, bytes) of a link_stats frame."""
+    if frame is None:
+        return None
+    return (
+        frame["link"].to_numpy(),
+        frame["busy_s"].to_numpy(dtype=np.float64),
+        frame["bytes"].to_numpy(dtype=np.float64),
+    )
+
 
 ExchangeFn = Callable[[Unit, np.ndarray], UnitTiming]
 
@@ -103,26 +119,29 @@ def overlapped_step(
         wait_s=float(sum(t.wait_s for t in timings)),
         wire_bytes=float(sum(t.wire_bytes for t in timings)),
         events=int(sum(t.events for t in timings)),
-        link_stats=_summed_links([t.link_stats for t in timings]),
+        link_stats=_summed_links(timings),
         start_s=tuple(starts),
         end_s=tuple(ends),
     )
 
 
-def _summed_links(frames: list[pd.DataFrame | None]) -> pd.DataFrame | None:
-    """Per link, busy seconds and bytes summed over the units (one network: same links)."""
-    present = [f for f in frames if f is not None]
+def _summed_links(timings: list[UnitTiming]) -> pd.DataFrame | None:
+    """Per link, busy seconds and bytes summed over the units (one network: same links), unit
+    after unit, as arrays."""
+    present = [t for t in timings if t.link_stats is not None]
     if not present:
         return None
-    total = present[0].copy()
-    links = total["link"].to_numpy()
-    for column in ("busy_s", "bytes"):
-        total[column] = 0.0
-        for frame in present:
-            aligned = (
-                frame
-                if np.array_equal(frame["link"].to_numpy(), links)
-                else (frame.set_index("link").reindex(links).reset_index())
-            )
-            total[column] += aligned[column].to_numpy(dtype=np.float64)
+    total = present[0].link_stats.copy()
+    arrays = [t.link_arrays or link_arrays_of(t.link_stats) for t in present]
+    links = arrays[0][0]
+    busy_s, carried = np.zeros(len(total)), np.zeros(len(total))
+    for timing, (names, busy, bytes_) in zip(present, arrays, strict=True):
+        if not np.array_equal(names, links):
+            aligned = timing.link_stats.set_index("link").reindex(links).reset_index()
+            busy = aligned["busy_s"].to_numpy(dtype=np.float64)
+            bytes_ = aligned["bytes"].to_numpy(dtype=np.float64)
+        busy_s += busy
+        carried += bytes_
+    total["busy_s"] = busy_s
+    total["bytes"] = carried
     return total

@@ -21,16 +21,14 @@ from transitsim.network.background import (
     check_share,
     read_background_csv,
 )
+from transitsim.network.limits import MAX_DATACENTRES, MAX_WORKERS
 from transitsim.network.spec import COLLECTIVE_ALGOS, TOPOLOGIES, LinkSpec, TransformSpec
 from transitsim.network_presets import preset_dict, preset_names
 from transitsim.scenario.quantities import Duration, Frequency, Length, Rate, Size, _Strict
 from transitsim.units import show_value
 
-# Bigger networks take minutes to hours a step to simulate (a ring of 4,096 hosts already takes
-# seconds on the fast path): beyond these a value is a typo, and it is refused with the limit.
-MAX_WORKERS = 4096
+# Beyond these a value is a typo, and it is refused with the limit (see transitsim.network.limits).
 MAX_GRID_POINTS = 4096
-MAX_DATACENTRES = 64  # a full mesh of WAN links: 2,016 cables
 MAX_WAN_LINKS = 64
 
 
