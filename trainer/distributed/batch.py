@@ -23,13 +23,15 @@ def main() -> None:
     env = rank_env()
     device = torch.device("cpu")
     join("gloo", env, 120.0, device)
+    finished = False
     try:
         for run in runs:
             cfg = RunConfig.from_dict(run["config"])
             exchange = ProcessGroupExchange(cfg.workers, device, "float32", "gloo")
             train(cfg, Path(run["out"]), exchange=exchange, device=device, say=lambda _: None)
+        finished = True
     finally:
-        leave()
+        leave(together=finished)
 
 
 if __name__ == "__main__":

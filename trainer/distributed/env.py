@@ -81,9 +81,17 @@ def join(backend: str, env: RankEnv, timeout_s: float, device: torch.device) -> 
         ) from None
 
 
-def leave() -> None:
-    if dist.is_initialized():
-        dist.destroy_process_group()
+def leave(together: bool = False) -> None:
+    """Leave the group. together (every rank finished its work): first wait for all of them,
+    so that no rank tears down its connections (and rank 0 its store) while another is still
+    writing or tearing down; a rank once aborted at exit ("terminate called without an active
+    exception") when they left apart. After a failure a rank leaves at once: the others may
+    never arrive."""
+    if not dist.is_initialized():
+        return
+    if together:
+        dist.barrier()
+    dist.destroy_process_group()
 
 
 def _host(addr: str) -> str:

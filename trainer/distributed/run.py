@@ -34,6 +34,7 @@ def train_distributed(
         )
     device = run_device(cfg, env.local_rank)
     join(backend, env, timeout_s, device)
+    finished = False
     try:
         exchange = ProcessGroupExchange(cfg.workers, device, wire_dtype, backend)
         result = train(
@@ -44,6 +45,7 @@ def train_distributed(
             on_step=on_step if env.rank == 0 else None,
             **options,
         )
+        finished = True
     finally:
-        leave()
+        leave(together=finished)
     return env.rank, result
