@@ -83,7 +83,7 @@ def _child(body: str) -> subprocess.Popen:
     code = (
         "import sys, time\n"
         "from transitsim.testbed.netns import Testbed, Shaping\n"
-        "from transitsim.testbed.measure import signals_raise\n"
+        "from transitsim.atomic import signals_raise\n"
         "with signals_raise(), Testbed(2, Shaping.for_rate(50e6)) as tb:\n"
         "    print(tb.run_id, flush=True)\n"
         f"    {body}\n"

@@ -16,14 +16,13 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from transitsim.atomic import signals_raise
 from transitsim.testbed import gloo_algos
 from transitsim.testbed.netns import Shaping, Testbed, TestbedError, cleanup_leftovers
 
@@ -67,21 +66,6 @@ def plan_points(
             count = int(np.clip(budget_s / max(est, 1e-4), *repeats))
             points.append(Point(collective, nbytes, warmup, count))
     return points
-
-
-@contextmanager
-def signals_raise() -> Iterator[None]:
-    """SIGTERM and SIGHUP raise KeyboardInterrupt here, so `finally` blocks tear down."""
-
-    def handler(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt(f"signal {signum}")
-
-    previous = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGHUP)}
-    try:
-        yield
-    finally:
-        for s, h in previous.items():
-            signal.signal(s, h)
 
 
 def _stop(procs: list[subprocess.Popen]) -> None:

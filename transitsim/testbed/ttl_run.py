@@ -8,7 +8,7 @@ namespace, one worker per rank, RANK/WORLD_SIZE/MASTER_ADDR from the testbed. Ra
 trace, with each step's measured wall time and exchange time.
 
 Every rank dies with its launcher and has a deadline; the testbed is torn down on exit, on
-exceptions and on SIGTERM/SIGHUP (`measure.signals_raise`), and leftovers of killed runs are
+exceptions and on SIGTERM/SIGHUP (`atomic.signals_raise`), and leftovers of killed runs are
 removed first.
 """
 
@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from transitsim.atomic import signals_raise
 from transitsim.testbed.measure import (
     Point,
     _env,
@@ -29,7 +30,6 @@ from transitsim.testbed.measure import (
     _wait_all,
     measure_rtt,
     run_counted,
-    signals_raise,
     summarise,
 )
 from transitsim.testbed.netns import Shaping, Testbed, TestbedError, cleanup_leftovers
