@@ -28,7 +28,6 @@ from transitsim.overlap import (
     plan_units,
 )
 from transitsim.overlap.plan import DDP_BUCKET_BYTES, DDP_FIRST_BUCKET_BYTES, describe
-from transitsim.overlap.step import link_arrays_of
 
 
 @dataclass
@@ -150,7 +149,6 @@ class OverlapPlan:
                 wire_bytes=float(np.mean(result.bytes_sent)),
                 events=int(result.events),
                 link_stats=result.link_stats,
-                link_arrays=link_arrays_of(result.link_stats),
             )
             if cacheable and not faults:
                 self._unit_cache[key] = timing

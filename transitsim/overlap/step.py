@@ -34,10 +34,14 @@ class UnitTiming:
     events: int
     link_stats: pd.DataFrame | None = None  # link, busy_s, bytes (others kept from the first)
 
-    # link_stats' (link, busy_s, bytes) as arrays (`link_arrays_of`), read once where the
-    # timing is made: a cached unit is summed into every step it is in, and reading pandas
-    # columns there cost more than the timing itself
+    # link_stats' (link, busy_s, bytes) as arrays, read once when the timing is made (and kept
+    # by dataclasses.replace): a cached unit is summed into every step it is in, and reading
+    # pandas columns there cost more than the timing itself
     link_arrays: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+
+    def __post_init__(self) -> None:
+        if self.link_arrays is None and self.link_stats is not None:
+            object.__setattr__(self, "link_arrays", link_arrays_of(self.link_stats))
 
 
 def link_arrays_of(frame: pd.DataFrame | None) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
@@ -132,10 +136,10 @@ def _summed_links(timings: list[UnitTiming]) -> pd.DataFrame | None:
     if not present:
         return None
     total = present[0].link_stats.copy()
-    arrays = [t.link_arrays or link_arrays_of(t.link_stats) for t in present]
-    links = arrays[0][0]
+    links = present[0].link_arrays[0]
     busy_s, carried = np.zeros(len(total)), np.zeros(len(total))
-    for timing, (names, busy, bytes_) in zip(present, arrays, strict=True):
+    for timing in present:
+        names, busy, bytes_ = timing.link_arrays
         if not np.array_equal(names, links):
             aligned = timing.link_stats.set_index("link").reindex(links).reset_index()
             busy = aligned["busy_s"].to_numpy(dtype=np.float64)
