@@ -32,11 +32,12 @@ def steady_rows(run: Run, plan: StepPlan, factors: np.ndarray) -> dict[str, Any]
     another (faults, background changes, reuse off: the stepping handles those)."""
     if run.faults or run.changes or not run.reuse:
         return None
-    rows_n = len(plan.step)
-    exchange_code: dict[int, int] = {}
-    codes = [exchange_code.setdefault(id(e), len(exchange_code)) for e in plan.exchange]
-    columns = (codes, plan.compute_s, plan.compress_s, plan.update_s)
-    template_of, firsts = first_appearance_codes(columns)
+    # the plan shares one Exchange object among the rows that exchange alike
+    exchanges = list({id(e): e for e in plan.exchange}.values())  # distinct, first appearance
+    code_of = {id(e): code for code, e in enumerate(exchanges)}
+    codes = np.array([code_of[id(e)] for e in plan.exchange])
+    keys = (codes, plan.compute_s, plan.compress_s, plan.update_s)
+    template_of, firsts = first_appearance_codes(keys)
     outcomes: list[Outcome] = []
     figures: dict[str, list[float]] = {name: [] for name in (*ROW_FIGURES, "wire_bytes")}
     for row in firsts.tolist():
@@ -53,22 +54,33 @@ def steady_rows(run: Run, plan: StepPlan, factors: np.ndarray) -> dict[str, Any]
             figures[name].append(getattr(segment, name))
     count = np.asarray(plan.interval, dtype=np.int64)
     columns = {name: np.asarray(values)[template_of] for name, values in figures.items()}
-    payload = np.fromiter((e.payload_bytes for e in plan.exchange), np.int64, rows_n)
+    payload = np.array([e.payload_bytes for e in exchanges], dtype=np.int64)[codes]
     rows: dict[str, Any] = {"step": plan.step}
     for name in ROW_FIGURES:
         rows[name] = columns[name]
     rows["time_s"] = np.cumsum(count * columns["step_s"])
     rows["wire_bytes"] = np.cumsum(count * columns["wire_bytes"])
     rows["payload_bytes"] = np.cumsum(payload * count)
-    _record(run, plan, outcomes, template_of, count)
+    of_exchange = {
+        "algo": np.array([e.algo for e in exchanges], dtype=object)[codes].tolist(),
+        "payload_bytes": payload,
+        "dense_bytes": np.array([e.dense_bytes for e in exchanges], dtype=np.int64)[codes],
+    }
+    _record(run, plan, outcomes, template_of, count, of_exchange)
     return rows
 
 
 def _record(
-    run: Run, plan: StepPlan, outcomes: list[Outcome], template_of: np.ndarray, count: np.ndarray
+    run: Run,
+    plan: StepPlan,
+    outcomes: list[Outcome],
+    template_of: np.ndarray,
+    count: np.ndarray,
+    of_exchange: dict[str, Any],
 ) -> None:
-    """The link use and step detail the stepping records: one detail row per trace row, and per
-    outcome (in order of first use) the steps it stood for (templates may share an outcome)."""
+    """The link use and step detail the stepping records: one detail row per trace row (its
+    exchange's columns in `of_exchange`), and per outcome (in order of first use) the steps it
+    stood for (templates may share an outcome)."""
     group: dict[int, int] = {}
     group_of_template = np.array([group.setdefault(id(o), len(group)) for o in outcomes])
     group_of_row = group_of_template[template_of]
@@ -88,9 +100,7 @@ def _record(
     run.detail_columns = {
         "first_step": np.asarray(plan.step, dtype=np.int64) - count + 1,
         "steps": count,
-        "algo": [e.algo for e in plan.exchange],
-        "payload_bytes": np.fromiter((e.payload_bytes for e in plan.exchange), np.int64),
-        "dense_bytes": np.fromiter((e.dense_bytes for e in plan.exchange), np.int64),
+        **of_exchange,  # algo, payload_bytes, dense_bytes per row
         "exchange_s": of_rows("exchange_s"),
         "units": of_rows("units"),
         "transform_s": of_rows("transform_s"),

@@ -268,10 +268,10 @@ def _serial_while_cheap(
     """Jobs run here, in order, until the ones left would take over `cluster_after_s` seconds
     at the mean pace so far: a short grid never waits for a cluster to start."""
     results: list[JobResult] = []
+    if cluster_after_s <= 0:
+        return results
     started = time.perf_counter()
     for job in jobs:
-        if cluster_after_s <= 0:
-            break
         results.append(_advancing(run_job(traces[job.trace_name], job), advance))
         left = len(jobs) - len(results)
         elapsed_s = time.perf_counter() - started
