@@ -1,9 +1,9 @@
 """The fast paths against the per-transfer SimPy reference on many random small networks.
 
 Each collective gets 200 seeded configurations (topology, rates, latencies, overheads,
-store-and-forward, pluggables and transforms, stragglers); wherever "auto" takes the fast path,
-every worker's finishing time must equal the DES's to 1e-9 s, and most configurations must take
-it (otherwise the test would prove nothing).
+store-and-forward, pluggables and transforms, stragglers), without and then with link outages;
+wherever "auto" takes the fast path, every worker's finishing time must equal the DES's to
+1e-9 s, and most configurations must take it (otherwise the test would prove nothing).
 """
 
 import numpy as np
@@ -19,7 +19,8 @@ from transitsim.network import (
     TransformSpec,
     simulate_exchange,
 )
-from transitsim.network.exchange import linear_exchange
+from transitsim.network.exchange import fabric_for, linear_exchange
+from transitsim.network.faults import LinkFault
 
 CONFIGS = 200
 
@@ -137,3 +138,50 @@ def test_fast_paths_equal_the_des_on_random_small_networks(algo):
             starts = np.zeros(network.workers) if start is None else start
             assert form.finish_s(starts)[0] == pytest.approx(des.finish_s.max(), abs=1e-9)
     assert fast_count >= 0.6 * CONFIGS, f"only {fast_count} of {CONFIGS} took the fast path"
+
+
+def _faults(rng: np.random.Generator, network: NetworkSpec, start, time_s: float) -> list:
+    """1-3 outages over the exchange's span; half the time on links between switches only (the
+    WAN, a spine), which the hierarchical exchange's flows share."""
+    names = sorted(fabric_for(network).links)
+    between = [n for n in names if not any(end.startswith("h") for end in n.split("->"))]
+    if between and rng.random() < 0.5:
+        names = between
+    t0 = 0.0 if start is None else float(np.min(start))
+    span = max(time_s, 1e-9)
+    faults = []
+    for _ in range(int(rng.integers(1, 4))):
+        begin = t0 + float(rng.uniform(-0.1, 1.1)) * span
+        name = names[int(rng.integers(len(names)))]
+        faults.append(LinkFault(name, begin, begin + float(rng.uniform(0.02, 0.6)) * span))
+    return faults
+
+
+@pytest.mark.parametrize("algo", COLLECTIVE_ALGOS)
+def test_fast_paths_equal_the_des_with_link_faults(algo):
+    """Outages on random links: where "auto" stays fast, every finish, the critical path's
+    wait and bottleneck, and each link's busy time and bytes equal the DES's."""
+    fast_count = held_up = 0
+    for seed in range(CONFIGS):
+        network, exchange, start = _case(algo, seed)
+        clean = simulate_exchange(network, exchange, start_s=start)
+        faults = _faults(np.random.default_rng([seed, 99]), network, start, clean.time_s)
+        auto = simulate_exchange(network, exchange, start_s=start, faults=faults)
+        if auto.method != "fast":
+            continue
+        fast_count += 1
+        held_up += bool(np.max(auto.finish_s - clean.finish_s) > 1e-12)
+        des = simulate_exchange(network, exchange, start_s=start, faults=faults, method="des")
+        np.testing.assert_allclose(auto.finish_s, des.finish_s, rtol=0, atol=1e-9, err_msg=seed)
+        assert auto.wait_s == pytest.approx(des.wait_s, abs=1e-9), seed
+        assert auto.bottleneck == des.bottleneck, seed
+        for column in ("busy_s", "bytes"):
+            np.testing.assert_allclose(
+                auto.link_stats[column].to_numpy(),
+                des.link_stats[column].to_numpy(),
+                rtol=1e-9,
+                atol=1e-12,
+                err_msg=f"{seed} {column}",
+            )
+    assert fast_count >= 0.5 * CONFIGS, f"only {fast_count} of {CONFIGS} took the fast path"
+    assert held_up >= 0.25 * fast_count, f"faults held up only {held_up} of {fast_count}"

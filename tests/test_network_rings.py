@@ -150,6 +150,7 @@ def test_fast_is_refused_where_it_would_not_be_exact():
             Exchange("ring_allreduce", 1000),
             faults=[LinkFault("h0->sw", 0.0, 1e-6)],
             method="fast",
+            record_utilisation=True,  # rates over time through an outage: the DES records them
         )
     with pytest.raises(TransitsimError, match="fast"):
         simulate_exchange(

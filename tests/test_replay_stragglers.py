@@ -6,7 +6,7 @@ import pytest
 from test_replay import make_trace
 
 from transitsim.compute import Stragglers
-from transitsim.network import LinkSpec, NetworkSpec, SwitchSpec
+from transitsim.network import LinkFault, LinkSpec, NetworkSpec, SwitchSpec
 from transitsim.replay import replay
 
 SWITCH = NetworkSpec(
@@ -69,3 +69,33 @@ def test_straggler_replay_equals_the_des_step_by_step(tmp_path, name, jitter):
     )
     assert (fast.step_detail["events"] < des.step_detail["events"]).all()
     assert len(fast.step_detail) == len(des.step_detail) == len(steps)
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_straggler_replay_with_an_outage_equals_the_des_step_by_step(tmp_path, name):
+    """Random stragglers and a link outage: the steps before and after it go at once (max-plus),
+    the steps it meets are simulated with it (fast path), on the same draws as the DES's."""
+    network, collective, reducible, sum_at = CASES[name]
+    steps = list(range(1, 13))
+    trace = make_trace(
+        tmp_path, steps=steps, collective=collective, reducible=reducible, compute_s=0.01
+    )
+    kwargs = {
+        "stragglers": Stragglers(distribution="exponential", scale=0.05),
+        "seed": 3,
+        "sum_at": sum_at or "receivers",
+    }
+    plain = replay(trace, network, **kwargs).timeline
+    begin = float(plain["time_s"].iloc[3])  # from the start of step 5, into step 6
+    link = "dc0->dc1" if network.topology == "datacentres" else "h1->sw"
+    faults = [LinkFault(link, begin + 0.008, begin + 0.008 + 1.5 * float(plain["step_s"].iloc[4]))]
+    fast = replay(trace, network, faults=faults, **kwargs)
+    des = replay(trace, network, faults=faults, method="des", reuse=False, **kwargs)
+    for column in ("step_s", "time_s"):  # (the max-plus split into wire and wait is approximate)
+        np.testing.assert_allclose(
+            fast.timeline[column], des.timeline[column], rtol=1e-12, atol=1e-12
+        )
+    detail = fast.step_detail
+    assert detail["faulted"].any() and detail["faulted"].sum() <= 3
+    assert (detail["events"][~detail["faulted"]] == 0).sum() >= 8  # the max-plus blocks
+    assert fast.timeline["time_s"].iloc[-1] > plain["time_s"].iloc[-1]

@@ -48,8 +48,10 @@ def linear_block(
     columns: dict[str, list],
     stragglers: Stragglers,
     rng: np.random.Generator,
+    end: int | None = None,
 ) -> LinearBlock | None:
-    """Rows first.. (while they share one linear exchange) at once; None when not linear.
+    """Rows first.. (while they share one linear exchange, and before row `end`) at once; None
+    when not linear.
 
     columns: the plan's per-row step, interval, compute_s, compress_s and update_s.
     """
@@ -60,10 +62,9 @@ def linear_block(
     intervals = columns["interval"]
     last, steps = first, intervals[first]
     budget = max(BLOCK_VALUES // network.workers, 1)  # steps per block: bounded memory
+    end = len(exchanges) if end is None else end
     while (
-        last + 1 < len(exchanges)
-        and exchanges[last + 1] is exchange
-        and steps + intervals[last + 1] <= budget
+        last + 1 < end and exchanges[last + 1] is exchange and steps + intervals[last + 1] <= budget
     ):
         last += 1
         steps += intervals[last]

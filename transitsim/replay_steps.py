@@ -151,7 +151,7 @@ def replay_rows(
         exchange = plan.exchange[i]
         first_step = plan.step[i] - count + 1
         if stragglers.random and i not in linear:
-            linear.update(_linear_rows(run, plan, i, stragglers, rng))
+            linear.update(_linear_rows(run, plan, i, stragglers, rng, clock_s))
         if i in linear:
             segments = linear.pop(i)
         elif stragglers.random:
@@ -205,15 +205,22 @@ def _with_plan_columns(rows: dict[str, list[Any]], plan: StepPlan) -> dict[str, 
 
 
 def _linear_rows(
-    run: Run, plan: StepPlan, first: int, stragglers: Stragglers, rng: np.random.Generator
+    run: Run,
+    plan: StepPlan,
+    first: int,
+    stragglers: Stragglers,
+    rng: np.random.Generator,
+    clock_s: float = 0.0,
 ) -> dict[int, list[Segment]]:
     """Rows first.. at once where their exchange is max-plus linear (replay_linear); {} else.
 
     The transform / wire split of each step is the unperturbed exchange's, scaled to the
     critical worker's path; link bytes and busy seconds are the unperturbed exchange's (exact
-    for every resource but a summing aggregator, whose busy time stragglers spread).
+    for every resource but a summing aggregator, whose busy time stragglers spread). With link
+    faults, the block ends before the row of the first step whose exchange a fault meets (the
+    row starting at clock_s on the replay clock); those rows are stepped, with the same draws.
     """
-    if run.faults or run.changes or run.method == "des" or not run.reuse or run.overlap is not None:
+    if run.changes or run.method == "des" or not run.reuse or run.overlap is not None:
         return {}
     columns = {
         "step": plan.step,
@@ -222,9 +229,18 @@ def _linear_rows(
         "compress_s": plan.compress_s,
         "update_s": plan.update_s,
     }
+    state = rng.bit_generator.state
     block = linear_block(run.network, plan.exchange, first, columns, stragglers, rng)
     if block is None:
         return {}
+    if run.faults:
+        end = _first_faulted_row(run, block, clock_s)
+        if end is not None:  # draw again, for the rows before it only
+            rng.bit_generator.state = state
+            if end == first:
+                return {}
+            block = linear_block(run.network, plan.exchange, first, columns, stragglers, rng, end)
+            assert block is not None
     exchange = plan.exchange[first]
     reference = simulate_step(run, exchange, np.zeros(run.network.workers), [])
     moving = reference.transform_s + reference.wire_s
@@ -272,6 +288,19 @@ def _linear_rows(
             }
         )
     return segments
+
+
+def _first_faulted_row(run: Run, block: Any, clock_s: float) -> int | None:
+    """The row of the block's first step whose exchange a fault meets (None: no step's)."""
+    step_s = block.finish_s + block.update_s
+    began = clock_s + np.concatenate(([0.0], np.cumsum(step_s)[:-1]))
+    hit = np.zeros(len(step_s), dtype=bool)
+    for fault in run.faults:
+        hit |= (fault.down_from_s < began + block.finish_s) & (
+            fault.down_until_s > began + block.ready_min_s
+        )
+    where = np.flatnonzero(hit)
+    return int(block.row_of[where[0]]) if len(where) else None
 
 
 def simulate_step(

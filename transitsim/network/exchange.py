@@ -448,15 +448,15 @@ def steps_form(network: NetworkSpec, exchange: Exchange) -> Linear | HierForm | 
 
 def _fast_ring(fabric, exchange, weights, start, faults, record) -> ExchangeResult | str:
     """The ring by its per-phase recurrence, or why that would not be exact."""
-    if faults:
-        return "link faults"
+    if faults and record:
+        return "utilisation over time with link faults is recorded by the DES"
     transform = exchange.transform_at is not None
     plan = ring_plan(exchange.algo, fabric.network.workers, exchange.payload_bytes, transform)
     paths = ring_paths(fabric, plan, weights)
     reason = disjoint_reason(fabric, plan, paths)
     if reason is not None:
         return reason
-    timing = run_fast_ring(fabric, plan, paths, start, record)
+    timing = run_fast_ring(fabric, plan, paths, start, record, faults)
     if not isinstance(timing, Timing):
         return timing
     finish = ring_finish(plan, timing, start)
@@ -487,12 +487,10 @@ def hier_dag(fabric: Fabric, exchange: Exchange, weights: Weights) -> tuple:
 
 def _fast_hier(fabric, exchange, weights, start, faults, record) -> ExchangeResult | str:
     """hierarchical by its stage recurrences and a shared exchange, or why not exact."""
-    if faults:
-        return "link faults"
     if record:
         return "utilisation over time is recorded by the DES"
     schedule, layout, path_ids, compiled, table = hier_dag(fabric, exchange, weights)
-    timing = run_fast_hier(fabric, schedule, layout, path_ids, compiled, start, table)
+    timing = run_fast_hier(fabric, schedule, layout, path_ids, compiled, start, table, faults)
     if not isinstance(timing, Timing):
         return timing
     finish = finish_times(schedule, timing, start)
@@ -525,14 +523,12 @@ def tree_dag(fabric: Fabric, exchange: Exchange, weights: Weights) -> tuple:
 
 def _fast_tree(fabric, exchange, weights, start, faults, record) -> ExchangeResult | str:
     """A pipelined tree by fixed transfer times in one pass, or why that would not be exact."""
-    if faults:
-        return "link faults"
     if record:
         return "utilisation over time is recorded by the DES"
     schedule, path_ids, compiled, table, reason = tree_dag(fabric, exchange, weights)
     if reason is not None:
         return reason
-    timing = run_fast_tree(fabric, table, start)
+    timing = run_fast_tree(fabric, table, start, faults)
     finish = finish_times(schedule, timing, start)
     sent, received = line_bytes(schedule, path_ids, compiled)
 
@@ -544,8 +540,6 @@ def _fast_tree(fabric, exchange, weights, start, faults, record) -> ExchangeResu
 
 def _fast_switch(fabric, exchange, weights, start, faults, record) -> ExchangeResult | str:
     """The in-network all-reduce by its per-piece recurrence, or why that would not be exact."""
-    if faults:
-        return "link faults"
     if record:
         return "utilisation over time is recorded by the DES"
     plan = _switch_plan(fabric, exchange)
@@ -553,7 +547,7 @@ def _fast_switch(fabric, exchange, weights, start, faults, record) -> ExchangeRe
     reason = switch_reason(fabric, plan, paths)
     if reason is not None:
         return reason
-    timing = run_fast_switch(fabric, plan, paths, start)
+    timing = run_fast_switch(fabric, plan, paths, start, faults)
     finish = switch_finish(plan, timing, start)
     sent, received = switch_line_bytes(plan, paths)
     path_of = functools.partial(paths.of, plan)

@@ -12,6 +12,11 @@ the same ready / sent / arrived times as the DES, up to rounding.
 Exactness is checked, not assumed: ring edges of a stage must use disjoint resources, the
 flows of the exchange may share only links that carry nothing else, with equal caps on each,
 and a pre-stage transform must not overlap chunks arriving on its host lanes (a posteriori).
+
+Link faults: a transfer alone on its links waits out their down windows (`fault_delay`); a
+shared link that goes down stops every flow on it until it is back, as the DES's capacity 0
+does. A fault on a link that one exchange flow alone crosses beside a shared one would change
+the max-min shares flow by flow: there the caller runs the DES.
 """
 
 import heapq
@@ -19,8 +24,15 @@ import math
 
 import numpy as np
 
-from transitsim.network.des import Timing
+from transitsim.network.des import ResourceFault, Timing
 from transitsim.network.fabric import Fabric, Path
+from transitsim.network.fault_delay import (
+    Window,
+    delayed,
+    delayed_one,
+    down_windows,
+    route_windows,
+)
 from transitsim.network.fluid import SETTLE_REL
 from transitsim.network.schedule import HierLayout, RingStage, Schedule
 
@@ -45,6 +57,40 @@ class MessageTable:
         self.post = post[path_ids] + np.where(
             store != 0.0, np.minimum(bits, packet[path_ids]) * store, 0.0
         )
+
+
+class MessageFaults:
+    """The down windows each message's route crosses, and the time each message stood still."""
+
+    def __init__(self, windows: dict[int, list[Window]], table: MessageTable):
+        self.spans = [route_windows(windows, p.hops[0].resources) for p in table.paths] + [()]
+        self.faulted = np.array([bool(spans) for spans in self.spans], dtype=bool)
+        self.path_ids = table.path_ids  # -1 (a JOIN) picks the last, empty entry
+        self.stall = np.zeros(len(table.path_ids))
+        self.any = bool(self.faulted.any())
+
+    def hold(
+        self, ids: np.ndarray, began: np.ndarray, ended: np.ndarray, work: np.ndarray
+    ) -> np.ndarray:
+        """The ends of messages `ids` (began + work without faults) with their routes' faults."""
+        if not self.any:
+            return ended
+        flat = ids.ravel()
+        path = self.path_ids[flat]
+        hit = self.faulted[path]
+        if not hit.any():
+            return ended
+        out = ended.ravel().copy()
+        began, work = np.broadcast_to(began, ids.shape).ravel(), work.ravel()
+        for p in np.unique(path[hit]).tolist():
+            sel = np.flatnonzero(path == p)
+            out[sel], self.stall[flat[sel]] = delayed(began[sel], work[sel], self.spans[p])
+        return out.reshape(ended.shape)
+
+
+def _overlap(begin: float, end: float, spans: tuple) -> float:
+    """How long [begin, end] lies inside the windows (a shared flow stands still there)."""
+    return sum(max(0.0, min(end, b) - max(begin, a)) for a, b in spans)
 
 
 def stage_reason(fabric: Fabric, stage: RingStage, paths: list[Path], path_ids) -> str | None:
@@ -122,24 +168,42 @@ def exchange_groups(fabric: Fabric, stage: RingStage, paths: list[Path], path_id
 _GROUPS: dict[int, tuple] = {}
 
 
-def _ring_stage(ready0: np.ndarray, stage: RingStage, table: MessageTable, timing) -> None:
+def _ring_stage(
+    ready0: np.ndarray,
+    stage: RingStage,
+    table: MessageTable,
+    timing,
+    held: MessageFaults | None = None,
+) -> None:
     """Fill ready/free/arrive of a stage of fixed-time parallel rings (the ring recurrence)."""
     ready_s, free_s, arrive_s = timing
     ready = ready0
     for k in range(stage.ids.shape[0]):
         ids = stage.ids[k]
-        free = (ready + table.pre[ids]) + table.dur[ids]
+        began = ready + table.pre[ids]
+        free = began + table.dur[ids]
+        if held is not None:
+            free = held.hold(ids, began, free, table.dur[ids])
         arrive = free + table.post[ids]
         ready_s[ids], free_s[ids], arrive_s[ids] = ready, free, arrive
         ready = np.maximum(free, np.roll(arrive, 1, axis=1))
 
 
 def exchange_stage(
-    ready0: np.ndarray, stage: RingStage, table: MessageTable, flows: ExchangeGroups, timing, busy
+    ready0: np.ndarray,
+    stage: RingStage,
+    table: MessageTable,
+    flows: ExchangeGroups,
+    timing,
+    busy,
+    held: MessageFaults | None = None,
+    down: list[tuple] | None = None,
 ) -> np.ndarray:
     """Fill the cross-group rings' times, sharing each shared link max-min fairly (events).
 
-    Returns, per flow, whether sharing slowed it (for the critical path's breakdown).
+    `held`: the faults of flows that cross nothing shared; `down`: per shared link, the windows
+    in which it is down (every flow on it stands still). Returns, per flow, whether sharing
+    slowed it (for the critical path's breakdown).
     """
     ready_s, free_s, arrive_s = timing
     phases, rings, members = stage.ids.shape
@@ -159,7 +223,15 @@ def exchange_stage(
     slowed = np.zeros(ids.size, dtype=bool)
     events: list[tuple[float, int, int, int, int]] = []  # (time, seq, kind, a, b)
     seq = 0
-    START, DEPART = 0, 1
+    START, DEPART, CAPACITY = 0, 1, 2
+    down = down or [()] * groups
+    is_down = [False] * groups
+    for g, spans in enumerate(down):  # pushed first: at a tie the link changes before a flow
+        for a, b in spans:
+            events.append((a, seq, CAPACITY, g, 1))
+            events.append((b, seq + 1, CAPACITY, g, 0))
+            seq += 2
+    heapq.heapify(events)
     pending = np.zeros((phases, edges), dtype=np.int64)  # deps still missing (after, data)
     due = np.full((phases, edges), -np.inf)
     pre, dur, post, bits = table.pre, table.dur, table.post, table.bits
@@ -186,9 +258,8 @@ def exchange_stage(
     def reshare(g: int, t: float) -> None:
         nonlocal seq
         version[g] += 1
-        if active[g] == 0:
+        if active[g] == 0 or is_down[g]:  # nothing on it, or it is down: nothing departs
             rate[g] = 0.0
-            busy[g] += t - busy_from[g]
             return
         share = flows.capacity[g] / float(active[g])
         rate[g] = min(cap[targets[g][0][2]], share)
@@ -216,8 +287,11 @@ def exchange_stage(
             k, e = a, b
             m = ids_list[k][e]
             g = int(group[e])
-            if g < 0:  # crosses nothing shared: a fixed time
-                heapq.heappush(events, (t + dur[m], seq, DEPART, -1 - e, k))
+            if g < 0:  # crosses nothing shared: a fixed time (held up by its own faults)
+                end = t + dur[m]
+                if held is not None and held.faulted[held.path_ids[m]]:
+                    end, held.stall[m] = delayed_one(t, dur[m], held.spans[held.path_ids[m]])
+                heapq.heappush(events, (end, seq, DEPART, -1 - e, k))
                 seq += 1
                 continue
             advance(g, t)
@@ -226,6 +300,11 @@ def exchange_stage(
             active[g] += 1
             heapq.heappush(targets[g], (served[g] + bits[m], k, e))
             reshare(g, t)
+            continue
+        if kind == CAPACITY:  # a shared link goes down (b = 1) or comes back (b = 0)
+            advance(a, t)
+            is_down[a] = bool(b)
+            reshare(a, t)
             continue
         if a < 0:  # a fixed-time flow ends
             e, k = -1 - a, b
@@ -238,7 +317,13 @@ def exchange_stage(
         _, k, e = heapq.heappop(targets[g])
         m = ids_list[k][e]
         active[g] -= 1
-        slowed[m - ids_list[0][0]] = t - (ready_s[m] + pre[m]) > dur[m] * (1 + SETTLE_REL)
+        if active[g] == 0:
+            busy[g] += t - busy_from[g]
+        began = ready_s[m] + pre[m]
+        still = _overlap(began, t, down[g]) if down[g] else 0.0
+        if still and held is not None:
+            held.stall[m] = still
+        slowed[m - ids_list[0][0]] = t - began - still > dur[m] * (1 + SETTLE_REL)
         reshare(g, t)
         done(k, e, m, t)
     return slowed
@@ -252,15 +337,24 @@ def run_fast_hier(
     paths: list[Path],
     start_s: np.ndarray,
     table: MessageTable | None = None,
+    faults: list[ResourceFault] | None = None,
 ) -> Timing | str:
     """Time every message of hierarchical's schedule, or say why that would not be exact."""
     table = table if table is not None else MessageTable(schedule, path_ids, paths)
+    windows = down_windows(faults or [])
+    held = MessageFaults(windows, table) if windows else None
     exchange = None
+    down: list[tuple] = []
     for stage in layout.stages:
         if stage.across:
             exchange = exchange_groups(fabric, stage, paths, path_ids)
             if exchange.reason is not None:
                 return exchange.reason
+            if windows:
+                down = [route_windows(windows, shared) for shared in exchange.resources]
+                reason = _private_fault(stage, paths, path_ids, exchange, windows)
+                if reason is not None:
+                    return reason
         else:
             reason = stage_reason(fabric, stage, paths, path_ids)
             if reason is not None:
@@ -275,7 +369,10 @@ def run_fast_hier(
     pre_free = None
     if layout.pre is not None:
         ids = layout.pre
-        free = (start + table.pre[ids]) + table.dur[ids]
+        began = start + table.pre[ids]
+        free = began + table.dur[ids]
+        if held is not None:
+            free = held.hold(ids, began, free, table.dur[ids])
         ready_s[ids], free_s[ids], arrive_s[ids] = start, free, free + table.post[ids]
         last_recv = arrive_s[ids].copy()
         pre_free = free
@@ -287,9 +384,11 @@ def run_fast_hier(
         if stage.rendezvous:
             ready0 = np.maximum(ready0, last_recv[np.roll(rings, -1, axis=1)])
         if stage.across and exchange is not None:
-            slowed = exchange_stage(ready0, stage, table, exchange, timing, busy_shared)
+            slowed = exchange_stage(
+                ready0, stage, table, exchange, timing, busy_shared, held, down or None
+            )
         else:
-            _ring_stage(ready0, stage, table, timing)
+            _ring_stage(ready0, stage, table, timing, held)
         last_sent[rings] = free_s[stage.ids[-1]]
         last_recv[rings] = np.roll(arrive_s[stage.ids[-1]], 1, axis=1)
     if pre_free is not None and layout.stages:
@@ -309,7 +408,7 @@ def run_fast_hier(
         mask = slowed[hit - flat[0, 0]]
         shared_by[hit[mask]] = first_res[groups[mask]]
     busy, carried = _usage(fabric, schedule, table, timing, exchange, busy_shared)
-    still = np.zeros(count)
+    still = held.stall if held is not None else np.zeros(count)  # one hop: the first is the whole
     return Timing(
         ready_s=ready_s,
         free_s=free_s,
@@ -321,6 +420,18 @@ def run_fast_hier(
         busy_s=busy,
         bytes=carried,
     )
+
+
+def _private_fault(stage: RingStage, paths, path_ids, exchange: ExchangeGroups, windows):
+    """Why a fault would make the exchange's shares uneven (None: it would not)."""
+    shared = {r for resources in exchange.resources for r in resources}
+    for e, m in enumerate(stage.ids[0].ravel().tolist()):
+        if exchange.group[e] < 0:
+            continue
+        own = [r for r in paths[path_ids[m]].hops[0].resources if r not in shared]
+        if route_windows(windows, own):
+            return "a link fault on an exchange flow's own link (uneven max-min shares)"
+    return None
 
 
 def _usage(fabric, schedule, table, timing, exchange, busy_shared):

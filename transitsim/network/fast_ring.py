@@ -8,18 +8,21 @@ same order: start + pre, + bits / rate, + post, hop by hop). One SimPy event per
 numpy work per phase instead of O(N) SimPy transfers, and no message DAG at all.
 
 Exactness is checked, not assumed: a priori, different ring edges must use disjoint resources
-and there must be no link faults; a posteriori, a hop of phase k must not start before the same
-hop of phase k-1 ended (a slower later hop under store-and-forward), and a pre-stage transform
+a posteriori, a hop of phase k must not start before the same hop of phase k-1 ended (a slower
+later hop under store-and-forward, or one held up by a link fault), and a pre-stage transform
 must not overlap chunks arriving on the same host lanes (both up to rounding, as the DES
-settles them). If any fails, the caller runs the DES instead.
+settles them). If any fails, the caller runs the DES instead. A link fault holds up the
+transfers that cross the link while it is down (`fault_delay`): alone on their links, they
+wait out the window as the DES's flows do.
 """
 
 from dataclasses import dataclass
 
 import numpy as np
 
-from transitsim.network.des import Timing, unshared_timing
+from transitsim.network.des import ResourceFault, Timing, unshared_timing
 from transitsim.network.fabric import LOCAL_XFORM, PLAIN, Fabric, Path, Weights
+from transitsim.network.fault_delay import HopFaults, down_windows
 from transitsim.network.fluid import SETTLE_REL, ExactEnvironment
 from transitsim.network.schedule import RingPlan
 
@@ -106,10 +109,13 @@ def run_fast_ring(
     paths: RingPaths,
     start_s: np.ndarray,
     record: bool = False,
+    faults: list[ResourceFault] | None = None,
 ) -> Timing | str:
     """Evaluate a ring by the recurrence. Returns a Timing, or why it would not be exact."""
     n, phases, offset = plan.workers, plan.phases, plan.offset
     ready, free, arrive = (np.full(plan.count, np.nan) for _ in range(3))
+    stall, stall0 = np.zeros(plan.count), np.zeros(plan.count)
+    windows = down_windows(faults or [])
     busy = np.zeros(len(fabric.resources))
     carried = np.zeros(len(fabric.resources))
     sampled: list[tuple[np.ndarray, ...]] = []
@@ -121,6 +127,7 @@ def run_fast_ring(
     bits = plan.chunk_bytes * 8.0
     tables = (_hop_table(paths.first, bits, hops), _hop_table(paths.later, bits, hops))
     usages = (_Usage(fabric, paths.first, bits), _Usage(fabric, paths.later, bits))
+    held = tuple(HopFaults(windows, _routes(p)) for p in (paths.first, paths.later))
 
     def account(usage: _Usage, table, phase_count: int) -> None:
         np.add.at(busy, usage.resource, phase_count * table[1][usage.edge, usage.hop])
@@ -132,18 +139,36 @@ def run_fast_ring(
         sampled.append((usage.resource, began, usage.share))
         sampled.append((usage.resource, ended, np.zeros_like(usage.share)))
 
-    def run_hops(t: np.ndarray, table) -> tuple[np.ndarray, np.ndarray, list, list]:
+    def run_hops(
+        t: np.ndarray, table, faulted: HopFaults, ids: slice | None, usage: _Usage | None
+    ) -> tuple[np.ndarray, np.ndarray, list, list]:
+        """Every edge's hops in turn; where a hop's links go down, its times held up, counted
+        as stood still for the messages `ids` and busy for the links (as the DES counts)."""
         pre, dur, post = table
-        starts, ends = [], []
+        starts, ends, stood = [], [], []
         sent = t
         for h in range(pre.shape[1]):
             t = t + pre[:, h]
             starts.append(t)
+            began = t
             t = t + dur[:, h]
+            if faulted:
+                t, still = faulted.apply(h, began, t, dur[:, h])
+                if still is not None:
+                    stood.append((h, still))
+                    if ids is not None:
+                        stall[ids] += still
+                        if h == 0:
+                            stall0[ids] = still
             ends.append(t)
             if h == 0:
                 sent = t
             t = t + post[:, h]
+        if stood and usage is not None:
+            still_by_hop = np.zeros((pre.shape[1], len(t)))
+            for h, still in stood:
+                still_by_hop[h] = still
+            np.add.at(busy, usage.resource, still_by_hop[usage.hop, usage.edge])
         return sent, t, starts, ends
 
     failure: list[str] = []
@@ -154,10 +179,11 @@ def run_fast_ring(
         if plan.pre:  # the own transform first: dense out through it, band back in
             assert paths.pre is not None
             table = _hop_table(paths.pre, plan.payload_bytes * 8.0, 1)
-            pre_free, pre_arrive, starts, ends = run_hops(start, table)
+            usage = _Usage(fabric, paths.pre, plan.payload_bytes * 8.0)
+            faulted = HopFaults(windows, _routes(paths.pre))
+            pre_free, pre_arrive, starts, ends = run_hops(start, table, faulted, slice(0, n), usage)
             pre_start = starts[0]
             ready[:n], free[:n], arrive[:n] = start, pre_free, pre_arrive
-            usage = _Usage(fabric, paths.pre, plan.payload_bytes * 8.0)
             account(usage, table, 1)
             if record:
                 sample(usage, starts, ends)
@@ -167,7 +193,10 @@ def run_fast_ring(
             kind = 0 if k == 0 else 1
             # np.roll(arrived, 1) (what edge i - 1 delivered), without its per-call overhead
             now_ready = ring_ready if k == 0 else np.maximum(sent, _from_previous(arrived))
-            sent, arrived, starts, ends = run_hops(now_ready, tables[kind])
+            ids = slice(offset + k * n, offset + (k + 1) * n)
+            sent, arrived, starts, ends = run_hops(
+                now_ready, tables[kind], held[kind], ids, usages[kind]
+            )
             if previous_ends is not None:
                 for h in range(1, hops):
                     real = h < real_hops
@@ -184,7 +213,6 @@ def run_fast_ring(
                 if np.any(overlap):
                     failure.append("a chunk arrives while the own transform runs")
                     return
-            ids = slice(offset + k * n, offset + (k + 1) * n)
             ready[ids], free[ids], arrive[ids] = now_ready, sent, arrived
             if record:
                 sample(usages[kind], starts, ends)
@@ -200,7 +228,14 @@ def run_fast_ring(
     if phases > 1:
         account(usages[1], tables[1], phases - 1)
     samples = tuple(np.concatenate(c) for c in zip(*sampled, strict=True)) if sampled else None
-    return unshared_timing(ready, free, arrive, env.processed, busy, carried, samples)
+    timing = unshared_timing(ready, free, arrive, env.processed, busy, carried, samples)
+    if windows:
+        timing.stall_s, timing.stall0_s = stall, stall0
+    return timing
+
+
+def _routes(paths: list[Path]) -> list[list[tuple[int, ...]]]:
+    return [[hop.resources for hop in path.hops] for path in paths]
 
 
 def ring_finish(plan: RingPlan, timing: Timing, start_s: np.ndarray) -> np.ndarray:

@@ -6,15 +6,17 @@ last contribution arrived (a max over workers); each port sends the result when 
 has sent the previous one. When every route is a single hop, workers' routes share nothing but
 the aggregator, and the aggregator can sum every uplink at full rate at once, no transfer is ever
 slowed by another, and the recurrence reproduces the per-transfer DES bit for bit (the same
-operations in the same order).
+operations in the same order). A link fault holds up the transfers crossing the link while it
+is down (`fault_delay`); alone on their links, they wait out the window as the DES's flows do.
 """
 
 from dataclasses import dataclass
 
 import numpy as np
 
-from transitsim.network.des import Timing, unshared_timing
+from transitsim.network.des import ResourceFault, Timing, unshared_timing
 from transitsim.network.fabric import PLAIN, Fabric, Path, Weights
+from transitsim.network.fault_delay import HopFaults, down_windows
 from transitsim.network.fluid import ExactEnvironment
 
 
@@ -125,11 +127,17 @@ def switch_reason(fabric: Fabric, plan: SwitchPlan, paths: SwitchPaths) -> str |
 
 
 def run_fast_switch(
-    fabric: Fabric, plan: SwitchPlan, paths: SwitchPaths, start_s: np.ndarray
+    fabric: Fabric,
+    plan: SwitchPlan,
+    paths: SwitchPaths,
+    start_s: np.ndarray,
+    faults: list[ResourceFault] | None = None,
 ) -> Timing:
     """Evaluate the in-network all-reduce piece by piece (call switch_reason first)."""
     n = plan.workers
     ready, free, arrive = (np.full(plan.count, np.nan) for _ in range(3))
+    windows = down_windows(faults or [])
+    stall = np.zeros(plan.count)
     busy = np.zeros(len(fabric.resources))
     carried = np.zeros(len(fabric.resources))
     start = np.asarray(start_s, dtype=float)
@@ -141,6 +149,16 @@ def run_fast_switch(
     up_rate = np.array([h.rate_bps for h in up_hops])
     dn_rate = np.array([h.rate_bps for h in down_hops])
     workers = np.arange(n)
+    up_held = HopFaults(windows, [[h.resources] for h in up_hops])
+    down_held = HopFaults(windows, [[h.resources] for h in down_hops])
+
+    def send(t: np.ndarray, work: np.ndarray, held: HopFaults, ids: np.ndarray) -> np.ndarray:
+        ended = t + work
+        if held:
+            ended, still = held.apply(0, t, ended, work)
+            if still is not None:
+                stall[ids] = still
+        return ended
 
     shared = {r for h in up_hops for r in h.resources if fabric.resources[r].kind == "aggregator"}
     shared_spans: list[tuple[np.ndarray, np.ndarray]] = []
@@ -188,7 +206,7 @@ def run_fast_switch(
             ready[up_ids] = t
             t = t + up_pre
             began = t
-            t = t + size * 8.0 / up_rate
+            t = send(t, size * 8.0 / up_rate, up_held, up_ids)
             up_sent = free[up_ids] = t
             account(up_hops, size, began, t)
             arrive[up_ids] = t + posts(up_hops, size)
@@ -199,7 +217,7 @@ def run_fast_switch(
             nbytes = size * plan.down_factor
             t = t + dn_pre
             began = t
-            t = t + nbytes * 8.0 / dn_rate
+            t = send(t, nbytes * 8.0 / dn_rate, down_held, down_ids)
             down_sent = free[down_ids] = t
             account(down_hops, nbytes, began, t)
             arrive[down_ids] = t + posts(down_hops, nbytes)
@@ -215,7 +233,10 @@ def run_fast_switch(
         gaps = np.maximum(began[1:] - ended[:-1], 0.0).sum()
         for r in shared:
             busy[r] = ended[-1] - began[0] - gaps
-    return unshared_timing(ready, free, arrive, env.processed, busy, carried, None)
+    timing = unshared_timing(ready, free, arrive, env.processed, busy, carried, None)
+    if windows:
+        timing.stall_s = timing.stall0_s = stall  # one hop: the first is the whole
+    return timing
 
 
 def switch_finish(plan: SwitchPlan, timing: Timing, start_s: np.ndarray) -> np.ndarray:

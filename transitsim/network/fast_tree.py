@@ -9,14 +9,17 @@ time, and one pass in id order gives the DES's ready / sent / arrived times (the
 operations: ready + pre + bits / rate, + post). Elsewhere (a shared WAN or spine, where the DES
 shares links max-min fairly between the two trees' transfers; several hops) the caller runs the
 DES. With fixed times the finish is also max-plus linear in the start times (`tree_linear`).
+A link fault holds up the transfers crossing the link while it is down (`fault_delay`); they are
+still alone on their links, so the pass stays exact (but no longer linear).
 """
 
 from dataclasses import dataclass
 
 import numpy as np
 
-from transitsim.network.des import Timing, unshared_timing
+from transitsim.network.des import ResourceFault, Timing, unshared_timing
 from transitsim.network.fabric import Fabric, Path
+from transitsim.network.fault_delay import delayed_one, down_windows, route_windows
 from transitsim.network.linear import Linear
 from transitsim.network.schedule import Schedule
 
@@ -66,7 +69,12 @@ def tree_reason(fabric: Fabric, schedule: Schedule, path_ids: np.ndarray, paths:
     return None
 
 
-def run_fast_tree(fabric: Fabric, table: TreeTable, start_s: np.ndarray) -> Timing:
+def run_fast_tree(
+    fabric: Fabric,
+    table: TreeTable,
+    start_s: np.ndarray,
+    faults: list[ResourceFault] | None = None,
+) -> Timing:
     """Every message's times in one pass in id order (call tree_reason first)."""
     schedule = table.schedule
     count = len(schedule)
@@ -77,6 +85,10 @@ def run_fast_tree(fabric: Fabric, table: TreeTable, start_s: np.ndarray) -> Timi
     ptr = schedule.data_ptr.tolist()
     idx = schedule.data_idx.tolist()
     pre, dur, post = table.pre.tolist(), table.dur.tolist(), table.post.tolist()
+    windows = down_windows(faults or [])
+    held = [route_windows(windows, p.hops[0].resources) for p in table.paths] + [()]
+    path_ids = table.path_ids.tolist()
+    stall = [0.0] * count
     ready, free, arrive = [0.0] * count, [0.0] * count, [0.0] * count
     for m in range(count):
         s = src[m]
@@ -88,20 +100,29 @@ def run_fast_tree(fabric: Fabric, table: TreeTable, start_s: np.ndarray) -> Timi
             if arrive[idx[k]] > t:
                 t = arrive[idx[k]]
         ready[m] = t
-        sent = (t + pre[m]) + dur[m]
+        spans = held[path_ids[m]]
+        if spans:
+            sent, stall[m] = delayed_one(t + pre[m], dur[m], spans)
+        else:
+            sent = (t + pre[m]) + dur[m]
         free[m] = sent
         arrive[m] = sent + post[m]
-    busy, carried = _usage(table, len(fabric.resources))
-    return unshared_timing(np.array(ready), np.array(free), np.array(arrive), 0, busy, carried)
+    stood = np.array(stall)
+    busy, carried = _usage(table, len(fabric.resources), stood)
+    timing = unshared_timing(np.array(ready), np.array(free), np.array(arrive), 0, busy, carried)
+    if windows:
+        timing.stall_s = timing.stall0_s = stood  # one hop: the first is the whole
+    return timing
 
 
-def _usage(table: TreeTable, resources: int) -> tuple[np.ndarray, np.ndarray]:
-    """Bytes and busy time per resource: the sums over its transfers (they never overlap)."""
+def _usage(table: TreeTable, resources: int, stall: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Bytes and busy time per resource: the sums over its transfers (they never overlap),
+    time stood still at a fault included, as the DES counts it."""
     ids = np.flatnonzero(table.path_ids >= 0)
     path_ids = table.path_ids[ids]
     count = len(table.paths)
     nbytes = np.bincount(path_ids, weights=table.schedule.nbytes[ids], minlength=count)
-    spans = np.bincount(path_ids, weights=table.dur[ids], minlength=count)
+    spans = np.bincount(path_ids, weights=table.dur[ids] + stall[ids], minlength=count)
     carried = np.zeros(resources)
     busy = np.zeros(resources)
     for p in np.flatnonzero(nbytes > 0).tolist():
