@@ -99,3 +99,22 @@ def test_straggler_replay_with_an_outage_equals_the_des_step_by_step(tmp_path, n
     assert detail["faulted"].any() and detail["faulted"].sum() <= 3
     assert (detail["events"][~detail["faulted"]] == 0).sum() >= 8  # the max-plus blocks
     assert fast.timeline["time_s"].iloc[-1] > plain["time_s"].iloc[-1]
+
+
+def test_straggler_replay_of_a_tree_across_datacentres_equals_the_des(tmp_path):
+    """The double binary tree's WAN transfers share it: no max-plus form, so every straggler
+    step is simulated, by processor sharing on the WAN, as the DES times it."""
+    trace = make_trace(tmp_path, steps=list(range(1, 7)), compute_s=0.01)
+    kwargs = {
+        "collective": "double_binary_tree",
+        "stragglers": Stragglers(distribution="exponential", scale=0.05),
+        "seed": 2,
+    }
+    fast = replay(trace, TWO_DC, **kwargs)
+    des = replay(trace, TWO_DC, method="des", reuse=False, **kwargs)
+    assert (fast.timeline["algo"] == "double_binary_tree").all()
+    for column in ("step_s", "time_s", "wait_s", "wire_s"):
+        np.testing.assert_allclose(
+            fast.timeline[column], des.timeline[column], rtol=1e-12, atol=1e-12
+        )
+    assert (fast.step_detail["events"] < des.step_detail["events"]).all()

@@ -54,6 +54,7 @@ from transitsim.network.fast_switch import (
     switch_reason,
 )
 from transitsim.network.fast_tree import TreeTable, run_fast_tree, tree_linear, tree_reason
+from transitsim.network.fast_tree_shared import private_fault_reason, run_shared_tree, shared_links
 from transitsim.network.faults import LinkFault, resolve_faults
 from transitsim.network.linear import Linear, ring_linear, switch_linear
 from transitsim.network.linear_hier import HierForm, hier_form
@@ -420,7 +421,7 @@ def linear_exchange(network: NetworkSpec, exchange: Exchange) -> Linear | None:
         elif exchange.algo == "switch_sum":
             form = switch_linear(fabric, _switch_plan(fabric, exchange), weights)
         elif exchange.algo in TREE_ALGOS:
-            _, _, _, table, reason = tree_dag(fabric, exchange, weights)
+            _, _, _, table, reason, _ = tree_dag(fabric, exchange, weights)
             form = tree_linear(table) if reason is None else None
         _LINEAR[key] = form
     return _LINEAR[key]
@@ -506,8 +507,9 @@ _TREES: dict[tuple, tuple] = {}
 
 
 def tree_dag(fabric: Fabric, exchange: Exchange, weights: Weights) -> tuple:
-    """A tree all-reduce's schedule, compiled paths, time table and why it has no fast path
-    (None: it has), built once per network and exchange."""
+    """A tree all-reduce's schedule, compiled paths, time table, why fixed transfer times would
+    not be exact (None: they are) and, where not, its shared links (or why processor sharing
+    would not be exact either), built once per network and exchange."""
     key = (repr(fabric.network), exchange)
     built = _TREES.get(key)
     if built is None:
@@ -517,7 +519,8 @@ def tree_dag(fabric: Fabric, exchange: Exchange, weights: Weights) -> tuple:
         path_ids, compiled = assign_paths(fabric, schedule, weights)
         table = TreeTable.of(schedule, path_ids, compiled)
         reason = tree_reason(fabric, schedule, path_ids, compiled)
-        built = _TREES[key] = (schedule, path_ids, compiled, table, reason)
+        shared = None if reason is None else shared_links(fabric, schedule, path_ids, compiled)
+        built = _TREES[key] = (schedule, path_ids, compiled, table, reason, shared)
     return built
 
 
@@ -525,10 +528,16 @@ def _fast_tree(fabric, exchange, weights, start, faults, record) -> ExchangeResu
     """A pipelined tree by fixed transfer times in one pass, or why that would not be exact."""
     if record:
         return "utilisation over time is recorded by the DES"
-    schedule, path_ids, compiled, table, reason = tree_dag(fabric, exchange, weights)
-    if reason is not None:
-        return reason
-    timing = run_fast_tree(fabric, table, start, faults)
+    schedule, path_ids, compiled, table, reason, shared = tree_dag(fabric, exchange, weights)
+    if reason is None:
+        timing = run_fast_tree(fabric, table, start, faults)
+    elif isinstance(shared, str):
+        return shared
+    else:  # links shared by several senders' and receivers' transfers: processor sharing
+        why = private_fault_reason(shared, compiled, faults) if faults else None
+        if why is not None:
+            return why
+        timing = run_shared_tree(fabric, table, shared, start, faults)
     finish = finish_times(schedule, timing, start)
     sent, received = line_bytes(schedule, path_ids, compiled)
 
