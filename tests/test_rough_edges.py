@@ -57,7 +57,8 @@ def test_validate_still_passes_a_scenario_whose_jobs_all_plan(
     )
     scenario.write_text(text, encoding="utf-8")
     code, stdout, _ = run_cli(["validate", str(scenario)], capsys)
-    assert code == 0 and "27" not in stdout and stdout.startswith("ok ")
+    # (not `"27" not in stdout`: the temporary folder's name may hold it, as pytest-227 did)
+    assert code == 0 and "would fail" not in stdout and stdout.startswith("ok ")
 
 
 def test_thousands_separators_in_a_scenario(folder: Path) -> None:
