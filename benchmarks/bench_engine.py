@@ -162,7 +162,7 @@ def bench_tree_des(folder: Path, workers: int) -> None:
             how = f"shared WAN, one step {wall / STEPS:.2f} s x {STEPS}"
         seconds, more = des_step_s(network, exchange)
         print(
-            f"   {algo:<18} fast {wall:8.0f} s ({how})  DES one step {more}{seconds:.2f} s, "
+            f"   {algo:<18} fast {wall:9.2f} s ({how})  DES one step {more}{seconds:.2f} s, "
             f"x {STEPS} = {more}{seconds * STEPS:.0f} s  ratio {more}{seconds * STEPS / wall:,.0f}x"
             f"  {verdict(wall, 60)}"
         )
