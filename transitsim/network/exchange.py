@@ -3,7 +3,8 @@
 `simulate_exchange` builds the network's stages, turns the exchange into a schedule of
 messages, and times it either message by message in SimPy ("des", the reference) or, where that
 is exact, by a recurrence ("fast": per phase for rings, per piece for a sum at one switch, one
-pass of fixed transfer times for the pipelined trees).
+pass of fixed transfer times for the pipelined trees, with processor sharing where they cross a
+WAN; link faults hold up the transfers that cross a link while it is down).
 "auto" takes the fast path where it is exact and the DES elsewhere.
 
 Background traffic (network/background.py): a constant share is a lower link capacity, which
@@ -306,8 +307,8 @@ def simulate_exchange(
     """Time one exchange: per-worker finish, breakdown, bytes and link figures.
 
     start_s: when each worker joins (stragglers); default all at 0. faults: links down for a
-    while. method: "des" (per-transfer SimPy reference), "fast" (the ring or switch-sum
-    recurrence; an error where it would not be exact), "auto" (fast where exact, else des).
+    while. method: "des" (per-transfer SimPy reference), "fast" (the collective's fast path; an
+    error where it would not be exact), "auto" (fast where exact, else des).
     clock_s: the time on the replay clock at which start_s and the faults' times are 0; only a
     link background that changes in time reads it (network/background.py). There, "auto" and
     "fast" time the exchange on the network frozen at its start and keep that where no share
