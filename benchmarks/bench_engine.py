@@ -78,15 +78,18 @@ def engine_trace(folder: Path, variant: str, payload: int, collective: str, redu
 DES_LIMIT_S = 180.0  # a DES step still running then is stopped: its time is a lower bound
 
 
-def des_step_s(network: NetworkSpec, exchange: Exchange) -> tuple[float, str]:
-    """One straggler-perturbed step of the exchange on the per-transfer DES: (wall seconds, ""),
-    or (DES_LIMIT_S, ">") when it was stopped at the limit (a switch sum in 4 KiB pieces at
-    1,024 workers is millions of transfers). Runs in a child process so it can be stopped."""
+def des_step_s(
+    network: NetworkSpec, exchange: Exchange, faults: list[LinkFault] | None = None
+) -> tuple[float, str]:
+    """One straggler-perturbed step of the exchange (held up by `faults`, if any) on the
+    per-transfer DES: (wall seconds, ""), or (DES_LIMIT_S, ">") when it was stopped at the
+    limit (a switch sum in 4 KiB pieces at 1,024 workers is millions of transfers). Runs in a
+    child process so it can be stopped."""
     start = np.random.default_rng(1).exponential(0.05 * 0.030, network.workers)
     child = multiprocessing.get_context("fork").Process(
         target=simulate_exchange,
         args=(network, exchange),
-        kwargs={"start_s": start, "method": "des"},
+        kwargs={"start_s": start, "method": "des", "faults": faults},
     )
     began = time.perf_counter()
     child.start()
@@ -172,24 +175,6 @@ FAULT_ALGOS = ("ring_allreduce", "ring_allgather", "hierarchical")
 FAULT_DOWN_S = 2.0  # the WAN link down for 2 s of simulated time, a third of the way in
 
 
-def faulted_des_step_s(network: NetworkSpec, exchange: Exchange, fault: LinkFault) -> float:
-    """One straggler-perturbed step held up by the fault, on the per-transfer DES (stopped at
-    DES_LIMIT_S: a lower bound then, which the caller marks)."""
-    start = np.random.default_rng(1).exponential(0.05 * 0.030, network.workers)
-    child = multiprocessing.get_context("fork").Process(
-        target=simulate_exchange,
-        args=(network, exchange),
-        kwargs={"start_s": start, "method": "des", "faults": [fault]},
-    )
-    began = time.perf_counter()
-    child.start()
-    child.join(DES_LIMIT_S)
-    if child.is_alive():
-        child.terminate()
-        child.join()
-    return time.perf_counter() - began
-
-
 def bench_faults(folder: Path, workers: int, quick: int) -> None:
     """Replay with random stragglers and a WAN outage: the steps away from it in max-plus
     blocks, the steps it meets on the fast paths (until this round: every step stepped, and the
@@ -218,8 +203,7 @@ def bench_faults(folder: Path, workers: int, quick: int) -> None:
         held = int(detail["faulted"].sum())
         payload = 1_979_184 if algo == "ring_allgather" else DENSE
         probe = LinkFault("dc0->dc1", 0.0, 0.001)  # a millisecond outage as the step starts
-        des_s = faulted_des_step_s(network, Exchange(algo, payload), probe)
-        more = ">" if des_s >= DES_LIMIT_S else ""
+        des_s, more = des_step_s(network, Exchange(algo, payload), [probe])
         note = "" if steps == STEPS else f" (measured on {steps} steps, extrapolated)"
         lost = result.timeline["time_s"].iloc[-1] - clean.timeline["time_s"].iloc[-1]
         print(

@@ -20,6 +20,7 @@ the max-min shares flow by flow: there the caller runs the DES.
 """
 
 import heapq
+import itertools
 import math
 
 import numpy as np
@@ -35,6 +36,7 @@ from transitsim.network.fault_delay import (
 )
 from transitsim.network.fluid import SETTLE_REL
 from transitsim.network.schedule import HierLayout, RingStage, Schedule
+from transitsim.network.sharing import ProcessorSharing, overlap_s
 
 
 class MessageTable:
@@ -86,11 +88,6 @@ class MessageFaults:
             sel = np.flatnonzero(path == p)
             out[sel], self.stall[flat[sel]] = delayed(began[sel], work[sel], self.spans[p])
         return out.reshape(ended.shape)
-
-
-def _overlap(begin: float, end: float, spans: tuple) -> float:
-    """How long [begin, end] lies inside the windows (a shared flow stands still there)."""
-    return sum(max(0.0, min(end, b) - max(begin, a)) for a, b in spans)
 
 
 def stage_reason(fabric: Fabric, stage: RingStage, paths: list[Path], path_ids) -> str | None:
@@ -210,39 +207,25 @@ def exchange_stage(
     ids = stage.ids.reshape(phases, -1)
     edges = rings * members
     group = flows.group
-    cap = flows.cap
     groups = len(flows.capacity)
-    # per shared link: flows on it, virtual service (bits each flow got), rate, heap of targets
-    active = [0] * groups
-    served = [0.0] * groups
-    since = [0.0] * groups
-    rate = [0.0] * groups
-    targets: list[list[tuple[float, int, int]]] = [[] for _ in range(groups)]
-    version = [0] * groups
-    busy_from = [0.0] * groups
     slowed = np.zeros(ids.size, dtype=bool)
     events: list[tuple[float, int, int, int, int]] = []  # (time, seq, kind, a, b)
-    seq = 0
+    seq = itertools.count().__next__
     START, DEPART, CAPACITY = 0, 1, 2
+    # the flows of a shared link have one cap of their own (ExchangeGroups checks it)
+    caps = [float(flows.cap[np.argmax(group == g)]) for g in range(groups)]
+    sharing = ProcessorSharing(flows.capacity, caps, events, seq, DEPART, busy)
     down = down or [()] * groups
-    is_down = [False] * groups
-    for g, spans in enumerate(down):  # pushed first: at a tie the link changes before a flow
-        for a, b in spans:
-            events.append((a, seq, CAPACITY, g, 1))
-            events.append((b, seq + 1, CAPACITY, g, 0))
-            seq += 2
-    heapq.heapify(events)
+    sharing.push_windows(down, CAPACITY)
     pending = np.zeros((phases, edges), dtype=np.int64)  # deps still missing (after, data)
     due = np.full((phases, edges), -np.inf)
     pre, dur, post, bits = table.pre, table.dur, table.post, table.bits
     ids_list = ids.tolist()
 
     def release(k: int, e: int, t: float) -> None:
-        nonlocal seq
         m = ids_list[k][e]
         ready_s[m] = t
-        heapq.heappush(events, (t + pre[m], seq, START, k, e))
-        seq += 1
+        heapq.heappush(events, (t + pre[m], seq(), START, k, e))
 
     def satisfied(k: int, e: int, t: float) -> None:
         if t > due[k, e]:
@@ -250,22 +233,6 @@ def exchange_stage(
         pending[k, e] -= 1
         if pending[k, e] == 0:
             release(k, e, float(due[k, e]))
-
-    def advance(g: int, t: float) -> None:
-        served[g] += rate[g] * (t - since[g])
-        since[g] = t
-
-    def reshare(g: int, t: float) -> None:
-        nonlocal seq
-        version[g] += 1
-        if active[g] == 0 or is_down[g]:  # nothing on it, or it is down: nothing departs
-            rate[g] = 0.0
-            return
-        share = flows.capacity[g] / float(active[g])
-        rate[g] = min(cap[targets[g][0][2]], share)
-        left = max(targets[g][0][0] - served[g], 0.0)
-        heapq.heappush(events, (t + left / rate[g], seq, DEPART, g, version[g]))
-        seq += 1
 
     def done(k: int, e: int, m: int, t: float) -> None:
         free_s[m] = t
@@ -291,40 +258,28 @@ def exchange_stage(
                 end = t + dur[m]
                 if held is not None and held.faulted[held.path_ids[m]]:
                     end, held.stall[m] = delayed_one(t, dur[m], held.spans[held.path_ids[m]])
-                heapq.heappush(events, (end, seq, DEPART, -1 - e, k))
-                seq += 1
+                heapq.heappush(events, (end, seq(), DEPART, -1 - e, k))
                 continue
-            advance(g, t)
-            if active[g] == 0:
-                busy_from[g] = t
-            active[g] += 1
-            heapq.heappush(targets[g], (served[g] + bits[m], k, e))
-            reshare(g, t)
+            sharing.start(g, t, bits[m], (k, e))
             continue
         if kind == CAPACITY:  # a shared link goes down (b = 1) or comes back (b = 0)
-            advance(a, t)
-            is_down[a] = bool(b)
-            reshare(a, t)
+            sharing.set_down(a, t, bool(b))
             continue
         if a < 0:  # a fixed-time flow ends
             e, k = -1 - a, b
             done(k, e, ids_list[k][e], t)
             continue
-        g, stamp = a, b
-        if stamp != version[g]:
+        g = a
+        key = sharing.depart(g, t, b)
+        if key is None:
             continue
-        advance(g, t)
-        _, k, e = heapq.heappop(targets[g])
+        k, e = key
         m = ids_list[k][e]
-        active[g] -= 1
-        if active[g] == 0:
-            busy[g] += t - busy_from[g]
         began = ready_s[m] + pre[m]
-        still = _overlap(began, t, down[g]) if down[g] else 0.0
+        still = overlap_s(began, t, down[g]) if down[g] else 0.0
         if still and held is not None:
             held.stall[m] = still
         slowed[m - ids_list[0][0]] = t - began - still > dur[m] * (1 + SETTLE_REL)
-        reshare(g, t)
         done(k, e, m, t)
     return slowed
 

@@ -47,10 +47,11 @@ class TreeTable:
         return cls(schedule, path_ids, paths, pre, dur, post)
 
 
-def tree_reason(fabric: Fabric, schedule: Schedule, path_ids: np.ndarray, paths: list[Path]):
-    """Why fixed transfer times would not be exact here (None: they are, for any starts)."""
-    if any(len(p.hops) != 1 for p in paths):
-        return "routes of more than one hop"
+def shared_resources(
+    fabric: Fabric, schedule: Schedule, path_ids: np.ndarray, paths: list[Path]
+) -> list[int]:
+    """The resources crossed by transfers of more than one sender and of more than one receiver,
+    in the order first met: there transfers can meet, so their times are not fixed."""
     senders: dict[int, set[int]] = {}
     receivers: dict[int, set[int]] = {}
     _, index = np.unique(path_ids, return_index=True)  # one message of each path
@@ -62,10 +63,17 @@ def tree_reason(fabric: Fabric, schedule: Schedule, path_ids: np.ndarray, paths:
         for r in fabric.path_resources(paths[p]):
             senders.setdefault(r, set()).add(s)
             receivers.setdefault(r, set()).add(d)
-    for r, who in senders.items():
-        if len(who) > 1 and len(receivers[r]) > 1:
-            name = fabric.resources[r].name
-            return f"transfers of different senders and receivers share {name} (max-min sharing)"
+    return [r for r, who in senders.items() if len(who) > 1 and len(receivers[r]) > 1]
+
+
+def tree_reason(fabric: Fabric, schedule: Schedule, path_ids: np.ndarray, paths: list[Path]):
+    """Why fixed transfer times would not be exact here (None: they are, for any starts)."""
+    if any(len(p.hops) != 1 for p in paths):
+        return "routes of more than one hop"
+    shared = shared_resources(fabric, schedule, path_ids, paths)
+    if shared:
+        name = fabric.resources[shared[0]].name
+        return f"transfers of different senders and receivers share {name} (max-min sharing)"
     return None
 
 

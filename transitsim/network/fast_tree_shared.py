@@ -22,6 +22,7 @@ DES.
 """
 
 import heapq
+import itertools
 import math
 from dataclasses import dataclass
 
@@ -29,21 +30,22 @@ import numpy as np
 
 from transitsim.network.des import ResourceFault, Timing
 from transitsim.network.fabric import Fabric, Path
-from transitsim.network.fast_tree import TreeTable
+from transitsim.network.fast_tree import TreeTable, shared_resources
 from transitsim.network.fault_delay import delayed_one, down_windows, route_windows
 from transitsim.network.fluid import SETTLE_REL
 from transitsim.network.schedule import Schedule
+from transitsim.network.sharing import ProcessorSharing, overlap_s
 
 
 @dataclass
 class SharedLinks:
-    """Per compiled path: its shared set (-1: none) and its cap of its own; per shared set, its
-    resources and capacity."""
+    """Per compiled path: its shared set (-1: none); per shared set, its resources, capacity
+    and the one cap of their own its flows have."""
 
     group_of_path: list[int]
-    cap_of_path: list[float]
     resources: list[tuple[int, ...]]
     capacity: list[float]
+    group_cap: list[float]
     # the schedule as plain lists, made on the first run (each step of a replay reuses them)
     lists: dict[str, list] | None = None
 
@@ -84,18 +86,7 @@ def shared_links(
     """The tree's shared links, or why processor sharing would not be exact here."""
     if any(len(p.hops) != 1 for p in paths):
         return "routes of more than one hop"
-    senders: dict[int, set[int]] = {}
-    receivers: dict[int, set[int]] = {}
-    _, index = np.unique(path_ids, return_index=True)  # one message of each path
-    for m in index.tolist():
-        p = int(path_ids[m])
-        if p < 0:
-            continue
-        s, d = int(schedule.src[m]), int(schedule.dst[m])
-        for r in fabric.path_resources(paths[p]):
-            senders.setdefault(r, set()).add(s)
-            receivers.setdefault(r, set()).add(d)
-    shared = {r for r, who in senders.items() if len(who) > 1 and len(receivers[r]) > 1}
+    shared = set(shared_resources(fabric, schedule, path_ids, paths))
     keys: dict[tuple[int, ...], int] = {}
     groups, caps, resources, capacity = [], [], [], []
     for path in paths:
@@ -122,11 +113,13 @@ def shared_links(
         if seen & set(mine):
             return "flows share links in overlapping sets"
         seen |= set(mine)
+    group_cap = []
     for g in range(len(resources)):
         own = {caps[p] for p, group in enumerate(groups) if group == g}
         if len(own) != 1:
             return "flows sharing a link have different rates of their own"
-    return SharedLinks(groups, caps, resources, capacity)
+        group_cap.append(own.pop())
+    return SharedLinks(groups, resources, capacity, group_cap)
 
 
 def private_fault_reason(links: SharedLinks, paths: list[Path], faults) -> str | None:
@@ -165,26 +158,18 @@ def run_shared_tree(
     waiting = list(lists["waiting"])
     windows = down_windows(faults or [])
     held = [route_windows(windows, p.hops[0].resources) for p in table.paths]
-    cap_of = links.cap_of_path
 
     ready, free, arrive = [math.nan] * count, [math.nan] * count, [math.nan] * count
     stall = [0.0] * count
     due = [-math.inf] * count
-    groups = len(links.resources)
-    active, served, since, rate = [0] * groups, [0.0] * groups, [0.0] * groups, [0.0] * groups
-    version, busy_from, busy_shared = [0] * groups, [0.0] * groups, [0.0] * groups
-    targets: list[list[tuple[float, int]]] = [[] for _ in range(groups)]
+    busy_shared = [0.0] * len(links.resources)
     down = [route_windows(windows, mine) for mine in links.resources]
-    is_down = [False] * groups
     slowed = [False] * count
     events: list[tuple[float, int, int, int, int]] = []  # (time, seq, kind, a, b)
     START, DEPART, CAPACITY = 0, 1, 2
-    seq = 0
-    for g, spans in enumerate(down):  # pushed first: at a tie the link changes before a flow
-        for begin, end in spans:
-            events += [(begin, seq, CAPACITY, g, 1), (end, seq + 1, CAPACITY, g, 0)]
-            seq += 2
-    heapq.heapify(events)
+    seq = itertools.count().__next__
+    sharing = ProcessorSharing(links.capacity, links.group_cap, events, seq, DEPART, busy_shared)
+    sharing.push_windows(down, CAPACITY)
 
     # Messages off the shared links are timed as soon as they are released, without events:
     # their times follow from their dependencies alone, and whatever they release later on a
@@ -206,7 +191,6 @@ def run_shared_tree(
         satisfied(arrival_next[arrival_ptr[m] : arrival_ptr[m + 1]], arrive[m])
 
     def drain() -> None:
-        nonlocal seq
         while todo:
             m = todo.pop()
             t = due[m]
@@ -222,29 +206,12 @@ def run_shared_tree(
                 continue
             t = t + pre[m]
             if group_of[m] >= 0:
-                heapq.heappush(events, (t, seq, START, m, 0))
-                seq += 1
+                heapq.heappush(events, (t, seq(), START, m, 0))
             elif held[p]:
                 end, stall[m] = delayed_one(t, dur[m], held[p])
                 sent(m, end)
             else:
                 sent(m, t + dur[m])
-
-    def advance(g: int, t: float) -> None:
-        served[g] += rate[g] * (t - since[g])
-        since[g] = t
-
-    def reshare(g: int, t: float) -> None:
-        nonlocal seq
-        version[g] += 1
-        if active[g] == 0 or is_down[g]:
-            rate[g] = 0.0
-            return
-        first = targets[g][0]
-        rate[g] = min(cap_of[path_ids[first[1]]], links.capacity[g] / active[g])
-        left = max(first[0] - served[g], 0.0)
-        heapq.heappush(events, (t + left / rate[g], seq, DEPART, g, version[g]))
-        seq += 1
 
     initial = float(min(start)) if start else 0.0
     for m in np.flatnonzero(np.asarray(waiting) == 0).tolist():
@@ -256,29 +223,16 @@ def run_shared_tree(
         t, _, kind, a, b = heapq.heappop(events)
         processed += 1
         if kind == START:
-            g = group_of[a]
-            advance(g, t)
-            if active[g] == 0:
-                busy_from[g] = t
-            active[g] += 1
-            heapq.heappush(targets[g], (served[g] + bits[a], a))
-            reshare(g, t)
+            sharing.start(group_of[a], t, bits[a], a)
         elif kind == CAPACITY:
-            advance(a, t)
-            is_down[a] = bool(b)
-            reshare(a, t)
-        elif b == version[a]:  # DEPART of the flow with the least left on link set a
-            g = a
-            advance(g, t)
-            _, m = heapq.heappop(targets[g])
-            active[g] -= 1
-            if active[g] == 0:
-                busy_shared[g] += t - busy_from[g]
+            sharing.set_down(a, t, bool(b))
+        else:  # DEPART of the flow with the least left on link set a (unless stale)
+            m = sharing.depart(a, t, b)
+            if m is None:
+                continue
             began = ready[m] + pre[m]
-            still = sum(max(0.0, min(t, e) - max(began, s)) for s, e in down[g])
-            stall[m] = still
+            stall[m] = still = overlap_s(began, t, down[a])
             slowed[m] = t - began - still > dur[m] * (1 + SETTLE_REL)
-            reshare(g, t)
             sent(m, t)
             drain()
 
