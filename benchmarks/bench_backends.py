@@ -17,7 +17,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from transitsim.trace import find_traces, read_trace
+from transitsim.traces.format import find_traces, read_trace
 
 COLUMNS = ("wall_s", "compute_s", "compress_s", "comm_s")
 

@@ -43,7 +43,6 @@ import numpy as np
 from common import DENSE, first_steps, one_switch, synthetic_trace, timed, two_datacentres
 
 from transitsim import sweep
-from transitsim.compute import Stragglers
 from transitsim.network import (
     COLLECTIVE_ALGOS,
     Exchange,
@@ -53,7 +52,8 @@ from transitsim.network import (
     simulate_exchange,
 )
 from transitsim.network.exchange import linear_exchange
-from transitsim.replay import replay
+from transitsim.replay.compute import Stragglers
+from transitsim.replay.plan import replay
 from transitsim.sweep import ReplayJob, run_jobs
 
 STEPS = 3000

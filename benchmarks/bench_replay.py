@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 from common import first_steps, one_switch, synthetic_trace, timed
 
-from transitsim.replay import replay
+from transitsim.replay.plan import replay
 
 WORKERS = 8
 RUNS = (

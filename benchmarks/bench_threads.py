@@ -19,8 +19,8 @@ import sys
 CHILD = r"""
 import json, sys, time
 from trainer.config import make_config
-from trainer.corpus import load_corpus
-from trainer.run import Trainer, setup_torch
+from trainer.data.corpus import load_corpus
+from trainer.loop.run import Trainer, setup_torch
 preset, variant, threads, steps = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 cfg = make_config(preset, variant, steps=steps + 2, threads=threads, eval_every=10**9)
 setup_torch(threads)

@@ -17,8 +17,8 @@ import statistics
 import time
 
 from trainer.config import make_config
-from trainer.corpus import load_corpus
-from trainer.run import Trainer, setup_torch
+from trainer.data.corpus import load_corpus
+from trainer.loop.run import Trainer, setup_torch
 
 GOAL = 0.20
 WARMUP_STEPS = 2

@@ -19,9 +19,9 @@ import numpy as np
 
 from trainer.config import make_config
 from trainer.distributed.launch import launch_command
+from trainer.loop.run import train
 from trainer.naming import run_name
-from trainer.run import train
-from transitsim.trace import read_trace
+from transitsim.traces.format import read_trace
 
 WORDS = "the a cat dog sat on mat ran to house big small red blue and then".split()
 VARIANTS = {

@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 
 from transitsim.network import LinkSpec, NetworkSpec, SwitchSpec
-from transitsim.trace import Trace, read_trace, write_trace
+from transitsim.traces.format import Trace, read_trace, write_trace
 
 DENSE = 31_666_944  # the dense BF16 delta of the worked 15.8 M parameter model
 N_PARAMS = DENSE // 2

@@ -6,8 +6,8 @@ import sys
 
 import pytest
 
-from trainer.accounting import byte_accounting, index_bytes
 from trainer.config import RunConfig
+from trainer.variants.accounting import byte_accounting, index_bytes
 
 
 def model_shapes(vocab: int, block: int, layers: int, width: int) -> dict[str, tuple[int, ...]]:
@@ -117,7 +117,7 @@ def test_accounting_imports_without_torch():
     """Byte counts need only shapes, so the simulator side can use them without torch."""
     code = (
         "import sys; sys.modules['torch'] = None\n"
-        "from trainer.accounting import byte_accounting\n"
+        "from trainer.variants.accounting import byte_accounting\n"
         "from trainer.config import RunConfig\n"
         "print(byte_accounting({'w': (128, 128)}, RunConfig(), 8).payload_bytes)"
     )

@@ -8,13 +8,13 @@ import numpy as np
 import pytest
 from test_replay import make_trace
 
-from transitsim.compute import Stragglers
-from transitsim.errors import TransitsimError
+from transitsim.base.errors import TransitsimError
 from transitsim.network import Exchange, LinkFault, LinkSpec, NetworkSpec, SwitchSpec
 from transitsim.network import simulate_exchange as simulate
 from transitsim.network.background import Background, read_background_csv
-from transitsim.network.fluid import ExactEnvironment, FluidEngine
-from transitsim.replay import replay
+from transitsim.network.des.fluid import ExactEnvironment, FluidEngine
+from transitsim.replay.compute import Stragglers
+from transitsim.replay.plan import replay
 
 GBPS = 1e9
 PAIR = NetworkSpec(name="pair", topology="switch", workers=2, host_link=LinkSpec(rate_bps=GBPS))

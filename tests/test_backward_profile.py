@@ -1,4 +1,5 @@
-"""The backward profile (trainer/profile.py): when each gradient is ready, recorded once per run."""
+"""The backward profile (trainer/loop/profile.py): when each gradient is ready, recorded once a
+run."""
 
 import random
 
@@ -7,10 +8,10 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from trainer.config import make_config  # noqa: E402
+from trainer.loop.profile import BackwardProfiler, measured, profile_due  # noqa: E402
+from trainer.loop.run import train  # noqa: E402
 from trainer.model import GPT, ModelShape  # noqa: E402
-from trainer.profile import BackwardProfiler, measured, profile_due  # noqa: E402
-from trainer.run import train  # noqa: E402
-from transitsim.trace import read_trace  # noqa: E402
+from transitsim.traces.format import read_trace  # noqa: E402
 
 torch.set_num_threads(1)
 

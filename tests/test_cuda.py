@@ -16,8 +16,8 @@ if not torch.cuda.is_available():
 
 from trainer.cli import main  # noqa: E402
 from trainer.config import PRESETS, make_config  # noqa: E402
-from trainer.run import train  # noqa: E402
-from transitsim.trace import read_trace  # noqa: E402
+from trainer.loop.run import train  # noqa: E402
+from transitsim.traces.format import read_trace  # noqa: E402
 
 SHORT = dict(steps=4, eval_every=2, eval_batches=2, ckpt_every=2)
 

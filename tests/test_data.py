@@ -7,10 +7,10 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from trainer import corpus as corpus_mod  # noqa: E402
-from trainer.corpus import EOT, char_encode, known_vocab, load_corpus  # noqa: E402
-from trainer.data import WorkerBatches, eval_batches  # noqa: E402
-from transitsim.errors import TransitsimError  # noqa: E402
+from trainer.data import corpus as corpus_mod  # noqa: E402
+from trainer.data.batches import WorkerBatches, eval_batches  # noqa: E402
+from trainer.data.corpus import EOT, char_encode, known_vocab, load_corpus  # noqa: E402
+from transitsim.base.errors import TransitsimError  # noqa: E402
 
 torch.set_num_threads(1)
 

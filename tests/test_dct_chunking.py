@@ -6,8 +6,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from trainer.chunking import k_per_chunk, make_chunker, side_divisor, side_pow2  # noqa: E402
-from trainer.dct import (  # noqa: E402
+from trainer.variants.chunking import k_per_chunk, make_chunker, side_divisor, side_pow2  # noqa: E402
+from trainer.variants.dct import (  # noqa: E402
     chunk_transform_matrix,
     dct_chunks,
     dct_matrix,

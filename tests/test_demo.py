@@ -9,8 +9,8 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from trainer.config import RunConfig  # noqa: E402
-from trainer.demo import DeMo  # noqa: E402
-from trainer.selection import band_positions  # noqa: E402
+from trainer.variants.demo import DeMo  # noqa: E402
+from trainer.variants.selection import band_positions  # noqa: E402
 
 torch.set_num_threads(1)
 
@@ -188,7 +188,7 @@ def cfg_of(**kw):
 
 
 def test_fft_basis_agrees_with_cosine_basis():
-    from trainer.dct import dct_matrix
+    from trainer.variants.dct import dct_matrix
 
     for n in (16, 64, 128):
         assert torch.allclose(fft_dct_basis(n), dct_matrix(n), atol=1e-6)
@@ -233,7 +233,7 @@ def test_batched_step_equals_per_tensor_restatement(variant, band, mode, chunk, 
     ours = make_params()
     ref_params = [(n, torch.nn.Parameter(p.detach().clone())) for n, p in ours]
     demo = DeMo(ours, cfg, workers)
-    from trainer.chunking import k_per_chunk, make_chunker
+    from trainer.variants.chunking import k_per_chunk, make_chunker
 
     chunkers = {n: make_chunker(tuple(p.shape), mode, chunk, "R") for n, p in ours}
     ref = PerTensorDeMo(
@@ -258,7 +258,7 @@ def test_batched_step_equals_per_tensor_restatement(variant, band, mode, chunk, 
 def test_exact_feedback_removes_the_band_and_keeps_the_rest():
     """With exact feedback the band coefficients of delta are 0 after the step (to float32
     rounding: ~1e-8 of the delta's size) and every other coefficient is what it was."""
-    from trainer.chunking import make_chunker
+    from trainer.variants.chunking import make_chunker
 
     cfg = cfg_of(variant="band", band="zigzag", chunk=8, keep=1 / 4)
     params, demo = run(cfg, 3)
@@ -329,8 +329,8 @@ def test_calibrated_selector_appears_in_diagnostics_after_calibration():
 def expected_shares(params, grads0, chunk, mode, k_keep, seed, include):
     """Independent §11 computation on worker 0's gradient: pooled per tensor, energy-weighted
     per group."""
-    from trainer.chunking import k_per_chunk, make_chunker
-    from trainer.diagnostics import subgroup
+    from trainer.variants.chunking import k_per_chunk, make_chunker
+    from trainer.variants.diagnostics import subgroup
 
     kept, total = {}, {}
     for name, p in params:

@@ -22,10 +22,10 @@ torch = pytest.importorskip("torch")
 
 from trainer.config import make_config  # noqa: E402
 from trainer.distributed.launch import launch_command  # noqa: E402
-from trainer.exchange import LocalExchange, Message, sparse_wire  # noqa: E402
+from trainer.loop.run import train  # noqa: E402
 from trainer.naming import run_name  # noqa: E402
-from trainer.run import train  # noqa: E402
-from transitsim.trace import read_meta, read_trace  # noqa: E402
+from trainer.variants.exchange import LocalExchange, Message, sparse_wire  # noqa: E402
+from transitsim.traces.format import read_meta, read_trace  # noqa: E402
 
 torch.set_num_threads(1)
 REPO = Path(__file__).resolve().parent.parent

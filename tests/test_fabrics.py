@@ -3,7 +3,7 @@ hierarchical all-reduce on them, in-network sums at the spine or core; hand-deri
 
 import pytest
 
-from transitsim.errors import TransitsimError
+from transitsim.base.errors import TransitsimError
 from transitsim.network import (
     Exchange,
     LinkSpec,

@@ -10,10 +10,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from transitsim.claims import FAILS, HOLDS, UNKNOWN
 from transitsim.commands import findings_cmd
-from transitsim.findings import findings
-from transitsim.published import (
+from transitsim.findings.claims import FAILS, HOLDS, UNKNOWN
+from transitsim.findings.published import (
     TINYSTORIES_GPU,
     TINYSTORIES_GPU_ENERGY,
     TINYSTORIES_GPU_RUNS,
@@ -21,7 +20,8 @@ from transitsim.published import (
     config_key,
     published_run,
 )
-from transitsim.trace import read_trace, write_trace
+from transitsim.findings.sections import findings
+from transitsim.traces.format import read_trace, write_trace
 
 SHAKESPEARE = dict(dataset="shakespeare", n_layer=4, n_embd=128, block=128, steps=600)
 TINYSTORIES_GPU_SCALE = dict(dataset="tinystories", n_layer=8, n_embd=384, block=256, steps=3000)
@@ -49,7 +49,7 @@ def run_name(variant: str, params: dict[str, Any], dataset: str, seed: int) -> s
 
 
 def variant_params(variant: str, **kw: Any) -> dict[str, Any]:
-    """What the trainer records as variant_params (trainer/run.py variant_params)."""
+    """What the trainer records as variant_params (trainer/loop/run.py variant_params)."""
     params: dict[str, Any] = {
         "algorithm": ALGORITHM[variant],
         "lr": 3e-3 if variant == "A" else 1e-3,

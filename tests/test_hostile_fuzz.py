@@ -29,7 +29,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from transitsim import cli
-from transitsim.trace import (
+from transitsim.traces.format import (
     DIAG_KEY,
     META_KEY,
     REQUIRED_META,

@@ -20,10 +20,10 @@ import pytest
 from test_run_cli import run_cli, write_test_trace
 
 import transitsim
-from transitsim.errors import TransitsimError
-from transitsim.network_presets import preset_dict
+from transitsim.base.errors import TransitsimError
+from transitsim.network.presets import preset_dict
 from transitsim.scenario import network_preset
-from transitsim.trace import Trace, read_trace
+from transitsim.traces.format import Trace, read_trace
 
 BASE = "traces: [traces/]\nnetworks: [8x200g-switch]\ntargets: [3.5]\n"
 
@@ -323,8 +323,8 @@ class _Payload:
 
 def test_a_crafted_checkpoint_never_runs_code(tmp_path: Path, capsys) -> None:
     torch = pytest.importorskip("torch")
-    from trainer.checkpoint import checkpoint_path, load_checkpoint
     from trainer.cli import build_parser, config_from_args
+    from trainer.loop.checkpoint import checkpoint_path, load_checkpoint
     from trainer.naming import run_name
 
     marker = tmp_path / "pwned"
@@ -347,7 +347,7 @@ def test_a_crafted_checkpoint_never_runs_code(tmp_path: Path, capsys) -> None:
 
 def test_json_logs_with_huge_ints_or_nonfinite_losses_still_import(tmp_path: Path) -> None:
     """Non-finite losses are a diverged run (kept, noted); only they may be non-finite."""
-    from transitsim.importers import import_logs
+    from transitsim.traces.experiment_logs import import_logs
 
     log = _log(tmp_path, lambda r: _eval(r).update(val_loss=math.inf))
     (result,) = import_logs([log], tmp_path / "out")
@@ -467,7 +467,7 @@ def test_a_scenario_key_with_a_line_break_is_one_line(work: Path, capsys) -> Non
 
 def test_a_log_that_never_ends_is_refused(tmp_path: Path, capsys, monkeypatch) -> None:
     """`traces import /dev/zero` read forever (and grew without bound)."""
-    from transitsim import importers
+    from transitsim.traces import experiment_logs as importers
 
     monkeypatch.setattr(importers, "MAX_LOG_BYTES", 10_000)
     out = tmp_path / "out"

@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 from test_run_cli import run_cli, write_test_trace
 
-from transitsim import outfolder
+from transitsim.base import outfolder
 
 SCENARIO = "traces: [traces/]\nnetworks: [8x200g-switch]\ntargets: [{target}]\n"
 
@@ -201,7 +201,7 @@ def test_a_failing_writer_leaves_the_old_folder_and_no_staging(tmp_path: Path) -
 def test_sigterm_while_writing_leaves_no_temporary_files(tmp_path: Path) -> None:
     """SIGTERM (or SIGHUP) while a folder is staged or a file is written: the old outputs
     stay and nothing hidden is left beside them (it stayed until the next run)."""
-    from transitsim.atomic import atomic_path
+    from transitsim.base.atomic import atomic_path
 
     def terminated(path: Path) -> None:
         path.write_text("half", encoding="utf-8")

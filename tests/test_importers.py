@@ -9,9 +9,9 @@ import logfactory as lf
 import pandas as pd
 import pytest
 
-from transitsim.errors import TransitsimError
-from transitsim.importers import TIMING_NOTE, import_log, import_logs
-from transitsim.trace import read_trace
+from transitsim.base.errors import TransitsimError
+from transitsim.traces.experiment_logs import TIMING_NOTE, import_log, import_logs
+from transitsim.traces.format import read_trace
 
 STEPS = [200 * i for i in range(1, 16)]
 

@@ -8,16 +8,16 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from transitsim.errors import TransitsimError
-from transitsim.importers import import_log
-from transitsim.metrics import (
+from transitsim.analysis.metrics import (
     crossovers,
     first_reaching,
     ladder,
     parse_targets,
     time_to_target,
 )
-from transitsim.trace import Trace
+from transitsim.base.errors import TransitsimError
+from transitsim.traces.experiment_logs import import_log
+from transitsim.traces.format import Trace
 
 
 def study_traces(folder: Path) -> list[Trace]:

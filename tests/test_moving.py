@@ -8,18 +8,18 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from trainer.accounting import broadcast_bytes, byte_accounting, index_bytes  # noqa: E402
 from trainer.config import RunConfig, make_config, same_config  # noqa: E402
-from trainer.dct import dct_chunks, dct_matrix  # noqa: E402
-from trainer.demo import DeMo  # noqa: E402
-from trainer.demo_groups import grad_view  # noqa: E402
-from trainer.moving import (  # noqa: E402
+from trainer.naming import run_name  # noqa: E402
+from trainer.variants.accounting import broadcast_bytes, byte_accounting, index_bytes  # noqa: E402
+from trainer.variants.dct import dct_chunks, dct_matrix  # noqa: E402
+from trainer.variants.demo import DeMo  # noqa: E402
+from trainer.variants.demo_groups import grad_view  # noqa: E402
+from trainer.variants.moving import (  # noqa: E402
     is_choice_step,
     rotating_positions,
     subspace_step,
     units_mod,
 )
-from trainer.naming import run_name  # noqa: E402
 
 torch.set_num_threads(1)
 
@@ -226,8 +226,8 @@ def no_comparisons(monkeypatch):
     for name in COMPARING:
         monkeypatch.setattr(torch, name, boom)
         monkeypatch.setattr(torch.Tensor, name, boom)
-    monkeypatch.setattr("trainer.demo.topk_mask", boom)
-    monkeypatch.setattr("trainer.demo.calibrated_positions", boom)
+    monkeypatch.setattr("trainer.variants.demo.topk_mask", boom)
+    monkeypatch.setattr("trainer.variants.demo.calibrated_positions", boom)
     monkeypatch.setattr(np, "partition", boom)
     monkeypatch.setattr(np, "argsort", boom)
     monkeypatch.setattr(np, "sort", boom)
@@ -280,7 +280,7 @@ def test_g_sends_band_bytes_and_broadcasts_its_choice():
 def test_names_and_config_checks():
     cfg = make_config("shakespeare", "G", band="recal", select_every=10)
     assert run_name(cfg) == "shakespeare-moving-recal-k16-1d256-r10-lr0.001-s0"
-    from transitsim.errors import TransitsimError
+    from transitsim.base.errors import TransitsimError
 
     with pytest.raises(TransitsimError, match="band"):
         make_config("shakespeare", "G", band="low")
@@ -304,8 +304,8 @@ def test_configs_written_before_a_field_existed_still_match():
 
 @pytest.fixture(scope="module")
 def tiny_runs(tmp_path_factory):
-    from trainer.run import train
-    from transitsim.trace import read_trace
+    from trainer.loop.run import train
+    from transitsim.traces.format import read_trace
 
     out = tmp_path_factory.mktemp("g")
     traces = {}
@@ -390,8 +390,8 @@ def test_g_resumes_from_a_checkpoint_to_the_same_trace(tmp_path, band):
     """The band rows, energy map / covariance and epoch survive a crash between choices."""
     import pandas as pd
 
-    from trainer.run import TIMING_COLUMNS, train
-    from transitsim.trace import read_trace
+    from trainer.loop.run import TIMING_COLUMNS, train
+    from transitsim.traces.format import read_trace
 
     cfg = make_config("synthetic", "G", band=band, select_every=3, chunk=64, steps=12, ckpt_every=5)
 

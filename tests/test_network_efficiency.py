@@ -2,7 +2,7 @@
 
 import pytest
 
-from transitsim.errors import TransitsimError
+from transitsim.base.errors import TransitsimError
 from transitsim.network import (
     Exchange,
     LinkSpec,

@@ -10,7 +10,7 @@ from transitsim.network import (
     NetworkSpec,
     simulate_exchange,
 )
-from transitsim.network.fluid import ExactEnvironment, FluidEngine, fair_rates
+from transitsim.network.des.fluid import ExactEnvironment, FluidEngine, fair_rates
 
 RATE_BPS = 100e9
 BITS = 8e6

@@ -6,7 +6,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from transitsim.errors import TransitsimError
+from transitsim.base.errors import TransitsimError
 from transitsim.network import (
     FIBRE_S_PER_M,
     Exchange,

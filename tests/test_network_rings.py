@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from transitsim.errors import TransitsimError
+from transitsim.base.errors import TransitsimError
 from transitsim.network import (
     Exchange,
     LinkFault,

@@ -12,7 +12,7 @@ from transitsim.network import (
     simulate_exchange,
 )
 from transitsim.network.exchange import linear_exchange
-from transitsim.network.tree_schedule import (
+from transitsim.network.schedules.trees import (
     TREE_CHUNK_BYTES,
     TREE_MAX_CHUNKS,
     btree_parents,

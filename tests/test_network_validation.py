@@ -5,7 +5,7 @@ import dataclasses
 import numpy as np
 import pytest
 
-from transitsim.errors import TransitsimError
+from transitsim.base.errors import TransitsimError
 from transitsim.network import (
     Exchange,
     LinkFault,

@@ -7,11 +7,11 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from trainer.chunking import make_chunker  # noqa: E402
 from trainer.config import RunConfig  # noqa: E402
-from trainer.dct import chunk_transform_matrix, dct_matrix  # noqa: E402
-from trainer.demo import DeMo  # noqa: E402
-from trainer.optics import (  # noqa: E402
+from trainer.variants.chunking import make_chunker  # noqa: E402
+from trainer.variants.dct import chunk_transform_matrix, dct_matrix  # noqa: E402
+from trainer.variants.demo import DeMo  # noqa: E402
+from trainer.variants.optics import (  # noqa: E402
     OpticsEmulator,
     chunk_full_scale,
     full_scale,

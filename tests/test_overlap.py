@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from transitsim.errors import TransitsimError
+from transitsim.base.errors import TransitsimError
 from transitsim.network import Exchange, LinkSpec, NetworkSpec, simulate_exchange
 from transitsim.overlap import (
     DDP_BUCKET_BYTES,

@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 from test_run_cli import run_cli, write_test_trace
 
-from transitsim.errors import TransitsimError
+from transitsim.base.errors import TransitsimError
 from transitsim.run import run_scenario
 from transitsim.scenario import load_scenario
 
@@ -105,7 +105,7 @@ def test_run_prints_the_verdict_with_and_without_overlap(
 
 
 def test_overlap_verdicts_fold_the_axis_and_flag_a_change() -> None:
-    from transitsim.overlap_verdict import overlap_verdicts
+    from transitsim.analysis.overlap_verdict import overlap_verdicts
 
     summary = pd.DataFrame(
         {

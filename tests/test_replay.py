@@ -6,8 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from transitsim.compute import ComputeModel, Stragglers
-from transitsim.errors import TransitsimError
+from transitsim.base.errors import TransitsimError
 from transitsim.network import (
     Exchange,
     LinkFault,
@@ -18,8 +17,9 @@ from transitsim.network import (
     TransformSpec,
     closed_form_time_s,
 )
-from transitsim.replay import TIMELINE_COLUMNS, replay
-from transitsim.trace import Trace, read_trace, write_trace
+from transitsim.replay.compute import ComputeModel, Stragglers
+from transitsim.replay.plan import TIMELINE_COLUMNS, replay
+from transitsim.traces.format import Trace, read_trace, write_trace
 
 WORKERS = 4
 N_PARAMS = 1_000_000

@@ -4,11 +4,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from transitsim.compute import Stragglers
-from transitsim.errors import TransitsimError
+from transitsim.base.errors import TransitsimError
 from transitsim.network import Exchange, LinkSpec, NetworkSpec, closed_form_time_s
-from transitsim.replay import replay
-from transitsim.trace import read_trace, write_trace
+from transitsim.replay.compute import Stragglers
+from transitsim.replay.plan import replay
+from transitsim.traces.format import read_trace, write_trace
 
 WORKERS = 4
 N_PARAMS = 1_000_000

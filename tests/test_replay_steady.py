@@ -1,16 +1,16 @@
 """Replay of runs with nothing random, no fault and no background change, as arrays
-(transitsim/replay_steady.py): the very numbers the step-by-step replay gives, bit for bit."""
+(transitsim/replay/steady.py): the very numbers the step-by-step replay gives, bit for bit."""
 
 import numpy as np
 import pandas as pd
 import pytest
 from test_replay import SWITCH, WORKERS, make_trace
 
-import transitsim.replay_steady as replay_steady
-from transitsim.compute import Stragglers
+import transitsim.replay.steady as replay_steady
 from transitsim.network import LinkFault
-from transitsim.replay import replay
-from transitsim.replay_keys import first_appearance_codes
+from transitsim.replay.compute import Stragglers
+from transitsim.replay.keys import first_appearance_codes
+from transitsim.replay.plan import replay
 
 
 def stepped(monkeypatch: pytest.MonkeyPatch, *args, **kwargs):

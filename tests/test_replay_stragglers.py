@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 from test_replay import make_trace
 
-from transitsim.compute import Stragglers
 from transitsim.network import LinkFault, LinkSpec, NetworkSpec, SwitchSpec
-from transitsim.replay import replay
+from transitsim.replay.compute import Stragglers
+from transitsim.replay.plan import replay
 
 SWITCH = NetworkSpec(
     "rack",

@@ -13,9 +13,9 @@ import pandas as pd
 import pytest
 from browser import CHROMIUM, chromium
 
-from transitsim.errors import TransitsimError
+from transitsim.base.errors import TransitsimError
 from transitsim.report import build_panels, write_report
-from transitsim.trace_events import trace_events, write_trace_events
+from transitsim.traces.chrome_events import trace_events, write_trace_events
 
 # A label that would run script, or rewrite the page, if it ever reached the DOM unescaped.
 EVIL = (

@@ -14,9 +14,9 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from trainer.config import make_config  # noqa: E402
+from trainer.loop.run import TIMING_COLUMNS, train  # noqa: E402
 from trainer.naming import run_name  # noqa: E402
-from trainer.run import TIMING_COLUMNS, train  # noqa: E402
-from transitsim.trace import read_meta, read_trace  # noqa: E402
+from transitsim.traces.format import read_meta, read_trace  # noqa: E402
 
 torch.set_num_threads(1)
 
@@ -129,8 +129,8 @@ def test_a_run_that_crashed_resumes_to_the_same_trace(tiny_corpus, tmp_path, vid
 
 
 def test_a_checkpoint_of_another_configuration_is_refused(tiny_corpus, tmp_path):
-    from trainer.checkpoint import checkpoint_path, save_checkpoint
-    from transitsim.errors import TransitsimError
+    from trainer.loop.checkpoint import checkpoint_path, save_checkpoint
+    from transitsim.base.errors import TransitsimError
 
     cfg = make_config("synthetic", "C", dataset=tiny_corpus, steps=5, threads=1, block=32)
     save_checkpoint(checkpoint_path(tmp_path, run_name(cfg)), {"config": {"other": 1}})

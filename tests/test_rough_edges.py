@@ -8,7 +8,7 @@ import pytest
 from test_replay import SWITCH, make_trace
 from test_run_cli import run_cli, write_test_trace
 
-from transitsim.replay import replay
+from transitsim.replay.plan import replay
 from transitsim.run import run_scenario
 from transitsim.scenario import load_scenario
 

@@ -17,7 +17,7 @@ import pytest
 from transitsim import cli, sweep
 from transitsim.run import run_scenario
 from transitsim.scenario import load_scenario
-from transitsim.trace import write_trace
+from transitsim.traces.format import write_trace
 
 N_PARAMS = 50_000_000
 DENSE_BYTES = 2 * N_PARAMS
@@ -368,7 +368,7 @@ def test_rich_tables_print_brackets_as_written() -> None:
     """Cells, headers and titles are text, not rich markup: "[...]" is kept, never eaten."""
     import io
 
-    from transitsim.tables import emit_table
+    from transitsim.base.tables import emit_table
 
     table = pd.DataFrame(
         {"network": ["rack[host_link.rate=100 Gb/s]", "[bold]x[/bold]"], "time_s": [1.5, 2.0]}
@@ -386,7 +386,7 @@ def test_an_unfinished_trace_is_said_first(tmp_path: Path, capsys: pytest.Captur
     changes the answer: the run says so in its first note, naming the trace."""
     write_test_trace(tmp_path / "traces", "A", 0)
     path = write_test_trace(tmp_path / "traces", "A", 1)
-    from transitsim.trace import read_trace
+    from transitsim.traces.format import read_trace
 
     whole = read_trace(path)  # its first 3 of 8 steps, as a run stopped there leaves it
     meta = {**whole.meta, "status": "incomplete", "steps_planned": 8}

@@ -17,13 +17,13 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 import transitsim.scenario as sc
+from transitsim.base.errors import TransitsimError
 from transitsim.commands import validate_cmd
-from transitsim.compute import ComputeModel, Stragglers
-from transitsim.errors import TransitsimError
 from transitsim.network import Exchange, LinkFault, simulate_exchange
+from transitsim.network.presets import preset_names
 from transitsim.network.spec import NetworkSpec
-from transitsim.network_presets import preset_names
-from transitsim.trace import write_trace
+from transitsim.replay.compute import ComputeModel, Stragglers
+from transitsim.traces.format import write_trace
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -5,9 +5,9 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from trainer.config import RunConfig  # noqa: E402
-from trainer.dct import dct_matrix  # noqa: E402
-from trainer.demo import DeMo  # noqa: E402
-from trainer.selection import (  # noqa: E402
+from trainer.variants.dct import dct_matrix  # noqa: E402
+from trainer.variants.demo import DeMo  # noqa: E402
+from trainer.variants.selection import (  # noqa: E402
     band_positions,
     calibrated_positions,
     random_order,

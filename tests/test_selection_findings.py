@@ -9,9 +9,9 @@ import pandas as pd
 import pytest
 
 from transitsim.commands import findings_cmd
-from transitsim.findings import findings
-from transitsim.selection_findings import compare, mean_sd
-from transitsim.trace import read_trace, write_trace
+from transitsim.findings.sections import findings
+from transitsim.findings.selection import compare, mean_sd
+from transitsim.traces.format import read_trace, write_trace
 
 STEPS = 60
 SCALE = dict(dataset="synthetic", n_layer=1, n_embd=64, block=64, steps=STEPS)

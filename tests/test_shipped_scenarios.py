@@ -11,10 +11,10 @@ import pandas as pd
 import pytest
 import yaml
 
-from transitsim.errors import TransitsimError
+from transitsim.base.errors import TransitsimError
 from transitsim.run import scenario_jobs
 from transitsim.scenario import load_scenario, scenario_to_networks
-from transitsim.trace import read_trace, write_trace
+from transitsim.traces.format import read_trace, write_trace
 
 SCENARIOS = sorted((Path(__file__).resolve().parents[1] / "scenarios").glob("*.yaml"))
 MISSING_TRACES = ("no trace file matches", "trace file not found", "no *.parquet trace")

@@ -11,10 +11,10 @@ import pandas as pd
 import pytest
 
 import transitsim
-from transitsim.errors import TransitsimError
+from transitsim.base.errors import TransitsimError
 from transitsim.network import LinkSpec, NetworkSpec, PluggableSpec, TransformSpec
 from transitsim.simulation import SimulationResult, simulate
-from transitsim.trace import read_trace, write_trace
+from transitsim.traces.format import read_trace, write_trace
 
 WORKERS = 4
 DENSE_BYTES = 2_000_000
@@ -148,7 +148,7 @@ def _run_python(script: str) -> None:
 def test_import_stays_light():
     _run_python(
         "import sys, transitsim\n"
-        "assert 'pandas' not in sys.modules and 'transitsim.replay' not in sys.modules\n"
+        "assert 'pandas' not in sys.modules and 'transitsim.replay.plan' not in sys.modules\n"
         "function = transitsim.simulate\n"
         "from transitsim.simulation import simulate\n"
         "assert function is simulate and transitsim.simulate is simulate\n"
@@ -161,7 +161,7 @@ def test_simulate_callable_after_importing_the_module_first():
     _run_python(
         "import transitsim.simulation\n"
         "import transitsim\n"
-        "from transitsim.errors import TransitsimError\n"
+        "from transitsim.base.errors import TransitsimError\n"
         "try:\n"
         "    transitsim.simulate([], [])\n"
         "except TransitsimError as exc:\n"

@@ -1,6 +1,6 @@
 """Byte formatting: published-scale tables read in GB as the slides do; small runs stay readable."""
 
-from transitsim.tables import format_gb
+from transitsim.base.tables import format_gb
 
 
 def test_published_scale_reads_in_gigabytes() -> None:

@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 from netns_skip import REASON, needs_netns
 
-from transitsim.errors import TransitsimError
+from transitsim.base.errors import TransitsimError
 from transitsim.testbed import netns
 from transitsim.testbed.netns import Shaping, Testbed, TestbedError, cleanup_leftovers
 
@@ -83,7 +83,7 @@ def _child(body: str) -> subprocess.Popen:
     code = (
         "import sys, time\n"
         "from transitsim.testbed.netns import Testbed, Shaping\n"
-        "from transitsim.atomic import signals_raise\n"
+        "from transitsim.base.atomic import signals_raise\n"
         "with signals_raise(), Testbed(2, Shaping.for_rate(50e6)) as tb:\n"
         "    print(tb.run_id, flush=True)\n"
         f"    {body}\n"

@@ -11,12 +11,12 @@ import pandas as pd
 import pytest
 from netns_skip import needs_netns
 
-from transitsim.errors import TransitsimError
+from transitsim.base.errors import TransitsimError
 from transitsim.network import Exchange, simulate_exchange
 from transitsim.testbed import gloo_algos
 from transitsim.testbed import model as testbed_model
 from transitsim.testbed.ttl_model import cells, outside_exchange
-from transitsim.trace import read_trace
+from transitsim.traces.format import read_trace
 
 REPO = Path(__file__).resolve().parents[1]
 PARAMS = {"efficiency": 0.94, "latency_s": 12e-6, "alpha_s": 1.5e-3}

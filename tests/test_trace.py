@@ -11,9 +11,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from transitsim import trace as trace_module
-from transitsim.errors import TraceError, TransitsimError
-from transitsim.trace import (
+from transitsim.base.errors import TraceError, TransitsimError
+from transitsim.traces import format as trace_module
+from transitsim.traces.format import (
     DIAG_KEY,
     FORMAT_VERSION,
     META_KEY,

@@ -12,8 +12,8 @@ torch = pytest.importorskip("torch")
 
 from trainer.cli import main  # noqa: E402
 from transitsim import cli as transitsim_cli  # noqa: E402
-from transitsim.errors import TransitsimError  # noqa: E402
-from transitsim.trace import read_trace  # noqa: E402
+from transitsim.base.errors import TransitsimError  # noqa: E402
+from transitsim.traces.format import read_trace  # noqa: E402
 
 torch.set_num_threads(1)
 REPO = Path(__file__).resolve().parent.parent

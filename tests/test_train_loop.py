@@ -10,9 +10,9 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from trainer.config import make_config, preset_config, variant_id  # noqa: E402
+from trainer.loop.run import TIMING_COLUMNS, lr_at, train  # noqa: E402
 from trainer.naming import run_name  # noqa: E402
-from trainer.run import TIMING_COLUMNS, lr_at, train  # noqa: E402
-from transitsim.trace import read_trace  # noqa: E402
+from transitsim.traces.format import read_trace  # noqa: E402
 
 torch.set_num_threads(1)
 

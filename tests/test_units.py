@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from transitsim.errors import TransitsimError
-from transitsim.units import (
+from transitsim.base.errors import TransitsimError
+from transitsim.base.units import (
     parse_bytes,
     parse_flop_rate,
     parse_frequency_hz,

@@ -5,8 +5,8 @@ import math
 import pandas as pd
 import pytest
 
-from transitsim import human
-from transitsim.verdict import verdict_sentences
+from transitsim.analysis.verdict import verdict_sentences
+from transitsim.base import human
 
 
 def summary_1d() -> pd.DataFrame:

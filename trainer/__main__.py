@@ -3,7 +3,7 @@
 import sys
 
 from trainer.cli import main
-from transitsim.errors import TransitsimError
+from transitsim.base.errors import TransitsimError
 
 
 def run() -> None:

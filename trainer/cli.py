@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from trainer.config import PRESETS, VARIANT_DEFAULTS, RunConfig, check_config, make_config
-from transitsim.atomic import check_writable_folder
-from transitsim.errors import TransitsimError
+from transitsim.base.atomic import check_writable_folder
+from transitsim.base.errors import TransitsimError
 
 OPTIONAL_FIELDS = ("enob", "planes")  # None is a meaningful value (no noise / no quantisation)
 VARIANT_ALIASES = {"EP": "E'", "E_PRIME": "E'", "EPRIME": "E'", "E-PRIME": "E'"}
@@ -322,7 +322,7 @@ def _train(cfg: RunConfig, args: argparse.Namespace) -> int:
     options = dict(cache_dir=args.cache_dir, keep_checkpoint=args.keep_checkpoint, force=args.force)
     with progress_bar(cfg.steps, enabled=not (args.quiet or args.json)) as on_step:
         if args.backend == "simulated":
-            from trainer.run import train
+            from trainer.loop.run import train
 
             result = train(cfg, args.out, on_step=on_step, **options)
         else:
@@ -362,7 +362,7 @@ def _train(cfg: RunConfig, args: argparse.Namespace) -> int:
 
 
 def _final_val_loss(path: Path) -> float:
-    from transitsim.trace import read_trace
+    from transitsim.traces.format import read_trace
 
     return read_trace(path).final_val_loss
 
@@ -372,12 +372,12 @@ def _final_val_loss(path: Path) -> float:
 
 def dry_run_report(cfg: RunConfig, cache_dir: Path | None) -> dict[str, Any]:
     """Build the model (no training) and account its bytes per worker per step (spec §10)."""
-    from trainer.accounting import byte_accounting
     from trainer.config import variant_id
-    from trainer.corpus import known_vocab, load_corpus
+    from trainer.data.corpus import known_vocab, load_corpus
+    from trainer.loop.run import model_shape
     from trainer.model import GPT, param_count
     from trainer.naming import run_name
-    from trainer.run import model_shape
+    from trainer.variants.accounting import byte_accounting
 
     vocab = known_vocab(cfg.dataset, cfg.tokenizer, cfg.vocab_size)
     if vocab is None:

@@ -9,7 +9,7 @@ import math
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
-from transitsim.errors import TransitsimError
+from transitsim.base.errors import TransitsimError
 
 # Design-table variant id -> (internal algorithm, default band shape).
 VARIANT_IDS: dict[str, tuple[str, str]] = {
@@ -39,7 +39,7 @@ UPPER_BOUNDS: dict[str, int] = {
 }
 MAX_TRAIN_BYTES = 64 * 2**30
 ALGORITHMS = ("adamw", "topk", "band", "calib", "optics", "optics_switch", "moving")
-# G's selections (trainer/moving.py): bands that move without per-step comparisons.
+# G's selections (trainer/variants/moving.py): bands that move without per-step comparisons.
 MOVING_SELECTIONS = ("recal", "rotating", "subspace")
 BANDS = ("low", "zigzag", "high", "random", "calib", *MOVING_SELECTIONS)
 CHUNK_MODES = ("2d", "1d")

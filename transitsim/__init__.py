@@ -26,16 +26,16 @@ _EXPORTS = {
     "SimulationResult": "transitsim.simulation",
     "load_scenario": "transitsim.scenario",
     "run_scenario": "transitsim.run",
-    "read_trace": "transitsim.trace",
-    "Trace": "transitsim.trace",
-    "import_logs": "transitsim.importers",
+    "read_trace": "transitsim.traces.format",
+    "Trace": "transitsim.traces.format",
+    "import_logs": "transitsim.traces.experiment_logs",
     "NetworkSpec": "transitsim.network",
     "LinkSpec": "transitsim.network",
     "network_preset": "transitsim.scenario",
-    "preset_names": "transitsim.network_presets",
-    "ComputeModel": "transitsim.compute",
-    "verdict_sentences": "transitsim.verdict",
-    "TransitsimError": "transitsim.errors",
+    "preset_names": "transitsim.network.presets",
+    "ComputeModel": "transitsim.replay.compute",
+    "verdict_sentences": "transitsim.analysis.verdict",
+    "TransitsimError": "transitsim.base.errors",
 }
 __all__ = ["__version__", *_EXPORTS]
 

@@ -12,7 +12,7 @@ import sys
 import typer
 
 from transitsim import __version__
-from transitsim.errors import TransitsimError, one_line
+from transitsim.base.errors import TransitsimError, one_line
 
 # command name -> the module in transitsim/commands/ whose register(app) adds it (help order)
 COMMANDS = {

@@ -19,10 +19,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from transitsim.atomic import check_writable_file
-from transitsim.context import assumptions, scenario_question
-from transitsim.errors import TransitsimError
-from transitsim.metrics import (
+from transitsim.analysis.metrics import (
     LADDER_COLUMNS,
     SUMMARY_COLUMNS,
     crossovers,
@@ -32,19 +29,22 @@ from transitsim.metrics import (
     resolve_config,
     time_to_target,
 )
-from transitsim.metrics import TIMELINE_COLUMNS as METRIC_COLUMNS
+from transitsim.analysis.metrics import TIMELINE_COLUMNS as METRIC_COLUMNS
+from transitsim.analysis.verdict import verdict_sentences
+from transitsim.base.atomic import check_writable_file
+from transitsim.base.errors import TransitsimError
+from transitsim.base.outfolder import check_output_folder, write_folder
+from transitsim.base.tables import config_labels
 from transitsim.network import NetworkSpec
-from transitsim.outfolder import check_output_folder, write_folder
 from transitsim.overlap import DDP_BUCKET_BYTES
-from transitsim.replay import check_replay, placement_for
+from transitsim.replay.context import assumptions, scenario_question
+from transitsim.replay.plan import check_replay, placement_for
 from transitsim.report import ReportContext, write_report
 from transitsim.scenario import OUTPUT_FILES, Scenario, network_placement, scenario_to_networks
 from transitsim.scenario.networks import faults_on
 from transitsim.sweep import CLUSTER_AFTER_S, JobResult, ReplayJob, one_line, run_jobs
-from transitsim.tables import config_labels
-from transitsim.trace import Trace, read_trace
-from transitsim.trace_events import write_trace_events
-from transitsim.verdict import verdict_sentences
+from transitsim.traces.chrome_events import write_trace_events
+from transitsim.traces.format import Trace, read_trace
 
 # Where a step's time goes, as the summary names it: GPU work, making the band (on the GPU or
 # in the network), serialisation and flight on the wire, and waiting (stragglers, contention).
@@ -91,7 +91,7 @@ class RunResult:
 
     @property
     def verdict(self) -> list[str]:
-        """The answer in words, one sentence per target (transitsim.verdict)."""
+        """The answer in words, one sentence per target (transitsim.analysis.verdict)."""
         return verdict_sentences(self.summary, self.params, self.labels)
 
     @property
@@ -176,7 +176,7 @@ def scenario_jobs(scenario: Scenario, traces: dict[str, Trace]) -> list[ReplayJo
 
 
 def check_jobs(jobs: list[ReplayJob], traces: dict[str, Trace]) -> list[str]:
-    """Plan every job as replay would (transitsim.replay.check_replay), simulating nothing; the
+    """Plan every job as replay would (transitsim.replay.plan.check_replay), simulating nothing; the
     distinct reasons jobs would fail, each once with how many jobs it concerns."""
     reasons: dict[str, list[str]] = {}
     for job in jobs:
@@ -546,7 +546,7 @@ def write_outputs(
     table_format: str = "parquet",
     trace_events: Path | None = None,
 ) -> list[Path]:
-    """Write the chosen outputs into out_dir as one unit (`transitsim.outfolder`: staged, then
+    """Write the chosen outputs into out_dir as one unit (`transitsim.base.outfolder`: staged, then
     swapped in whole), the report last (slowest); a --trace-events file elsewhere after it."""
     unknown = [name for name in files if name not in OUTPUT_FILES]
     if unknown:

@@ -9,7 +9,7 @@
 Traces: files, folders, globs or Trace objects. Networks: NetworkSpec objects, preset names
 ("8x200g-switch", see transitsim.preset_names()) or mappings written as in a scenario file
 ({"preset": "2dc-wan", "wan_link": {"rate": "10 Gb/s"}}). Every (trace, network) pair is
-replayed (transitsim.replay) and the timelines are stacked; the summary is transitsim.run's
+replayed (transitsim.replay.plan) and the timelines are stacked; the summary is transitsim.run's
 summarise, so the API and the CLI's CSV are one table.
 """
 
@@ -19,13 +19,13 @@ from pathlib import Path
 
 import pandas as pd
 
-from transitsim.compute import ComputeModel, Stragglers
-from transitsim.errors import TransitsimError
-from transitsim.metrics import check_target, parse_targets
+from transitsim.analysis.metrics import check_target, parse_targets
+from transitsim.base.errors import TransitsimError
 from transitsim.network import LinkFault, NetworkSpec
 from transitsim.overlap import DDP_BUCKET_BYTES
-from transitsim.replay import TIMELINE_COLUMNS, placement_for, replay
-from transitsim.trace import Trace, find_traces, read_trace, validate_trace
+from transitsim.replay.compute import ComputeModel, Stragglers
+from transitsim.replay.plan import TIMELINE_COLUMNS, placement_for, replay
+from transitsim.traces.format import Trace, find_traces, read_trace, validate_trace
 
 GLOB_CHARS = "*?["
 
@@ -44,8 +44,8 @@ class SimulationResult:
 
     @property
     def verdict(self) -> list[str]:
-        """Which configuration reaches each target first, in words (transitsim.verdict)."""
-        from transitsim.verdict import verdict_sentences
+        """Which configuration reaches each target first, in words (transitsim.analysis.verdict)."""
+        from transitsim.analysis.verdict import verdict_sentences
 
         return verdict_sentences(self.summary, [], self.labels)
 
@@ -75,7 +75,7 @@ def simulate(
     loss. baseline: a variant id or configuration name (None: A when the traces hold an A run,
     else no speed-ups). transform_at: a
     placement ("pluggable" | "switch") for the optical variants E and E', or a
-    {variant: placement} dict. The other keywords are replay's (transitsim.replay.replay),
+    {variant: placement} dict. The other keywords are replay's (transitsim.replay.plan.replay),
     applied to every pair. Caveats (extrapolation, fallbacks) are in `notes` and in the
     tables' attrs["notes"]; the summary's `extrapolated` column marks what they concern.
     """
@@ -110,8 +110,8 @@ def simulate(
     timeline = pd.concat(timelines, ignore_index=True)[TIMELINE_COLUMNS]
     link_stats = pd.concat(links, ignore_index=True)
     timeline.attrs = {"notes": notes, "extrapolated": bool(timeline["extrapolated"].any())}
+    from transitsim.base.tables import config_labels
     from transitsim.run import summarise  # the CLI's summary: one table for API and CSV
-    from transitsim.tables import config_labels
 
     labels = config_labels({trace.config_name: trace.meta for trace in loaded})
     summary = summarise(timeline, [], target_list, baseline, labels)

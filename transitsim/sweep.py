@@ -36,12 +36,12 @@ from rich.progress import (
 )
 from rich.text import Text
 
-from transitsim.compute import ComputeModel, Stragglers
-from transitsim.errors import TransitsimError
+from transitsim.base.errors import TransitsimError
 from transitsim.network import Exchange, LinkFault, NetworkSpec, simulate_exchange
 from transitsim.overlap import DDP_BUCKET_BYTES
-from transitsim.replay import needs_loopback, replay
-from transitsim.trace import Trace
+from transitsim.replay.compute import ComputeModel, Stragglers
+from transitsim.replay.plan import needs_loopback, replay
+from transitsim.traces.format import Trace
 
 MAX_LOCAL_WORKERS = 2  # this project's machines have two cores
 # Serial seconds still to go above which a local cluster pays for itself: it takes ~5 s to start

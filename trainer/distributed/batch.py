@@ -15,7 +15,7 @@ import torch
 from trainer.config import RunConfig
 from trainer.distributed.env import join, leave, rank_env
 from trainer.distributed.exchange import ProcessGroupExchange
-from trainer.run import train
+from trainer.loop.run import train
 
 
 def main() -> None:

@@ -13,7 +13,7 @@ from datetime import timedelta
 import torch
 import torch.distributed as dist
 
-from transitsim.errors import TransitsimError
+from transitsim.base.errors import TransitsimError
 
 BACKENDS = ("simulated", "gloo", "nccl")
 ENV_KEYS = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")

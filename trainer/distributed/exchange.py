@@ -13,8 +13,8 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from trainer.exchange import Message
-from transitsim.errors import TransitsimError
+from trainer.variants.exchange import Message
+from transitsim.base.errors import TransitsimError
 
 WIRE_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 

@@ -1,6 +1,6 @@
 """One rank of a torch.distributed run: join the group, train, leave.
 
-Every rank runs trainer.run.train with a ProcessGroupExchange; rank 0 writes the trace and
+Every rank runs trainer.loop.run.train with a ProcessGroupExchange; rank 0 writes the trace and
 checkpoints, the others only compute and exchange.
 """
 
@@ -9,8 +9,8 @@ from pathlib import Path
 
 from trainer.config import RunConfig
 from trainer.distributed.env import join, leave, rank_env
-from trainer.run import RunResult, StepReport, run_device, train
-from transitsim.errors import TransitsimError
+from trainer.loop.run import RunResult, StepReport, run_device, train
+from transitsim.base.errors import TransitsimError
 
 
 def train_distributed(

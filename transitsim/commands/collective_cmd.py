@@ -10,8 +10,9 @@ import json
 import numpy as np
 import typer
 
+from transitsim.base.errors import TransitsimError
+from transitsim.base.units import parse_bytes, parse_length_m, parse_rate_bps, parse_time_s
 from transitsim.commands import QUIET_HELP
-from transitsim.errors import TransitsimError
 from transitsim.network import (
     COLLECTIVE_ALGOS,
     Exchange,
@@ -23,7 +24,6 @@ from transitsim.network import (
 )
 from transitsim.network.bandwidth import algorithm_bandwidth_bps, bus_bandwidth_bps
 from transitsim.network.limits import MAX_DATACENTRES, MAX_WORKERS
-from transitsim.units import parse_bytes, parse_length_m, parse_rate_bps, parse_time_s
 
 CLI_ALGOS = {name.replace("_", "-"): name for name in COLLECTIVE_ALGOS}
 

@@ -8,12 +8,12 @@ from typing import Any, TextIO
 import pandas as pd
 import typer
 
+from transitsim.base.errors import TransitsimError
+from transitsim.base.tables import DASH, emit_json, emit_table, output_format
 from transitsim.commands import QUIET_HELP
-from transitsim.errors import TransitsimError
-from transitsim.findings import SECTIONS, UNKNOWN, findings
-from transitsim.published import FIXED_BAND_GAP_NATS
-from transitsim.tables import DASH, emit_json, emit_table, output_format
-from transitsim.trace import find_traces, read_trace
+from transitsim.findings.published import FIXED_BAND_GAP_NATS
+from transitsim.findings.sections import SECTIONS, UNKNOWN, findings
+from transitsim.traces.format import find_traces, read_trace
 
 NEW = "new: none published"
 TITLES = {

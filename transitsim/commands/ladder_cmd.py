@@ -5,11 +5,11 @@ from pathlib import Path
 import pandas as pd
 import typer
 
+from transitsim.analysis.metrics import group_by_config, ladder, parse_targets
+from transitsim.base.errors import TransitsimError
+from transitsim.base.tables import DASH, config_labels, emit_table, format_gb, output_format
 from transitsim.commands import QUIET_HELP
-from transitsim.errors import TransitsimError
-from transitsim.metrics import group_by_config, ladder, parse_targets
-from transitsim.tables import DASH, config_labels, emit_table, format_gb, output_format
-from transitsim.trace import find_traces, read_trace
+from transitsim.traces.format import find_traces, read_trace
 
 DEFAULT_TRACES = Path("traces")
 

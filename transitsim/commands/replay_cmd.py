@@ -14,16 +14,18 @@ import pandas as pd
 import typer
 import yaml
 
+from transitsim.analysis.metrics import run_sort_key
+from transitsim.base.errors import TransitsimError
+from transitsim.base.tables import emit_table, output_format
+from transitsim.base.units import parse_bytes
 from transitsim.commands import QUIET_HELP
 from transitsim.commands.run_cmd import (
     print_summary,
     report_all_failed,
     report_problems,
 )
-from transitsim.errors import TransitsimError
-from transitsim.metrics import run_sort_key
 from transitsim.network import NetworkSpec
-from transitsim.network_presets import preset_names
+from transitsim.network.presets import preset_names
 from transitsim.overlap import OVERLAP_MODES
 from transitsim.run import (
     JobsFailed,
@@ -42,9 +44,7 @@ from transitsim.scenario.yaml_source import (
     format_path,
     read_yaml,
 )
-from transitsim.tables import emit_table, output_format
-from transitsim.trace import find_traces
-from transitsim.units import parse_bytes
+from transitsim.traces.format import find_traces
 
 PLACEMENTS = ("auto", "none", "pluggable", "switch")
 SUMS = ("auto", "receivers", "switch", "ring")

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import typer
 
-from transitsim.errors import one_line
-from transitsim.overlap_verdict import overlap_verdicts
+from transitsim.analysis.overlap_verdict import overlap_verdicts
+from transitsim.base.errors import one_line
+from transitsim.base.tables import emit_table
+from transitsim.base.units import format_key_value
 from transitsim.run import JobsFailed, RunResult, default_output_dir, is_number, run_scenario
 from transitsim.scenario import load_scenario
-from transitsim.tables import emit_table
-from transitsim.units import format_key_value
 
 SUMMARY_HEADERS = {
     "label": "Configuration",

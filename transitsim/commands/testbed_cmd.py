@@ -16,10 +16,10 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from transitsim.atomic import atomic_path
-from transitsim.errors import TransitsimError
+from transitsim.base.atomic import atomic_path
+from transitsim.base.errors import TransitsimError
+from transitsim.base.units import parse_bytes, parse_rate_bps
 from transitsim.testbed import rate_label
-from transitsim.units import parse_bytes, parse_rate_bps
 
 TTL_TARGETS = "3.3,3.1"
 DEFAULT_SIZES = "64 KiB,256 KiB,1 MiB,4 MiB,16 MiB,64 MiB"
@@ -242,7 +242,7 @@ def _variant(text: str) -> str:
 
 
 def _target(text: str) -> float:
-    from transitsim.metrics import check_target
+    from transitsim.analysis.metrics import check_target
 
     try:
         return check_target(float(text))

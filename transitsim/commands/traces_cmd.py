@@ -7,12 +7,12 @@ from typing import Any
 import pandas as pd
 import typer
 
+from transitsim.analysis.metrics import run_sort_key, wire_bytes_per_step
+from transitsim.base.errors import one_line
+from transitsim.base.tables import emit_json, emit_table, format_cell, output_format, variant_label
 from transitsim.commands import QUIET_HELP
-from transitsim.errors import one_line
-from transitsim.importers import import_logs
-from transitsim.metrics import run_sort_key, wire_bytes_per_step
-from transitsim.tables import emit_json, emit_table, format_cell, output_format, variant_label
-from transitsim.trace import Trace, find_traces, read_trace
+from transitsim.traces.experiment_logs import import_logs
+from transitsim.traces.format import Trace, find_traces, read_trace
 
 DEFAULT_TRACES = Path("traces")
 CSV = typer.Option(False, "--csv", help="Print CSV (raw numbers).")

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import typer
 
-from transitsim.atomic import check_writable_file, write_text_atomic
-from transitsim.errors import TransitsimError, one_line
+from transitsim.base.atomic import check_writable_file, write_text_atomic
+from transitsim.base.errors import TransitsimError, one_line
 from transitsim.run import check_jobs, check_outputs_writable, load_traces, scenario_jobs
 from transitsim.scenario import (
     load_scenario,

@@ -1,7 +1,8 @@
 """The network floor: stages, topologies, collectives and their closed forms.
 
-Knows nothing of traces or losses (never imports transitsim.trace or torch). Replay asks it one
-question: how long does this exchange take on this network, for these start times?
+Knows nothing of traces or losses (never imports transitsim.traces or torch: an import-linter
+contract). Replay asks it one question: how long does this exchange take on this network, for
+these start times?
 """
 
 from transitsim.network.background import Background, read_background_csv

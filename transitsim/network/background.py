@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from transitsim.errors import TransitsimError
+from transitsim.base.errors import TransitsimError
 
 if TYPE_CHECKING:
     from transitsim.network.spec import NetworkSpec
@@ -243,7 +243,7 @@ def read_background_csv(path: Path | str, rate_bps: float) -> Background:
     to training, with units, e.g. "5 Gb/s", at most the link's `rate_bps`). Times in seconds on
     the replay clock, increasing. Every problem is one TransitsimError line naming file and line.
     """
-    from transitsim.units import parse_rate_bps
+    from transitsim.base.units import parse_rate_bps
 
     path = Path(path)
     try:

@@ -31,6 +31,7 @@ import math
 
 import numpy as np
 
+from transitsim.network.des.fluid import fair_rates
 from transitsim.network.exchange import (
     Exchange,
     equal_groups,
@@ -47,9 +48,8 @@ from transitsim.network.fabric import (
     Path,
     Weights,
 )
-from transitsim.network.fluid import fair_rates
+from transitsim.network.schedules.trees import edge_colours, tree_chunks, tree_depths, tree_forest
 from transitsim.network.spec import NetworkSpec
-from transitsim.network.tree_schedule import edge_colours, tree_chunks, tree_depths, tree_forest
 
 
 def _times(path: Path, nbytes: float, rates: list[float] | None = None) -> tuple[float, float]:

@@ -33,20 +33,22 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from transitsim.errors import TransitsimError
+from transitsim.base.errors import TransitsimError
 from transitsim.network.background import frozen_network, next_change_s
 from transitsim.network.background import varies as background_varies
-from transitsim.network.des import Timing, assign_paths, run_des
+from transitsim.network.des.engine import Timing, assign_paths, run_des
 from transitsim.network.fabric import PLAIN, XFORM_PLUGGABLE, XFORM_SWITCH, Fabric, Path, Weights
-from transitsim.network.fast_hier import MessageTable, run_fast_hier
-from transitsim.network.fast_ring import (
+from transitsim.network.fast.hierarchical import MessageTable, run_fast_hier
+from transitsim.network.fast.maxplus import Linear, ring_linear, switch_linear
+from transitsim.network.fast.maxplus_hier import HierForm, hier_form
+from transitsim.network.fast.ring import (
     disjoint_reason,
     ring_finish,
     ring_line_bytes,
     ring_paths,
     run_fast_ring,
 )
-from transitsim.network.fast_switch import (
+from transitsim.network.fast.switch import (
     SwitchPlan,
     run_fast_switch,
     switch_finish,
@@ -54,11 +56,9 @@ from transitsim.network.fast_switch import (
     switch_paths,
     switch_reason,
 )
-from transitsim.network.fast_tree import TreeTable, run_fast_tree, tree_linear, tree_reason
-from transitsim.network.fast_tree_shared import private_fault_reason, run_shared_tree, shared_links
+from transitsim.network.fast.tree import TreeTable, run_fast_tree, tree_linear, tree_reason
+from transitsim.network.fast.tree_shared import private_fault_reason, run_shared_tree, shared_links
 from transitsim.network.faults import LinkFault, resolve_faults
-from transitsim.network.linear import Linear, ring_linear, switch_linear
-from transitsim.network.linear_hier import HierForm, hier_form
 from transitsim.network.outcome import (
     critical_path,
     finish_times,
@@ -66,7 +66,7 @@ from transitsim.network.outcome import (
     link_stats,
     utilisation_frame,
 )
-from transitsim.network.schedule import (
+from transitsim.network.schedules.dag import (
     Schedule,
     hierarchical,
     hierarchical_layout,
@@ -76,10 +76,10 @@ from transitsim.network.schedule import (
     ring_plan,
     switch_sum,
 )
+from transitsim.network.schedules.trees import TREE_ALGOS, tree_allreduce
 from transitsim.network.spec import COLLECTIVE_ALGOS, NetworkSpec
 from transitsim.network.stages import padded_dense_bytes
 from transitsim.network.topology import worker_groups
-from transitsim.network.tree_schedule import TREE_ALGOS, tree_allreduce
 
 if TYPE_CHECKING:
     import pandas as pd

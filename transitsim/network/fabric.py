@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import networkx as nx
 import numpy as np
 
-from transitsim.errors import TransitsimError
+from transitsim.base.errors import TransitsimError
 from transitsim.network.background import Background
 from transitsim.network.fabrics import FABRIC_TOPOLOGIES, aggregation_node
 from transitsim.network.spec import NetworkSpec

@@ -4,8 +4,8 @@ fabric's resources (overlapping intervals of one resource merged)."""
 import math
 from dataclasses import dataclass
 
-from transitsim.errors import TransitsimError
-from transitsim.network.des import ResourceFault
+from transitsim.base.errors import TransitsimError
+from transitsim.network.des.engine import ResourceFault
 from transitsim.network.fabric import Fabric
 
 

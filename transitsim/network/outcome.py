@@ -24,9 +24,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from transitsim.network.des import Timing
+from transitsim.network.des.engine import Timing
 from transitsim.network.fabric import Fabric, Path
-from transitsim.network.schedule import Schedule
+from transitsim.network.schedules.dag import Schedule
 
 if TYPE_CHECKING:
     import pandas as pd

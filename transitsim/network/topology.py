@@ -13,7 +13,7 @@ import math
 
 import networkx as nx
 
-from transitsim.errors import TransitsimError
+from transitsim.base.errors import TransitsimError
 from transitsim.network.background import Background
 from transitsim.network.fabrics import (
     FABRIC_TOPOLOGIES,

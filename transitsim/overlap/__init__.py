@@ -14,8 +14,12 @@ from transitsim.overlap.plan import (
     Unit,
     plan_units,
 )
-from transitsim.overlap.profile import UNIFORM_BACKWARD_SHARE, BackwardProfile, backward_profile
 from transitsim.overlap.step import OverlapStep, UnitTiming, overlapped_step
+from transitsim.traces.backward_profile import (
+    UNIFORM_BACKWARD_SHARE,
+    BackwardProfile,
+    backward_profile,
+)
 
 __all__ = [
     "DDP_BUCKET_BYTES",

@@ -19,8 +19,8 @@ for every variant.
 
 from dataclasses import dataclass
 
-from transitsim.errors import TransitsimError
-from transitsim.overlap.profile import BackwardProfile
+from transitsim.base.errors import TransitsimError
+from transitsim.traces.backward_profile import BackwardProfile
 
 OVERLAP_MODES = ("none", "buckets")
 DDP_BUCKET_BYTES = 25 * 1024 * 1024  # torch DDP bucket_cap_mb=25

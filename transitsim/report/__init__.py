@@ -1,7 +1,7 @@
 """The interactive report: one self-contained HTML file (plotly.js inlined, so it opens offline).
 
 It leads with the answer: the question, a verdict in words generated from the results
-(transitsim.verdict) and the winner map (winner.py). Then the evidence (evidence.py): loss
+(transitsim.analysis.verdict) and the winner map (winner.py). Then the evidence (evidence.py): loss
 against simulated time and against wire bytes, the steps-to-loss ladder, where a step's time
 goes, the exchange time exposed and hidden by backward and the verdict without and with overlap
 (overlap.py), link utilisation over one step; the sortable summary (table.py); and the run's
@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from transitsim.atomic import write_text_atomic
-from transitsim.metrics import TIMELINE_COLUMNS
+from transitsim.analysis.metrics import TIMELINE_COLUMNS
+from transitsim.analysis.verdict import verdict_sentences
+from transitsim.base.atomic import write_text_atomic
 from transitsim.report.common import Panel, ReportContext, colours, ordered, require
 from transitsim.report.evidence import breakdown_figure, ladder_figure, link_figure, loss_figure
 from transitsim.report.overlap import has_hiding, hiding_figure, overlap_verdict_figure
@@ -24,8 +25,7 @@ from transitsim.report.winner import (
     sweep_parameters,
     winner_figure,
 )
-from transitsim.trace_events import write_trace_events
-from transitsim.verdict import verdict_sentences
+from transitsim.traces.chrome_events import write_trace_events
 
 __all__ = [
     "Panel",

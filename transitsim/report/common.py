@@ -13,7 +13,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from transitsim.errors import TransitsimError
+from transitsim.base.errors import TransitsimError
 
 # Okabe-Ito (colour-blind safe), then Tableau 10 for more configurations than eight.
 PALETTE = (

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from transitsim import human
+from transitsim.base import human
 from transitsim.report.common import (
     NUMBER,
     PALETTE,

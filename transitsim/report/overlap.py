@@ -4,15 +4,15 @@ with overlap side by side.
 Per network (a row) and configuration (a column): the exchange's mean milliseconds per step that
 showed in the step (exposed) and that backward hid (hidden), from the timeline's exposed_s and
 hidden_s. Without overlap nothing is hidden, so the bar is the whole exchange. The verdict table
-folds a scenario's overlap axis back together (transitsim/overlap_verdict.py), as `transitsim
-run` prints it.
+folds a scenario's overlap axis back together (transitsim/analysis/overlap_verdict.py), as
+`transitsim run` prints it.
 """
 
 import pandas as pd
 import plotly.graph_objects as go
 
-from transitsim import human
-from transitsim.overlap_verdict import has_overlap_axis, overlap_verdicts
+from transitsim.analysis.overlap_verdict import has_overlap_axis, overlap_verdicts
+from transitsim.base import human
 from transitsim.report.common import config_columns, ms_per_step, network_names, short, text
 
 HIDING_COLUMNS = ("exposed_s", "hidden_s")

@@ -9,7 +9,7 @@ from typing import Any
 
 import pandas as pd
 
-from transitsim import human
+from transitsim.base import human
 from transitsim.report.common import esc, network_names
 
 MAX_TABLE_ROWS = 500

@@ -13,10 +13,10 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from transitsim import human
+from transitsim.analysis.verdict import winners
+from transitsim.base import human
+from transitsim.base.units import key_unit
 from transitsim.report.common import NUMBER, network_names, ordered, short, text
-from transitsim.units import key_unit
-from transitsim.verdict import winners
 
 SWEEP_COLUMNS = ("network", "config", "variant", "target", "time_to_target_s")
 # Columns of a sweep/summary table that are results, not swept parameters.

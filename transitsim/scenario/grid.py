@@ -8,7 +8,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from transitsim.errors import TransitsimError
+from transitsim.base.errors import TransitsimError
 from transitsim.scenario.models import NetworkPoint, Scenario
 from transitsim.scenario.network_models import MAX_GRID_POINTS, NetworkModel
 from transitsim.scenario.specs import network_spec, placement_of

@@ -9,7 +9,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from transitsim.errors import TransitsimError
+from transitsim.base.errors import TransitsimError
+from transitsim.base.units import show_value
 from transitsim.scenario.models import Scenario
 from transitsim.scenario.networks import expand_networks
 from transitsim.scenario.traces import check_names, resolve_traces
@@ -21,7 +22,6 @@ from transitsim.scenario.yaml_source import (
     read_yaml,
     visible_path,
 )
-from transitsim.units import show_value
 
 
 def load_scenario(path: Path | str) -> Scenario:

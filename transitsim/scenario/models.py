@@ -10,14 +10,14 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BeforeValidator, Field, PrivateAttr, WithJsonSchema, model_validator
 
-from transitsim.compute import JITTER_DISTRIBUTIONS, JITTER_MODES, ComputeModel, Stragglers
-from transitsim.errors import TransitsimError
+from transitsim.base.errors import TransitsimError
+from transitsim.base.units import parse_time_s, show_value
 from transitsim.network import LinkFault
 from transitsim.network.spec import NetworkSpec
 from transitsim.overlap import DDP_BUCKET_BYTES, OVERLAP_MODES
+from transitsim.replay.compute import JITTER_DISTRIBUTIONS, JITTER_MODES, ComputeModel, Stragglers
 from transitsim.scenario.network_models import GridModel, NetworkModel, PlacementModel
 from transitsim.scenario.quantities import Duration, FlopRate, Size, Target, _Strict
-from transitsim.units import parse_time_s, show_value
 
 OUTPUT_FILES = ("timeline", "summary", "ladder", "sweep", "link_util", "report", "trace_events")
 MAX_SCALE_PARAMS = 10**15  # what-if model sizes beyond this are typos, not questions

@@ -14,7 +14,8 @@ from pydantic import (
     model_validator,
 )
 
-from transitsim.errors import TransitsimError
+from transitsim.base.errors import TransitsimError
+from transitsim.base.units import show_value
 from transitsim.network.background import (
     MAX_GREEDY_FLOWS,
     Background,
@@ -22,10 +23,9 @@ from transitsim.network.background import (
     read_background_csv,
 )
 from transitsim.network.limits import MAX_DATACENTRES, MAX_WORKERS
+from transitsim.network.presets import preset_dict, preset_names
 from transitsim.network.spec import COLLECTIVE_ALGOS, TOPOLOGIES, LinkSpec, TransformSpec
-from transitsim.network_presets import preset_dict, preset_names
 from transitsim.scenario.quantities import Duration, Frequency, Length, Rate, Size, _Strict
-from transitsim.units import show_value
 
 # Beyond these a value is a typo, and it is refused with the limit (see transitsim.network.limits).
 MAX_GRID_POINTS = 4096

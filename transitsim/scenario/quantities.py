@@ -1,6 +1,6 @@
 """Scenario value types: quantities with units, targets, and the strict base model.
 
-Units are parsed here, once (`transitsim.units`); below this layer everything is SI floats.
+Units are parsed here, once (`transitsim.base.units`); below this layer everything is SI floats.
 Each type runs its parser inside pydantic so the message lands at the right key, and is
 documented as a string in the JSON Schema.
 """
@@ -11,8 +11,8 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, WithJsonSchema
 
-from transitsim.errors import TransitsimError
-from transitsim.units import (
+from transitsim.base.errors import TransitsimError
+from transitsim.base.units import (
     parse_bytes,
     parse_flop_rate,
     parse_frequency_hz,

@@ -2,7 +2,7 @@
 
 from typing import Any
 
-from transitsim.network_presets import preset_names
+from transitsim.network.presets import preset_names
 from transitsim.scenario.models import Scenario
 
 

@@ -7,11 +7,11 @@ import os
 import re
 from pathlib import Path
 
-from transitsim.errors import TransitsimError
-from transitsim.metrics import resolve_config
+from transitsim.analysis.metrics import resolve_config
+from transitsim.base.errors import TransitsimError
 from transitsim.scenario.models import Scenario, TraceFile
 from transitsim.scenario.yaml_source import KeyPathIssue
-from transitsim.trace import config_name, read_trace
+from transitsim.traces.format import config_name, read_trace
 
 MAX_TRACE_FILES = 10_000
 MAX_GLOB_PATHS = 100_000  # a "**" over a home folder would otherwise walk it all
@@ -120,7 +120,8 @@ def variants_of(files: list[TraceFile]) -> dict[str, str]:
 
 def check_names(scenario: Scenario, files: list[TraceFile]) -> None:
     """Targets 'final:X' and the baseline must name one config: its name, its label, a variant
-    with a single config, or a unique part of a name (as `transitsim.metrics` resolves them)."""
+    with a single config, or a unique part of a name (as `transitsim.analysis.metrics` resolves
+    them)."""
     variants = {trace.config: trace.variant for trace in files}
     labels = {trace.label for trace in files if trace.label}
     queries = [

@@ -15,8 +15,8 @@ from typing import Annotated, Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from transitsim.errors import TransitsimError
-from transitsim.units import show_value
+from transitsim.base.errors import TransitsimError
+from transitsim.base.units import show_value
 
 _TEXT_TAG = "tag:yaml.org,2002:str"
 _MERGE_TAG = "tag:yaml.org,2002:merge"

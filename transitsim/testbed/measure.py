@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from transitsim.atomic import signals_raise
+from transitsim.base.atomic import signals_raise
 from transitsim.testbed import gloo_algos
 from transitsim.testbed.netns import Shaping, Testbed, TestbedError, cleanup_leftovers
 

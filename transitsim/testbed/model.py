@@ -33,7 +33,7 @@ import statistics
 import numpy as np
 import pandas as pd
 
-from transitsim.errors import TransitsimError
+from transitsim.base.errors import TransitsimError
 from transitsim.network import Exchange, LinkSpec, NetworkSpec, simulate_exchange
 from transitsim.testbed import gloo_algos
 

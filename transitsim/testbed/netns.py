@@ -21,7 +21,7 @@ import signal
 import subprocess
 from dataclasses import dataclass, field
 
-from transitsim.errors import TransitsimError
+from transitsim.base.errors import TransitsimError
 
 PREFIX = "tsb-"
 NAME_RE = re.compile(r"^tsb-(\d+)-([0-9a-f]{4})-(sw|h\d+)$")

@@ -6,7 +6,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from transitsim.atomic import write_text_atomic
+from transitsim.base.atomic import write_text_atomic
 from transitsim.report import Panel, render_html
 from transitsim.testbed import rate_label
 

@@ -3,7 +3,7 @@
 Measured: rank 0's wall clock from the start of step 1 to the end of the first evaluated step
 whose validation loss is at or below the target (`end_unix_s`, `wall_s`).
 
-Predicted: `transitsim.replay` of that run's trace on the testbed as a NetworkSpec. The
+Predicted: `transitsim.replay.plan` of that run's trace on the testbed as a NetworkSpec. The
 network is the one `testbed run` validates (one switch, host links at the tbf rate, the payload
 share tbf's counters saw, latency = a quarter of the kernel's round trip, and one alpha per gloo
 transfer fitted on the 1 MiB calibration collectives of the same session; `model.py`). The
@@ -24,11 +24,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from transitsim.errors import TransitsimError
-from transitsim.replay import replay
+from transitsim.base.errors import TransitsimError
+from transitsim.replay.plan import replay
 from transitsim.testbed import gloo_algos
 from transitsim.testbed.model import fit_alpha, testbed_network
-from transitsim.trace import Trace, read_trace
+from transitsim.traces.format import Trace, read_trace
 
 GLOO_COLLECTIVE = {"all_reduce": "all_reduce", "reduce_at_switch": "all_reduce",
                    "all_gather": "all_gather"}  # fmt: skip

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from transitsim.atomic import signals_raise
+from transitsim.base.atomic import signals_raise
 from transitsim.testbed.measure import (
     Point,
     _env,

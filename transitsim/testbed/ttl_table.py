@@ -7,7 +7,7 @@ import pandas as pd
 from rich.console import Console
 from rich.table import Table
 
-from transitsim.atomic import atomic_path
+from transitsim.base.atomic import atomic_path
 from transitsim.testbed import rate_label
 
 COLUMNS = [

@@ -2,7 +2,7 @@
 
 import math
 
-from transitsim.errors import TransitsimError
+from transitsim.base.errors import TransitsimError
 from transitsim.network.spec import NetworkSpec
 
 

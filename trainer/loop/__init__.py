@@ -1,0 +1,1 @@
+"""The training loop and its records: steps, checkpoints, backward profiles, the trace it writes."""

@@ -1,0 +1,156 @@
+"""A run's trace metadata (the trace contract of transitsim/traces/format.py) and its writing.
+
+Kept apart from the training loop: what a trace says about its run (config, model, bytes,
+hardware, backend, the meaning of each timing column) is one job, training another.
+"""
+
+import os
+import platform
+import subprocess
+from dataclasses import asdict
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+import torch
+
+from trainer.config import RunConfig, variant_id
+from trainer.naming import run_name
+from trainer.variants.exchange import Exchange
+from transitsim.traces.format import write_trace
+
+if TYPE_CHECKING:
+    from trainer.loop.run import Trainer
+
+OPTICS_ALGORITHMS = ("optics", "optics_switch")
+TIMING_MEANING = {
+    "compute_s": "mean measured forward+backward seconds of one worker's micro-step",
+    "compress_s": "one worker's share (1/L) of the measured compression of the process's L "
+    "workers' deltas (DCT, selection, feedback, aggregation), without comm_s; 0 for AdamW",
+    "comm_s": "measured seconds process 0 spent in the collectives that carry what workers "
+    "send (including waiting for slower ranks); 0 on the simulated backend",
+    "exchange_bytes": "bytes process 0 handed to those collectives this step",
+    "update_s": "measured seconds to apply the aggregated update to the shared weights "
+    "(AdamW: gradient mean and AdamW step), without comm_s",
+    "wall_s": "measured seconds of process 0's whole step: its workers' micro-steps in turn, "
+    "compression, exchange, update, any evaluation",
+    "end_unix_s": "wall-clock time (Unix seconds) at the end of the step on process 0",
+}
+
+
+def source_revision() -> str:
+    """The git commit of the trainer's source tree, or "unknown" outside a checkout."""
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "HEAD"],
+            cwd=Path(__file__).resolve().parent,
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return out.stdout.strip() if out.returncode == 0 and out.stdout.strip() else "unknown"
+
+
+def variant_params(cfg: RunConfig) -> dict[str, Any]:
+    """The knobs that define the variant (the rest of the config is in meta["config"])."""
+    params: dict[str, Any] = {"algorithm": cfg.variant, "lr": cfg.lr, "warmup": cfg.warmup}
+    if cfg.variant == "adamw":
+        return {**params, "weight_decay": cfg.weight_decay}
+    params.update(
+        band=cfg.band, chunk_mode=cfg.chunk_mode, chunk=cfg.chunk, keep=cfg.keep, decay=cfg.decay
+    )
+    if cfg.variant in ("calib", *OPTICS_ALGORITHMS):
+        params.update(calib_start=cfg.calib_start, calib_steps=cfg.calib_steps)
+    if cfg.variant == "moving":
+        params.update(selection=cfg.band, select_every=cfg.select_every)
+    if cfg.variant in OPTICS_ALGORITHMS:
+        params.update(
+            enob=cfg.enob,
+            planes=cfg.planes,
+            kappa=cfg.kappa,
+            fs_every=cfg.fs_every,
+            feedback=cfg.feedback,
+            native=cfg.native,
+        )
+    return params
+
+
+def device_label(device: torch.device) -> str:
+    """The CUDA device's name (spec §13's hardware.device), or "cpu"."""
+    return torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
+
+
+def distributed_meta(exchange: Exchange) -> dict[str, Any]:
+    """How the W workers were spread over processes, and how they exchanged."""
+    meta: dict[str, Any] = {
+        "backend": exchange.backend,
+        "world_size": exchange.world,
+        "workers_per_process": exchange.local_workers,
+    }
+    wire = getattr(exchange, "wire_dtype", None)
+    if wire is not None:
+        meta["wire_dtype"] = str(wire).removeprefix("torch.")
+        meta["master_addr"] = os.environ.get("MASTER_ADDR", "")
+        meta["socket_ifname"] = os.environ.get("GLOO_SOCKET_IFNAME", "")
+    return meta
+
+
+def trace_meta(trainer: "Trainer", status: str, revision: str) -> dict[str, Any]:
+    """The trace metadata of the trace contract, from a trainer's config, model and bytes."""
+    cfg, corpus, acc = trainer.cfg, trainer.corpus, trainer.bytes
+    shape = trainer.model.shape
+    return {
+        "name": run_name(cfg),
+        "variant": variant_id(cfg),
+        "variant_params": variant_params(cfg),
+        "config": cfg.to_dict(),
+        "model": asdict(shape) | {"vocab_real": corpus.vocab},
+        "n_params": trainer.n_params,
+        "workers": cfg.workers,
+        "batch": cfg.batch,
+        "context": cfg.block,
+        "corpus": corpus.name,
+        "corpus_source": corpus.source,
+        "tokenizer": corpus.tokenizer,
+        "seed": cfg.seed,
+        "hardware": {
+            "machine": platform.machine(),
+            "processor": platform.processor() or platform.machine(),
+            "threads": torch.get_num_threads(),
+            "device": device_label(trainer.device),
+        },
+        "backend": trainer.exchange.backend,
+        "world_size": trainer.exchange.world,
+        "distributed": distributed_meta(trainer.exchange),
+        "versions": {
+            "python": platform.python_version(),
+            "torch": torch.__version__,
+            "numpy": np.__version__,
+        },
+        "source_revision": revision,
+        "dense_bytes_per_step": int(acc.dense_bytes),
+        "payload_bytes_per_step": int(acc.payload_bytes),
+        "payload_bytes_int64_per_step": int(acc.payload_int64_bytes),
+        "wire_bytes_per_step": float(acc.wire_bytes),
+        "collective": acc.collective,
+        "reducible": bool(acc.reducible),
+        "broadcast_bytes_per_choice": int(acc.broadcast_bytes),
+        "timing": TIMING_MEANING,
+        "steps_planned": cfg.steps,
+        "steps_done": trainer.done,
+        "rows": "every_step",
+        "origin": "trainer",
+        "status": status,
+        "notes": list(trainer.notes),
+    } | ({"backward_profile": trainer.backward_profile} if trainer.backward_profile else {})
+
+
+def write_run_trace(path: Path, trainer: "Trainer", status: str, revision: str) -> Path:
+    steps = pd.DataFrame(trainer.rows)
+    diagnostics = pd.DataFrame(
+        trainer.diagnostics, columns=["step", "source", "group", "selector", "share"]
+    )
+    return write_trace(path, steps, trace_meta(trainer, status, revision), diagnostics)

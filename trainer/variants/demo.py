@@ -1,0 +1,674 @@
+"""The DeMo step for variants B, C, D, E, E' and F over W workers (spec §6, §8, §9).
+
+All workers share one set of weights; each has its own momentum-with-residual `delta`. A process
+holds some of the W workers (all of them on the simulated backend, one per rank on a
+torch.distributed one): it compresses its workers' deltas, hands what they send to its
+`Exchange` as `Message`s, and applies the same combined update as every other process. Tensors
+are grouped by chunk shape and k: a group keeps every worker's delta of all its tensors in one
+chunk-major buffer (W, rows, h, w) or (W, rows, m), so each step is a few large matmuls per
+group instead of a loop over tensors or chunks. Every operation is row-wise (per chunk), so the
+result is the per-tensor algorithm of the spec; only the noise draws of the optics depend on
+tensor order, and they are drawn per tensor in parameter order.
+
+Paths: a fixed band shared by all chunks of a group is computed as x @ T_band.T (k MACs per
+value) when that is cheaper than the full separable DCT; otherwise the full DCT is taken and the
+band gathered from it (top-k, calibrated bands, 64x64 tiles at k = 256).
+
+Speed without changing a bit of the result: each group keeps its work buffers (transforms, masks,
+quantised input) across steps, since fresh memory of this size is page-faulted in on every use;
+top-k selects with a partition (`topk_mask`) and feeds back and aggregates densely through the
+mask, with the same floating-point operations in the same order as scattering indices would do.
+"""
+
+import time
+
+import torch
+
+from trainer.config import RunConfig
+from trainer.variants.accounting import chunk_rule
+from trainer.variants.chunking import k_per_chunk, make_chunker
+from trainer.variants.dct import dct_chunks, dct_matrix, idct_chunks, transform_rows
+from trainer.variants.demo_diagnostics import capture_energies, oob_shares, tally_oob
+from trainer.variants.demo_groups import (
+    OPTICS_VARIANTS,
+    ROW_T_MAX_VALUES,
+    Group,
+    Member,
+    Pending,
+    grad_view,
+    member_view,
+    validate_config,
+)
+from trainer.variants.demo_state import demo_state, load_state
+from trainer.variants.diagnostics import EnergyTally
+from trainer.variants.exchange import Exchange, LocalExchange, Message, sparse_wire
+from trainer.variants.moving import (
+    CHOOSING,
+    SUBSPACE_MAX_M,
+    epoch_of,
+    is_choice_step,
+    rotating_positions,
+    subspace_step,
+)
+from trainer.variants.optics import OpticsEmulator, chunk_full_scale, input_scale, readout_sigma
+from trainer.variants.selection import FIXED_SHAPES, band_positions, calibrated_positions, topk_mask
+
+
+class DeMo:
+    """DeMo step for all variants B, C, D, E, E', F over W workers sharing one set of weights
+    (spec §6.2), of which this process holds `exchange.local_workers`. Call
+    `step(grads, lr, step)` once per optimiser step with this process's workers' gradients."""
+
+    def __init__(
+        self,
+        named_params: list[tuple[str, torch.nn.Parameter]],
+        cfg: RunConfig,
+        workers: int,
+        *,
+        chunk_rule_override: str | None = None,
+        k_overrides: dict[str, int] | None = None,
+        exchange: Exchange | None = None,
+        band_combine: str | None = None,
+    ) -> None:
+        """chunk_rule_override ("R" | "P2") and k_overrides (name -> k) exist for tests that
+        compare variants or reproduce DeMo's reference; runs leave them unset. exchange: how
+        the W workers meet (default: all in this process). band_combine: "sum" when the band
+        is reduced on the way (E' at a switch), "gather" when every worker's band is received.
+        """
+        validate_config(cfg, workers)
+        if not named_params:
+            raise ValueError("DeMo needs at least one parameter")
+        self.cfg = cfg
+        self.workers = workers
+        self.exchange = exchange if exchange is not None else LocalExchange(workers)
+        if self.exchange.workers != workers:
+            raise ValueError(f"the exchange joins {self.exchange.workers} workers, not {workers}")
+        self.local = self.exchange.local_workers
+        self.offset = self.exchange.offset
+        if band_combine is None:
+            band_combine = "sum" if cfg.variant == "optics_switch" else "gather"
+        if band_combine not in ("sum", "gather"):
+            raise ValueError(f"band_combine must be 'sum' or 'gather', got {band_combine!r}")
+        self.band_combine = band_combine
+        self.variant = cfg.variant
+        self.device = named_params[0][1].device
+        self._calibrates = cfg.variant in ("calib", *OPTICS_VARIANTS)
+        self._calib_end = cfg.calib_start + cfg.calib_steps
+        self.calibrated = False
+        self.optics_active = False
+        self.last_timing: dict[str, float] = {
+            "compress_s": 0.0,
+            "update_s": 0.0,
+            "diag_s": 0.0,
+            "comm_s": 0.0,
+            "exchange_bytes": 0,
+        }
+        self._diag_rows: list[dict] | None = None
+        self._last_diag_s = 0.0
+        self._clipped = 0
+        self._clip_total = 0
+        self._noise_gen = torch.Generator(device=self.device)
+        self._noise_gen.manual_seed(cfg.seed + 777)
+        self._pre_calib_shape = cfg.band if cfg.band in FIXED_SHAPES else "low"
+        self.chose = False  # G: whether the last step ended with a re-choice (a broadcast)
+        self.optics_diag: dict[str, float] | None = None  # E, E': the last step's worker-0 sums
+        self._oob: dict[str, float] = {}
+
+        rule = chunk_rule_override or chunk_rule(cfg.variant)
+        k_overrides = dict(k_overrides or {})
+        members_by_key: dict[tuple, list[Member]] = {}
+        self._members: list[Member] = []
+        for name, param in named_params:
+            if param.dtype != torch.float32:
+                raise ValueError(f"DeMo works in float32; {name} is {param.dtype}")
+            chunker = make_chunker(tuple(param.shape), cfg.chunk_mode, cfg.chunk, rule)
+            k = k_overrides.pop(name, k_per_chunk(chunker.m, cfg.keep))
+            if not 1 <= k <= chunker.m:
+                raise ValueError(f"k for {name} must lie in [1, {chunker.m}], got {k}")
+            key = (chunker.chunk_shape, k)
+            group_members = members_by_key.setdefault(key, [])
+            start = sum(mm.chunker.chunks for mm in group_members)
+            member = Member(name, param, chunker, start)
+            group_members.append(member)
+            self._members.append(member)
+        if k_overrides:
+            raise ValueError(f"k_overrides names unknown tensors: {sorted(k_overrides)}")
+        if cfg.variant == "moving" and cfg.band == "subspace":
+            for member in self._members:
+                if member.chunker.m > SUBSPACE_MAX_M:
+                    raise ValueError(
+                        f"G subspace keeps an m x m covariance per tensor, so chunks of at most "
+                        f"{SUBSPACE_MAX_M}; {member.name} has {member.chunker.m} (use 1-D chunks)"
+                    )
+        if cfg.variant in OPTICS_VARIANTS:
+            for member in self._members:
+                for side in member.chunker.chunk_shape:
+                    if side & (side - 1) or side > cfg.native:
+                        raise ValueError(
+                            f"the optics accepts power-of-2 chunk sides <= native "
+                            f"({cfg.native}); {member.name} has chunk {member.chunker.chunk_shape}"
+                        )
+
+        self._groups: list[Group] = []
+        self._group_index: dict[str, int] = {}
+        for (chunk_shape, k), members in members_by_key.items():
+            rows = sum(mm.chunker.chunks for mm in members)
+            mats = tuple(dct_matrix(side, device=self.device) for side in chunk_shape)
+            if len(mats) == 2 and chunk_shape[0] == chunk_shape[1]:
+                mats = (mats[0], mats[0])
+            group = Group(
+                chunk_shape=chunk_shape,
+                k=k,
+                members=members,
+                mats=mats,
+                delta=torch.zeros(self.local, rows, *chunk_shape, device=self.device),
+                shadow=torch.zeros(rows, *chunk_shape, device=self.device),
+            )
+            group.diag_bands = {
+                shape: band_positions(chunk_shape, k, shape, cfg.seed).to(self.device)
+                for shape in FIXED_SHAPES
+            }
+            self._groups.append(group)
+            for member in members:
+                self._group_index[member.name] = len(self._groups) - 1
+            if cfg.variant != "topk":
+                shape = cfg.band if cfg.band in FIXED_SHAPES else self._pre_calib_shape
+                self._set_shared_band(group, band_positions(chunk_shape, k, shape, cfg.seed))
+            if cfg.variant == "calib" or (cfg.variant == "moving" and cfg.band == "recal"):
+                for member in members:
+                    member.energy = torch.zeros(group.m, dtype=torch.float64, device=self.device)
+            if cfg.variant == "moving" and cfg.band == "subspace":
+                for member in members:
+                    member.cov = torch.zeros(
+                        group.m, group.m, dtype=torch.float64, device=self.device
+                    )
+
+    # ----------------------------------------------------------------------------- set-up pieces
+
+    def _set_shared_band(self, group: Group, positions: torch.Tensor) -> None:
+        group.band = positions.to(self.device)
+        group.pos_rows = group.band.expand(group.rows, group.k)
+        group.t_band = transform_rows(group.chunk_shape, positions).to(self.device)
+
+    def _set_member_bands(self, group: Group) -> None:
+        """D after calibration: each tensor its own frozen positions, so no shared band."""
+        group.band = None
+        group.t_band = None
+        group.pos_rows = torch.cat(
+            [mm.positions.expand(mm.chunker.chunks, group.k) for mm in group.members]
+        )
+
+    def _set_rotating(self, gi: int, group: Group, step: int) -> None:
+        """G rotating: the positions of the epoch holding `step`, per chunk row. A pure function
+        of (seed, epoch, group, row), so every worker and process computes the same."""
+        epoch = epoch_of(step, self.cfg.select_every)
+        if group.epoch == epoch:
+            return
+        positions = rotating_positions(group.m, group.k, self.cfg.seed, epoch, 0, group.rows, gi)
+        group.band = None
+        group.t_band = None
+        group.pos_rows = positions.to(self.device)
+        group.epoch = epoch
+        if len(group.chunk_shape) == 1 and group.rows * group.k * group.m <= ROW_T_MAX_VALUES:
+            # each row's k DCT rows: k MACs per value, where the full DCT would cost m
+            basis = group.mats[0]
+            group.row_t = torch.index_select(basis, 0, group.pos_rows.reshape(-1)).view(
+                group.rows, group.k, group.m
+            )
+
+    def _set_member_rows(self, group: Group) -> None:
+        """G recal / subspace after a choice: each tensor sends its own k band rows."""
+        group.band = None
+        group.t_band = None
+        group.member_rows = True
+        if self.cfg.band == "recal":
+            group.pos_rows = torch.cat(
+                [mm.positions.expand(mm.chunker.chunks, group.k) for mm in group.members]
+            )
+        else:
+            group.pos_rows = None
+
+    def _choose(self) -> None:
+        """G recal / subspace at the end of an R-step window: the chooser (the process holding
+        worker 0) picks the new band from what it accumulated since the last choice -- the only
+        comparisons of G, on its host -- and broadcasts it to every process."""
+        choice = None
+        if self.offset == 0:
+            choice = {}
+            for group in self._groups:
+                for mm in group.members:
+                    if self.cfg.band == "recal":
+                        choice[mm.name] = calibrated_positions(mm.energy, group.k).cpu()
+                    else:
+                        current = mm.rows_t if mm.rows_t is not None else group.t_band
+                        choice[mm.name] = subspace_step(mm.cov, current).cpu()
+        if self.exchange.world > 1:
+            choice = self.exchange.broadcast_object(choice)
+        for group in self._groups:
+            for mm in group.members:
+                if self.cfg.band == "recal":
+                    mm.positions = choice[mm.name].to(self.device)
+                    mm.rows_t = transform_rows(group.chunk_shape, mm.positions).to(self.device)
+                    mm.energy.zero_()
+                else:
+                    mm.rows_t = choice[mm.name].to(self.device)
+                    mm.cov.zero_()
+            self._set_member_rows(group)
+
+    def _build_emulators(self) -> None:
+        cfg = self.cfg
+        for group in self._groups:
+            sigma = readout_sigma(chunk_full_scale(group.chunk_shape), cfg.enob)
+            group.emulator = OpticsEmulator(group.t_band, sigma, cfg.planes)
+            self._refresh_scale_rows(group)
+
+    def _refresh_scale_rows(self, group: Group) -> None:
+        scales = [
+            torch.full((mm.chunker.chunks, 1), mm.scale_in, dtype=torch.float32)
+            for mm in group.members
+        ]
+        group.scale_rows = torch.cat(scales).to(self.device)
+
+    def _emulating(self, group: Group) -> bool:
+        return self.optics_active and group.emulator is not None and not group.emulator.exact
+
+    def _buffer(
+        self, group: Group, name: str, shape: tuple[int, ...], dtype: torch.dtype = torch.float32
+    ) -> torch.Tensor:
+        """Work memory of `group` kept across steps: a fresh buffer of this size is page-faulted
+        in on every use, which costs about as much as the arithmetic done on it."""
+        buf = group.buffers.get(name)
+        if buf is None or buf.shape != shape or buf.dtype != dtype:
+            buf = torch.empty(shape, dtype=dtype, device=self.device)
+            group.buffers[name] = buf
+        return buf
+
+    # ------------------------------------------------------------------------------- the step
+
+    def _sync(self) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+
+    def step(self, grads: dict[str, torch.Tensor], lr: float, step: int) -> None:
+        """One DeMo step on this process's stacked gradients grads[name] (L, *shape): compress,
+        exchange, feed back, update the params in place."""
+        cfg = self.cfg
+        with torch.no_grad():
+            self._sync()
+            t_start = time.perf_counter()
+            # Diagnostics describe worker 0, which only the process holding it can see.
+            diag = cfg.diag_every > 0 and (step + 1) % cfg.diag_every == 0 and self.offset == 0
+            in_window = self._calibrates and cfg.calib_start <= step < self._calib_end
+            track_fs = self.variant in OPTICS_VARIANTS and (
+                in_window or (self.calibrated and cfg.fs_every > 0)
+            )
+            tally = EnergyTally() if diag else None
+            diag_s = 0.0
+            self.chose = False
+            self._oob = {}
+
+            self._accumulate(grads, lr)
+            if self.variant == "moving" and cfg.band == "rotating":
+                for gi, group in enumerate(self._groups):
+                    self._set_rotating(gi, group, step)
+            noise = self._draw_noise()
+            pending = []
+            for gi, group in enumerate(self._groups):
+                pending.append(
+                    self._compress_group(group, noise.get(gi), in_window, track_fs, tally, grads)
+                )
+                diag_s += self._last_diag_s
+            combined = self.exchange.exchange([p.message for p in pending])
+            comm_s, sent_bytes = self.exchange.take_comm()
+            aggregates = [
+                self._feed_back(group, p, received)
+                for group, p, received in zip(self._groups, pending, combined, strict=True)
+            ]
+            self._sync()
+            t_compressed = time.perf_counter()
+
+            for group, aggregate in zip(self._groups, aggregates, strict=True):
+                self._apply_update(group, aggregate, lr)
+            self._end_of_step(step)
+            self._sync()
+            t_end = time.perf_counter()
+
+        self._diag_rows = tally.rows() if diag else None
+        self.optics_diag = oob_shares(self._oob) if self._oob else None
+        self.last_timing = {
+            "compress_s": t_compressed - t_start - diag_s - comm_s,
+            "update_s": t_end - t_compressed,
+            "diag_s": diag_s,
+            "comm_s": comm_s,
+            "exchange_bytes": sent_bytes,
+        }
+
+    def _accumulate(self, grads: dict[str, torch.Tensor], lr: float) -> None:
+        """delta <- decay * delta + lr * g (local workers); shadow likewise with the first's g."""
+        for member in self._members:
+            expected = (self.local, *member.chunker.shape)
+            if member.name not in grads:
+                raise ValueError(f"grads lacks {member.name!r}")
+            if tuple(grads[member.name].shape) != expected:
+                raise ValueError(
+                    f"grads[{member.name!r}] has shape {tuple(grads[member.name].shape)}, "
+                    f"expected {expected}"
+                )
+        decay = self.cfg.decay
+        for group in self._groups:
+            group.delta.mul_(decay)
+            group.shadow.mul_(decay)
+        for member in self._members:
+            grad = grads[member.name]
+            group = self._group_of(member)
+            member_view(group.delta, member).add_(grad_view(grad, member), alpha=lr)
+            member_view(group.shadow, member).add_(grad_view(grad[0], member), alpha=lr)
+
+    def _group_of(self, member: Member) -> Group:
+        return self._groups[self._group_index[member.name]]
+
+    def _draw_noise(self) -> dict[int, torch.Tensor]:
+        """Readout noise for every emulated tensor, drawn per tensor in parameter order with
+        shape (P, W * chunks, k) (or (W * chunks, k)), then stacked per group as (P, L, rows, k).
+
+        Every process draws all W workers' noise from the same generator and keeps its own
+        workers' rows, so a worker's noise does not depend on how workers map to processes."""
+        per_group: dict[int, list[torch.Tensor]] = {}
+        for member in self._members:
+            group = self._group_of(member)
+            if not self._emulating(group) or group.emulator.sigma == 0.0:
+                continue
+            rows = self.workers * member.chunker.chunks
+            draw = torch.randn(
+                group.emulator.noise_shape(rows), generator=self._noise_gen, device=self.device
+            )
+            draw = draw.unflatten(-2, (self.workers, member.chunker.chunks))
+            draw = draw.narrow(-3, self.offset, self.local)
+            per_group.setdefault(self._group_index[member.name], []).append(draw)
+        return {gi: torch.cat(draws, dim=-2) for gi, draws in per_group.items()}
+
+    def _compress_group(
+        self,
+        group: Group,
+        noise: torch.Tensor | None,
+        in_window: bool,
+        track_fs: bool,
+        tally: EnergyTally | None,
+        grads: dict[str, torch.Tensor],
+    ) -> Pending:
+        """Transform, select, emulate: what this process's workers send for `group`."""
+        L, k, m = self.local, group.k, group.m
+        self._last_diag_s = 0.0
+        delta_flat = group.delta.view(L, group.rows, m)
+        use_band_matrix = group.band is not None and group.band_matrix_cheaper
+        calib_energy = self.variant == "calib" and in_window
+        per_row = group.row_t is not None
+        need_coef = (not use_band_matrix and not group.member_rows and not per_row) or calib_energy
+        full = group.delta.shape
+        coef = None
+        if need_coef:  # into reused buffers: "work" is free again once coef is done
+            coef_buf, work = self._buffer(group, "coef", full), self._buffer(group, "work", full)
+            coef = dct_chunks(group.delta, group.mats, out=coef_buf, work=work).view(L, -1, m)
+
+        if tally is not None:
+            t0 = time.perf_counter()
+            capture_energies(
+                group,
+                coef,
+                tally,
+                grads,
+                chunk_mode=self.cfg.chunk_mode,
+                variant=self.variant,
+                calibrated=self.calibrated,
+            )
+            self._sync()
+            self._last_diag_s = time.perf_counter() - t0
+
+        if calib_energy:
+            energy = coef.square().sum(0)
+            for mm in group.members:
+                mm.energy += energy[mm.start : mm.stop].sum(0, dtype=torch.float64)
+        if self.variant == "moving" and self.cfg.band in CHOOSING and self.offset == 0:
+            self._accumulate_choice(group, coef)
+        if group.member_rows:  # G recal / subspace after a choice: each tensor its rows
+            val = self._buffer(group, "member_val", (L, group.rows, k))
+            for mm in group.members:
+                torch.matmul(
+                    delta_flat[:, mm.start : mm.stop], mm.rows_t.T, out=val[:, mm.start : mm.stop]
+                )
+            return Pending("rows", Message([val], self.band_combine), val=val)
+        if per_row:  # G rotating in 1-D: each row its own k DCT rows
+            val = torch.bmm(delta_flat.transpose(0, 1), group.row_t.transpose(1, 2))
+            val = val.transpose(0, 1).contiguous()  # (L, rows, k)
+            return Pending("row_t", Message([val], self.band_combine), val=val)
+
+        if track_fs:
+            row_sq = delta_flat.square().sum(-1)
+            for mm in group.members:
+                mm.sumsq += float(row_sq[:, mm.start : mm.stop].sum(dtype=torch.float64))
+                mm.count += L * mm.chunker.numel
+
+        # Top-k: selection (spec §6.2 step 6) as a mask of the chosen positions; what is sent
+        # is the masked coefficients `sent` (zeros elsewhere): the tensor that scattering the
+        # chosen (index, value) pairs would build. Top-k sends values exactly.
+        if self.variant == "topk":
+            chosen = self._buffer(group, "chosen", coef.shape, torch.bool)
+            topk_mask(coef, k, scratch=work, out=chosen)
+            sent = self._buffer(group, "sent", full)
+            zero = torch.zeros((), device=self.device)  # +0.0, as scattering into zeros leaves
+            torch.where(chosen, coef, zero, out=sent.view_as(coef))
+            pack, unpack = sparse_wire(k, m)
+            message = Message([sent.view_as(coef), chosen], "gather", pack, unpack)
+            return Pending("topk", message)
+
+        # Band selection (step 6).
+        idx = group.pos_rows.expand(L, group.rows, k)
+        val = delta_flat @ group.t_band.T if use_band_matrix else coef.gather(-1, idx)
+
+        # What goes on the wire (step 7).
+        tx = val
+        if self._emulating(group):
+            quantised = self._buffer(group, "quantised", delta_flat.shape)
+            tx, clipped = group.emulator.readout(
+                delta_flat, group.scale_rows, noise, work=quantised
+            )
+            self._clipped += clipped
+            if group.emulator.planes is not None:
+                self._clip_total += L * sum(mm.chunker.numel for mm in group.members)
+            if self.offset == 0:  # the out-of-band diagnostics describe worker 0
+                tally_oob(self._oob, group, delta_flat[0], val[0], tx[0])
+        message = Message([tx], self.band_combine)
+        return Pending("band", message, idx=idx, val=val, use_band_matrix=use_band_matrix)
+
+    def _feed_back(self, group: Group, pending: Pending, received: list[torch.Tensor]) -> tuple:
+        """Error feedback (step 8) of this process's workers; returns what the update needs."""
+        cfg, L, k, m = self.cfg, self.local, group.k, group.m
+        full = group.delta.shape
+        if pending.kind == "topk":
+            sent = self._buffer(group, "sent", full)
+            coef_buf, work = self._buffer(group, "coef", full), self._buffer(group, "work", full)
+            group.delta.sub_(idct_chunks(sent, group.mats, out=coef_buf, work=work))
+            return ("topk", *received)
+
+        aggregate = received[0] if self.band_combine == "sum" else received[0].sum(0)
+        band_mean = aggregate / self.workers
+        if pending.kind == "rows":  # G: exact feedback through each tensor's rows
+            delta_flat = group.delta.view(L, group.rows, m)
+            for mm in group.members:
+                rows = delta_flat[:, mm.start : mm.stop]
+                rows.sub_(pending.val[:, mm.start : mm.stop] @ mm.rows_t)
+            return ("rows", band_mean)
+        if pending.kind == "row_t":
+            by_row = group.delta.view(L, group.rows, m).transpose(0, 1)  # (rows, L, m)
+            by_row.sub_(torch.bmm(pending.val.transpose(0, 1), group.row_t))
+            return ("row_t", band_mean)
+        tx = pending.message.tensors[0]
+        if self.variant in OPTICS_VARIANTS and cfg.feedback in ("sent", "loopback"):
+            fb = tx
+        elif self.variant == "optics_switch" and cfg.feedback == "mean":
+            fb = band_mean.expand(L, group.rows, k)
+        else:
+            fb = pending.val
+        if pending.use_band_matrix:
+            group.delta.view(L * group.rows, m).addmm_(
+                fb.reshape(L * group.rows, k), group.t_band, alpha=-1.0
+            )
+        else:  # coef and work are free again: val, tx and fb are copies
+            coef_buf, work = self._buffer(group, "coef", full), self._buffer(group, "work", full)
+            sent = self._buffer(group, "sent", full)
+            sent.view(L, group.rows, m).zero_().scatter_(-1, pending.idx, fb)
+            group.delta.sub_(idct_chunks(sent, group.mats, out=coef_buf, work=work))
+        return ("band", pending.use_band_matrix, band_mean)
+
+    def _apply_update(self, group: Group, aggregate: tuple, lr: float) -> None:
+        """Aggregate (step 9), inverse transform and p <- p - lr * sign(u) (step 10)."""
+        W, rows, m = self.workers, group.rows, group.m
+        if aggregate[0] == "topk":
+            _, sent, chosen = aggregate
+            # The mean over the contributors of each position: all workers' (index, value)
+            # pairs scatter-added worker 0 first, divided by the number of contributors (1 where
+            # there are none). Added densely in the same worker order from +0, with +0 where a
+            # worker did not pick the position, each sum is bit for bit the scattered one.
+            total = self._buffer(group, "dense", (rows, m)).zero_()
+            count_dtype = torch.uint8 if W < 256 else torch.int32  # integer adds are cheap
+            count = self._buffer(group, "count", (rows, m), count_dtype).zero_()
+            picks = chosen.view(torch.uint8)
+            for w in range(W):
+                total.add_(sent[w])
+                count.add_(picks[w])
+            divisor = self._buffer(group, "divisor", (rows, m)).copy_(count).clamp_(min=1)
+            update = self._decode(group, total.div_(divisor))
+        elif aggregate[0] == "row_t":
+            band_mean = aggregate[1]  # (rows, k)
+            update = torch.bmm(band_mean.unsqueeze(1), group.row_t).view(rows, *group.chunk_shape)
+        elif aggregate[0] == "rows":
+            band_mean = aggregate[1]
+            update = self._buffer(group, "dense", (rows, m))
+            for mm in group.members:
+                torch.matmul(
+                    band_mean[mm.start : mm.stop], mm.rows_t, out=update[mm.start : mm.stop]
+                )
+            update = update.view(rows, *group.chunk_shape)
+        else:
+            _, use_band_matrix, band_mean = aggregate
+            if use_band_matrix:
+                update = (band_mean @ group.t_band).view(rows, *group.chunk_shape)
+            else:
+                dense = self._buffer(group, "dense", (rows, m)).zero_()
+                dense.scatter_(-1, group.pos_rows, band_mean)
+                update = self._decode(group, dense)
+        signs = torch.sign(update)
+        for mm in group.members:
+            param_view = (
+                mm.chunker.tiled_view(mm.param.data)
+                if mm.chunker.two_d
+                else mm.param.data.view(mm.chunker.chunks, mm.chunker.m)
+            )
+            param_view.add_(member_view(signs, mm), alpha=-lr)
+
+    def _decode(self, group: Group, dense: torch.Tensor) -> torch.Tensor:
+        """Inverse transform of the aggregate's coefficients (rows, m), in reused buffers."""
+        shape = (group.rows, *group.chunk_shape)
+        out, work = self._buffer(group, "update", shape), self._buffer(group, "update_work", shape)
+        return idct_chunks(dense.view(shape), group.mats, out=out, work=work)
+
+    def _end_of_step(self, step: int) -> None:
+        """Close calibration (§8.3, §9.2) or re-set the optics' full scale when due (§9.6);
+        G recal / subspace: re-choose the band at the end of each R-step window."""
+        cfg = self.cfg
+        if (
+            self.variant == "moving"
+            and cfg.band in CHOOSING
+            and is_choice_step(step, cfg.select_every, cfg.steps)
+        ):
+            self._choose()
+            self.chose = True
+        if self._calibrates and step == self._calib_end - 1:
+            if self.variant == "calib":
+                self._total_energies()
+                for group in self._groups:
+                    for mm in group.members:
+                        mm.positions = calibrated_positions(mm.energy, group.k)
+                    self._set_member_bands(group)
+                if self.offset != 0:  # the total now lives with worker 0's process
+                    for mm in self._members:
+                        mm.energy.zero_()
+            else:
+                self._reset_full_scale()
+                self._build_emulators()
+                self.optics_active = True
+            self.calibrated = True
+        elif (
+            self.variant in OPTICS_VARIANTS
+            and self.calibrated
+            and cfg.fs_every > 0
+            and step + 1 > self._calib_end
+            and (step + 1 - self._calib_end) % cfg.fs_every == 0
+        ):
+            self._reset_full_scale()
+            for group in self._groups:
+                self._refresh_scale_rows(group)
+
+    def _accumulate_choice(self, group: Group, coef: torch.Tensor | None) -> None:
+        """G recal: worker 0's energy map (coef^2 per position); subspace: its chunk covariance
+        (sum of x x^T). Multiply-accumulate only, on the chooser's own delta."""
+        x0 = group.delta[0]
+        if self.cfg.band == "recal":
+            c0 = coef[0] if coef is not None else dct_chunks(x0, group.mats).reshape(group.rows, -1)
+            energy = c0.square()
+            for mm in group.members:
+                mm.energy += energy[mm.start : mm.stop].sum(0, dtype=torch.float64)
+            return
+        flat = x0.reshape(group.rows, group.m)
+        for mm in group.members:
+            rows = flat[mm.start : mm.stop]
+            mm.cov += (rows.T @ rows).double()
+
+    def _total_energies(self) -> None:
+        """Calibration energy pooled over all W workers (every process's partial sums)."""
+        if self.exchange.world == 1:
+            return
+        total = self.exchange.total(torch.cat([mm.energy for mm in self._members]))
+        sizes = [mm.energy.numel() for mm in self._members]
+        for mm, energy in zip(self._members, total.split(sizes), strict=True):
+            mm.energy = energy.clone()
+
+    def _reset_full_scale(self) -> None:
+        """Input full scale from the delta RMS pooled over all W workers (§9.2, §9.6)."""
+        sums = [(mm.sumsq, float(mm.count)) for mm in self._members]
+        if self.exchange.world > 1:
+            flat = torch.tensor(sums, dtype=torch.float64, device=self.device)
+            sums = self.exchange.total(flat).tolist()
+        for mm, (sumsq, count) in zip(self._members, sums, strict=True):
+            mm.scale_in = input_scale(sumsq, int(count), self.cfg.kappa)
+            mm.sumsq, mm.count = 0.0, 0
+
+    # ------------------------------------------------------------------------- diagnostics
+
+    def sent_positions(self, name: str) -> torch.Tensor | None:
+        """The band positions tensor `name` sends now (k,), on CPU; None for top-k."""
+        member = self._members[[mm.name for mm in self._members].index(name)]
+        group = self._group_of(member)
+        if group.band is not None:
+            return group.band.cpu()
+        return member.positions.cpu() if member.positions is not None else None
+
+    def take_diagnostics(self) -> list[dict] | None:
+        """Rows {source, group, selector, share} of the last step if it was a diagnostics step,
+        else None. Taking them clears them."""
+        rows, self._diag_rows = self._diag_rows, None
+        return rows
+
+    def clip_counts(self) -> tuple[int, int]:
+        """Cumulative (clipped, quantised) input values since the optics started (E, E')."""
+        return self._clipped, self._clip_total
+
+    # ------------------------------------------------------------------------ checkpointing
+
+    def state_dict(self) -> dict:
+        """This process's state (trainer/variants/demo_state.py), for a bit-exact resume."""
+        return demo_state(self)
+
+    def load_state_dict(self, state: dict) -> None:
+        """Restore a state taken from a DeMo built with the same parameters and config."""
+        load_state(self, state)

@@ -1,0 +1,343 @@
+"""Steps-, bytes- and time-to-loss: when each configuration first reaches a validation loss.
+
+A configuration is a run name without its seed part; its seeds are its runs. As in the
+experiment's analysis (spec §13), a configuration reaches a target only if every seed reaches it:
+its figures are means over seeds, NaN (a dash) otherwise, with "r/n" saying how many did.
+"""
+
+import math
+import numbers
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from transitsim.base.errors import TransitsimError
+from transitsim.traces.format import VARIANTS, Trace, config_name
+
+LADDER_COLUMNS = (
+    "config",
+    "variant",
+    "target",
+    "seeds",
+    "reached",
+    "steps",
+    "payload_bytes",
+    "wire_bytes",
+)
+TIMELINE_COLUMNS = (
+    "run",
+    "config",
+    "variant",
+    "network",
+    "step",
+    "val_loss",
+    "time_s",
+    "wire_bytes",
+)
+_FIRST = object()  # no previous grid value yet
+SUMMARY_COLUMNS = (
+    "config",
+    "variant",
+    "network",
+    "target",
+    "seeds",
+    "reached",
+    "steps_to_target",
+    "time_to_target_s",
+    "bytes_to_target",
+    "speedup_vs_baseline",
+)
+
+
+def first_reaching(df: pd.DataFrame, target: float) -> pd.Series | None:
+    """The first row, in step order, whose val_loss is at or below target (None if none is).
+
+    Rows without an evaluation (NaN) never count; a loss exactly equal to the target does.
+    """
+    ordered = df.sort_values("step", kind="stable")
+    hits = ordered[ordered["val_loss"] <= target]
+    return None if hits.empty else hits.iloc[0]
+
+
+def ring_wire_bytes(payload_bytes: Any, collective: Any, workers: int) -> Any:
+    """Bytes one worker sends per step in its ring collective (spec §10), from the payload.
+
+    all-reduce 2(W-1)/W x payload, all-gather (W-1) x payload, a switch's reduce: the payload once.
+    """
+    factor = {"all_reduce": 2 * (workers - 1) / workers, "all_gather": workers - 1}
+    if isinstance(collective, pd.Series):
+        return payload_bytes * collective.astype(str).map(factor).fillna(1.0)
+    return payload_bytes * factor.get(collective, 1.0)
+
+
+def wire_bytes_per_row(trace: Trace) -> pd.Series:
+    """Per-step wire bytes of each row: the trace's own column, else derived from the payload."""
+    if "wire_bytes" in trace.steps.columns:
+        return trace.steps["wire_bytes"].astype("float64")
+    return ring_wire_bytes(
+        trace.steps["payload_bytes"].astype("float64"), trace.steps["collective"], trace.workers
+    )
+
+
+def bytes_through(steps: pd.DataFrame, per_step: pd.Series, step: int) -> float:
+    """Bytes sent over steps 1..step: each row's per-step figure times the steps it stands for
+    (one for a trainer trace, the interval since the previous row for an imported log)."""
+    upto = steps["step"] <= step
+    counts = steps.loc[upto, "step"].diff().fillna(steps.loc[upto, "step"])
+    return float((per_step[upto] * counts).sum())
+
+
+def wire_bytes_per_step(trace: Trace) -> float:
+    """The run's wire bytes per step (metadata, else its last row)."""
+    if trace.meta.get("wire_bytes_per_step") is not None:
+        return float(trace.meta["wire_bytes_per_step"])
+    return float(wire_bytes_per_row(trace).iloc[-1])
+
+
+def _missing_last(value: Any) -> tuple[bool, Any]:
+    return (value is None, 0 if value is None else value)
+
+
+def run_sort_key(meta: dict[str, Any]) -> tuple:
+    """Order runs as the experiment's tables do: by variant letter (A..F); within a letter by
+    band and chunking, and E by (feedback, fs_every, planes, enob); then name and seed."""
+    params = meta.get("variant_params") or {}
+    variant = meta.get("variant")
+    return (
+        VARIANTS.index(variant) if variant in VARIANTS else len(VARIANTS),
+        str(params.get("band") or ""),
+        str(params.get("chunk_mode") or ""),
+        _missing_last(params.get("chunk")),
+        str(params.get("feedback") or ""),
+        _missing_last(params.get("fs_every")),
+        _missing_last(params.get("planes")),
+        _missing_last(params.get("enob")),
+        _missing_last(params.get("keep")),
+        _missing_last(params.get("lr")),
+        config_name(meta.get("name", "")),
+        meta.get("seed", 0),
+    )
+
+
+def group_by_config(traces: list[Trace]) -> dict[str, list[Trace]]:
+    """Runs grouped by configuration, in table order; the same run twice is an error."""
+    seen: dict[str, Trace] = {}
+    for trace in traces:
+        if trace.name in seen:
+            raise TransitsimError(
+                f"run {trace.name!r} appears twice ({seen[trace.name].path} and {trace.path}): "
+                "pass one of them"
+            )
+        seen[trace.name] = trace
+    groups: dict[str, list[Trace]] = {}
+    for trace in sorted(traces, key=lambda t: run_sort_key(t.meta)):
+        groups.setdefault(trace.config_name, []).append(trace)
+    return groups
+
+
+def ladder(traces: list[Trace], targets: list[float]) -> pd.DataFrame:
+    """Steps- and bytes-to-loss per configuration and target (the published "ladder").
+
+    steps is the mean over seeds of each seed's first evaluated step at or below the target, NaN
+    unless every seed gets there; payload_bytes and wire_bytes are the bytes one worker sent up
+    to that step (steps x bytes per step when those are constant), averaged the same way.
+    """
+    rows = []
+    for name, runs in group_by_config(traces).items():
+        for target in targets:
+            reached = []
+            for trace in runs:
+                row = first_reaching(trace.steps, target)
+                if row is None:
+                    continue
+                step = int(row["step"])
+                payload = bytes_through(trace.steps, trace.steps["payload_bytes"], step)
+                wire = bytes_through(trace.steps, wire_bytes_per_row(trace), step)
+                reached.append((step, payload, wire))
+            every = len(reached) == len(runs)
+            means = np.mean(reached, axis=0) if every else [math.nan] * 3
+            rows.append(
+                {
+                    "config": name,
+                    "variant": runs[0].variant,
+                    "target": float(target),
+                    "seeds": len(runs),
+                    "reached": f"{len(reached)}/{len(runs)}",
+                    "steps": float(means[0]),
+                    "payload_bytes": float(means[1]),
+                    "wire_bytes": float(means[2]),
+                }
+            )
+    return pd.DataFrame(rows, columns=list(LADDER_COLUMNS))
+
+
+def resolve_config(query: str, variants: dict[str, str]) -> str:
+    """The one configuration a user means: its exact name, a variant id ("A") that has a single
+    configuration, or a substring of exactly one name. variants maps config name -> variant."""
+    if query in variants:
+        return query
+    by_variant = [name for name, variant in variants.items() if variant == query]
+    candidates = by_variant or [name for name in variants if query in name]
+    if len(candidates) == 1:
+        return candidates[0]
+    if not candidates:
+        raise TransitsimError(
+            f"unknown configuration {query!r} (expected one of: {', '.join(variants)})"
+        )
+    raise TransitsimError(
+        f"configuration {query!r} is ambiguous: it matches {', '.join(candidates)}"
+    )
+
+
+def final_loss(runs: list[Trace]) -> float:
+    """A configuration's mean final val loss over its seeds (spec §13)."""
+    return float(np.mean([trace.final_val_loss for trace in runs]))
+
+
+def parse_targets(spec: str, traces: list[Trace]) -> list[float]:
+    """Loss targets from "3.158,3.124" and/or "final:CONFIG" (that configuration's mean final
+    val loss; CONFIG is a name, a unique substring or a variant id such as "A")."""
+    targets: list[float] = []
+    items = [item.strip() for item in spec.split(",")]
+    if not any(items):
+        raise TransitsimError("no loss targets given (e.g. --targets 3.158,3.124 or final:A)")
+    groups: dict[str, list[Trace]] | None = None
+    for item in items:
+        if item.startswith("final:"):
+            if groups is None:
+                groups = group_by_config(traces)
+            variants = {name: runs[0].variant for name, runs in groups.items()}
+            targets.append(final_loss(groups[resolve_config(item[len("final:") :], variants)]))
+            continue
+        try:
+            value = float(item)
+        except ValueError:
+            value = math.nan
+        if not math.isfinite(value):
+            raise TransitsimError(
+                f"bad loss target {item!r}: expected a number like 3.158 or final:CONFIG"
+            )
+        targets.append(check_target(value))
+    return list(dict.fromkeys(targets))  # a target named twice is one question, one row each
+
+
+def check_target(value: object) -> float:
+    """A loss target is a positive finite number: a cross-entropy is never below 0, and NaN or
+    inf would be "reached" by every step or by none."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TransitsimError(f"bad loss target {value!r}: expected a number like 3.158")
+    number = float(value)
+    if not math.isfinite(number) or number <= 0:
+        raise TransitsimError(f"bad loss target {value!r}: a loss target is a positive number")
+    return number
+
+
+def _grid_params(timeline: pd.DataFrame) -> list[str]:
+    """Extra timeline columns that are constant within each (run, network): grid parameters."""
+    extra = [c for c in timeline.columns if c not in TIMELINE_COLUMNS]
+    if not extra:
+        return []
+    distinct = timeline.groupby(["run", "network"], sort=False)[extra].nunique(dropna=False)
+    return [c for c in extra if (distinct[c] <= 1).all()]
+
+
+def time_to_target(
+    timeline: pd.DataFrame, targets: list[float], baseline_variant: str | None = None
+) -> pd.DataFrame:
+    """Steps, wall-clock and wire bytes to each target, per (config, network[, grid params]).
+
+    timeline: one row per (run, network, step) with TIMELINE_COLUMNS (time_s and wire_bytes
+    cumulative) and possibly grid-parameter columns, which are carried into the summary. A figure
+    is the mean over seeds, NaN unless every seed reaches. speedup_vs_baseline is the baseline
+    configuration's time divided by this one's on the same network and target; the baseline is
+    named by variant id (with one configuration) or by configuration name.
+    """
+    missing = [c for c in TIMELINE_COLUMNS if c not in timeline.columns]
+    if missing:
+        raise TransitsimError(f"timeline lacks column(s) {', '.join(missing)}")
+    params = _grid_params(timeline)
+    keys = ["config", "variant", "network", *params]
+    ordered = timeline.sort_values(["run", "network", "step"], kind="stable")
+    seeds = timeline.groupby(keys, sort=False, dropna=False)["run"].nunique()
+    parts = []
+    for target in targets:
+        hits = ordered[ordered["val_loss"] <= target].drop_duplicates(["run", "network"])
+        firsts = hits.groupby(keys, sort=False, dropna=False).agg(
+            reached_runs=("run", "nunique"),
+            steps_to_target=("step", "mean"),
+            time_to_target_s=("time_s", "mean"),
+            bytes_to_target=("wire_bytes", "mean"),
+        )
+        part = seeds.rename("seeds").to_frame().join(firsts)
+        part["reached_runs"] = part["reached_runs"].fillna(0).astype(int)
+        incomplete = part["reached_runs"] < part["seeds"]
+        for column in ("steps_to_target", "time_to_target_s", "bytes_to_target"):
+            part[column] = part[column].astype("float64").mask(incomplete)
+        part["reached"] = part["reached_runs"].astype(str) + "/" + part["seeds"].astype(str)
+        part["target"] = float(target)
+        parts.append(part.drop(columns="reached_runs").reset_index())
+    summary = pd.concat(parts, ignore_index=True)
+    summary["speedup_vs_baseline"] = math.nan
+    if baseline_variant is not None:
+        variants = dict(zip(summary["config"], summary["variant"], strict=True))
+        baseline = resolve_config(baseline_variant, variants)
+        where = ["network", *params, "target"]
+        base = summary.loc[summary["config"] == baseline, [*where, "time_to_target_s"]]
+        merged = summary[where].merge(
+            base.rename(columns={"time_to_target_s": "_base_s"}), on=where, how="left"
+        )
+        summary["speedup_vs_baseline"] = (
+            merged["_base_s"].to_numpy() / summary["time_to_target_s"].to_numpy()
+        )
+    columns = [*SUMMARY_COLUMNS[:3], *params, *SUMMARY_COLUMNS[3:]]
+    return summary[columns]
+
+
+def crossovers(summary: pd.DataFrame, param: str) -> pd.DataFrame:
+    """The fastest configuration to each target at each value of a grid parameter, and where
+    the winner changes (changed = True at the first value where a new configuration wins).
+
+    Other grid-parameter columns of the summary are held fixed: each of their combinations is
+    its own sweep over param. runner_up_ratio is the second-best time over the best.
+    """
+    if param not in summary.columns:
+        raise TransitsimError(f"summary has no grid parameter {param!r}")
+    others = [c for c in summary.columns if c not in SUMMARY_COLUMNS and c != param]
+    rows = []
+    for fixed, sweep in summary.groupby(["target", *others], sort=False, dropna=False):
+        fixed = fixed if isinstance(fixed, tuple) else (fixed,)
+        previous: Any = _FIRST
+        for value, at in sweep.groupby(param, sort=True, dropna=False):
+            ranked = at.dropna(subset=["time_to_target_s"]).sort_values(
+                ["time_to_target_s", "config"], kind="stable"
+            )
+            best = ranked.iloc[0] if len(ranked) else None
+            best_config = None if best is None else best["config"]
+            row = dict(zip(["target", *others], fixed, strict=True))
+            row.update(
+                {
+                    param: value,
+                    "best_config": best_config,
+                    "best_variant": None if best is None else best["variant"],
+                    "network": None if best is None else best["network"],
+                    "time_to_target_s": math.nan if best is None else best["time_to_target_s"],
+                    "runner_up_config": ranked.iloc[1]["config"] if len(ranked) > 1 else None,
+                    "runner_up_ratio": (
+                        ranked.iloc[1]["time_to_target_s"] / best["time_to_target_s"]
+                        if len(ranked) > 1
+                        else math.nan
+                    ),
+                    "changed": previous is not _FIRST and best_config != previous,
+                }
+            )
+            previous = best_config
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def extrapolated_flags(summary: pd.DataFrame, timeline: pd.DataFrame) -> list[bool]:
+    """Per summary row: whether any replayed row of its (config, network) was extrapolated."""
+    flagged = timeline.groupby(["config", "network"], sort=False)["extrapolated"].any()
+    keys = zip(summary["config"], summary["network"], strict=True)
+    return [bool(flagged[key]) for key in keys]

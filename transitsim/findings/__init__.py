@@ -1,0 +1,1 @@
+"""This project's runs beside the published results, claim by claim (`transitsim findings`)."""

@@ -1,0 +1,217 @@
+"""The reference: every message of a schedule as its own transfers, run by SimPy.
+
+One callback chain per message: wait for its dependencies, then for each hop a fixed delay, a
+fluid transfer on the shared resources, another fixed delay. Contention, stragglers and link
+faults all come out of the fluid engine. This is the naive per-transfer loop the fast ring path
+is checked against (O(N^2) events for a ring).
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from transitsim.network.background import capacity_schedule
+from transitsim.network.des.fluid import ExactEnvironment, FluidEngine
+from transitsim.network.fabric import JOIN, Fabric, Path, Weights
+from transitsim.network.schedules.dag import Schedule
+
+
+@dataclass
+class Timing:
+    """When each message became ready, had been sent (first hop done) and arrived."""
+
+    ready_s: np.ndarray
+    free_s: np.ndarray
+    arrive_s: np.ndarray
+    events: int
+    stall_s: np.ndarray  # per message: time its transfers stood still (link faults)
+    stall0_s: np.ndarray  # per message: the same, first hop only
+    shared_by: np.ndarray  # per message: the resource that last set its rate (-1: none)
+    busy_s: np.ndarray  # per resource
+    bytes: np.ndarray  # per resource
+    samples: tuple[np.ndarray, ...] | None = None  # (resource, time, utilisation from then on)
+
+
+def unshared_timing(
+    ready_s: np.ndarray,
+    free_s: np.ndarray,
+    arrive_s: np.ndarray,
+    events: int,
+    busy_s: np.ndarray,
+    carried_bytes: np.ndarray,
+    samples: tuple[np.ndarray, ...] | None = None,
+) -> Timing:
+    """The Timing of a fast path: without faults or sharing, no message ever stalls or is slowed."""
+    still = np.zeros(len(ready_s))
+    return Timing(
+        ready_s=ready_s,
+        free_s=free_s,
+        arrive_s=arrive_s,
+        events=events,
+        stall_s=still,
+        stall0_s=still,
+        shared_by=np.full(len(ready_s), -1, dtype=np.int64),
+        busy_s=busy_s,
+        bytes=carried_bytes,
+        samples=samples,
+    )
+
+
+@dataclass(frozen=True)
+class ResourceFault:
+    resource: int
+    down_from_s: float
+    down_until_s: float
+
+
+def assign_paths(
+    fabric: Fabric, schedule: Schedule, weights: Weights
+) -> tuple[np.ndarray, list[Path]]:
+    """Compile each distinct (src, dst, kind) once; returns per-message path ids (-1: JOIN)."""
+    nodes = len(fabric.node_names)
+    keys = (schedule.src * nodes + schedule.dst) * 8 + schedule.kind
+    unique, inverse = np.unique(keys, return_inverse=True)
+    paths: list[Path] = []
+    ids = np.empty(len(unique), dtype=np.int64)
+    for position, key in enumerate(unique.tolist()):
+        kind, pair = key % 8, key // 8
+        if kind == JOIN:
+            ids[position] = -1
+            continue
+        ids[position] = len(paths)
+        paths.append(fabric.path(pair // nodes, pair % nodes, kind, weights))
+    return ids[inverse.reshape(-1)], paths
+
+
+def _reverse(keys: np.ndarray, values: np.ndarray, count: int) -> tuple[np.ndarray, np.ndarray]:
+    """CSR of `values` grouped by `keys`: for each message, the messages waiting on it."""
+    order = np.argsort(keys, kind="stable")
+    ptr = np.zeros(count + 1, dtype=np.int64)
+    np.cumsum(np.bincount(keys, minlength=count), out=ptr[1:])
+    return ptr, values[order]
+
+
+def run_des(
+    fabric: Fabric,
+    schedule: Schedule,
+    path_ids: np.ndarray,
+    paths: list[Path],
+    start_s: np.ndarray,
+    faults: list[ResourceFault],
+    record: bool = False,
+    clock_s: float = 0.0,
+) -> Timing:
+    """Run every message of `schedule` as fluid transfers; exact absolute event times.
+
+    Capacities change at link faults and wherever a link's background share changes
+    (`fabric.backgrounds`, read at clock_s + t: clock_s is when t = 0 on the replay clock).
+    """
+    count = len(schedule)
+    workers = schedule.workers
+    initial = float(np.min(start_s)) if len(start_s) else 0.0
+    env = ExactEnvironment(initial)
+    backgrounds = {r: (bg.shifted(clock_s), full) for r, (bg, full) in fabric.backgrounds.items()}
+    capacity, changes = capacity_schedule(list(fabric.capacities()), faults, backgrounds, initial)
+    engine = FluidEngine(env, np.asarray(capacity), record, fabric.greedy)
+    ready = np.full(count, np.nan)
+    free = np.full(count, np.nan)
+    arrive = np.full(count, np.nan)
+    stall = np.zeros(count)
+    stall0 = np.zeros(count)
+    shared_by = np.full(count, -1, dtype=np.int64)
+    lengths = np.diff(schedule.data_ptr)
+    waiting = (lengths + (schedule.after >= 0)).tolist()
+    waiters = np.repeat(np.arange(count), lengths)
+    arrival_ptr, arrival_next = _reverse(schedule.data_idx, waiters, count)
+    has_after = np.flatnonzero(schedule.after >= 0)
+    sent_ptr, sent_next = _reverse(schedule.after[has_after], has_after, count)
+    arrival_ptr, arrival_next = arrival_ptr.tolist(), arrival_next.tolist()
+    sent_ptr, sent_next = sent_ptr.tolist(), sent_next.tolist()
+    bits = (schedule.nbytes * 8.0).tolist()
+    src = schedule.src.tolist()
+    starts = [float(s) for s in start_s]
+    hops_of = [paths[p].hops if p >= 0 else () for p in path_ids.tolist()]
+
+    # Logical times travel with the callbacks (t), so a transfer settled a rounding step early
+    # still counts from its projected finish; a message is ready at the latest of its deps.
+    due = [-np.inf] * count
+
+    def satisfied(targets: list[int], t: float) -> None:
+        for m in targets:
+            due[m] = max(due[m], t)
+            waiting[m] -= 1
+            if waiting[m] == 0:
+                release(m, due[m])
+
+    def release(m: int, t: float) -> None:
+        s = src[m]
+        if s < workers and starts[s] > t:
+            env.at(starts[s], lambda _e: begin(m, starts[s]))
+        else:
+            begin(m, t)
+
+    def begin(m: int, t: float) -> None:
+        ready[m] = t
+        if not hops_of[m]:  # a JOIN: nothing to send
+            free[m] = arrive[m] = t
+            satisfied(sent_next[sent_ptr[m] : sent_ptr[m + 1]], t)
+            satisfied(arrival_next[arrival_ptr[m] : arrival_ptr[m + 1]], t)
+            return
+        hop_begin(m, 0, t)
+
+    def hop_begin(m: int, h: int, t: float) -> None:
+        pre = hops_of[m][h].pre_s
+        if pre > 0:
+            env.at(t + pre, lambda _e: transfer(m, h, t + pre))
+        else:
+            transfer(m, h, t)
+
+    def transfer(m: int, h: int, t: float) -> None:
+        hop = hops_of[m][h]
+        engine.start(hop.resources, hop.weights, bits[m], lambda *a: transferred(m, h, *a), t)
+
+    def transferred(m: int, h: int, t: float, stalled_s: float, bound: int) -> None:
+        if bound >= 0:
+            shared_by[m] = bound  # the resource it shared last: any slow-down is charged to it
+        if stalled_s > 0:
+            stall[m] += stalled_s
+            if h == 0:
+                stall0[m] = stalled_s
+        if h == 0:
+            free[m] = t
+            satisfied(sent_next[sent_ptr[m] : sent_ptr[m + 1]], t)
+        post = hops_of[m][h].post_for(bits[m])
+        if post > 0:
+            env.at(t + post, lambda _e: hop_end(m, h, t + post))
+        else:
+            hop_end(m, h, t)
+
+    def hop_end(m: int, h: int, t: float) -> None:
+        if h + 1 < len(hops_of[m]):
+            hop_begin(m, h + 1, t)
+            return
+        arrive[m] = t
+        satisfied(arrival_next[arrival_ptr[m] : arrival_ptr[m + 1]], t)
+
+    for time_s, resource, rate in changes:
+        env.at(time_s, lambda _e, r=resource, c=rate: engine.set_capacity(r, c))
+    for m in np.flatnonzero(np.asarray(waiting) == 0).tolist():
+        env.at(initial, lambda _e, m=m: release(m, initial))
+    env.run()
+    engine.close()
+    return Timing(
+        ready_s=ready,
+        free_s=free,
+        arrive_s=arrive,
+        events=env.processed,
+        stall_s=stall,
+        stall0_s=stall0,
+        shared_by=shared_by,
+        busy_s=np.asarray(engine.busy_s),
+        bytes=np.asarray(engine.bytes),
+        samples=(
+            tuple(np.array(c) for c in zip(*engine.samples, strict=True))
+            if engine.samples
+            else None
+        ),
+    )

@@ -1,0 +1,176 @@
+"""The exact fast path for the pipelined trees: fixed transfer times, one pass in id order.
+
+`tree_schedule` makes every node take its transfers one at a time (serial sends, serial
+receives), and numbers messages in a topological order. Where, in addition, every route is one
+hop and every resource is used only by the messages of one sender or only by those of one
+receiver (one switch: a host's uplink and lanes carry its sends, its downlink its receives), no
+two transfers are ever on a resource at once, whatever the start times: each takes its fixed
+time, and one pass in id order gives the DES's ready / sent / arrived times (the same
+operations: ready + pre + bits / rate, + post). Elsewhere (a shared WAN or spine, where the DES
+shares links max-min fairly between the two trees' transfers; several hops) the caller runs the
+DES. With fixed times the finish is also max-plus linear in the start times (`tree_linear`).
+A link fault holds up the transfers crossing the link while it is down (`fault_delay`); they are
+still alone on their links, so the pass stays exact (but no longer linear).
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from transitsim.network.des.engine import ResourceFault, Timing, unshared_timing
+from transitsim.network.fabric import Fabric, Path
+from transitsim.network.fast.fault_delay import delayed_one, down_windows, route_windows
+from transitsim.network.fast.maxplus import Linear
+from transitsim.network.schedules.dag import Schedule
+
+
+@dataclass
+class TreeTable:
+    """Per message: the time its sender is busy (a), until it arrives (c), and its sources."""
+
+    schedule: Schedule
+    path_ids: np.ndarray
+    paths: list[Path]
+    pre: np.ndarray
+    dur: np.ndarray
+    post: np.ndarray
+
+    @classmethod
+    def of(cls, schedule: Schedule, path_ids: np.ndarray, paths: list[Path]) -> "TreeTable":
+        pre = np.array([p.hops[0].pre_s for p in paths] + [0.0])[path_ids]
+        rate = np.array([p.hops[0].rate_bps for p in paths] + [np.inf])[path_ids]
+        bits = schedule.nbytes * 8.0
+        with np.errstate(divide="ignore", invalid="ignore"):
+            dur = np.where(bits > 0, bits / rate, 0.0)
+        pairs = zip(path_ids.tolist(), bits.tolist(), strict=True)
+        post = np.array([paths[p].hops[0].post_for(b) if p >= 0 else 0.0 for p, b in pairs])
+        return cls(schedule, path_ids, paths, pre, dur, post)
+
+
+def shared_resources(
+    fabric: Fabric, schedule: Schedule, path_ids: np.ndarray, paths: list[Path]
+) -> list[int]:
+    """The resources crossed by transfers of more than one sender and of more than one receiver,
+    in the order first met: there transfers can meet, so their times are not fixed."""
+    senders: dict[int, set[int]] = {}
+    receivers: dict[int, set[int]] = {}
+    _, index = np.unique(path_ids, return_index=True)  # one message of each path
+    for m in index.tolist():
+        p = int(path_ids[m])
+        if p < 0:
+            continue
+        s, d = int(schedule.src[m]), int(schedule.dst[m])
+        for r in fabric.path_resources(paths[p]):
+            senders.setdefault(r, set()).add(s)
+            receivers.setdefault(r, set()).add(d)
+    return [r for r, who in senders.items() if len(who) > 1 and len(receivers[r]) > 1]
+
+
+def tree_reason(fabric: Fabric, schedule: Schedule, path_ids: np.ndarray, paths: list[Path]):
+    """Why fixed transfer times would not be exact here (None: they are, for any starts)."""
+    if any(len(p.hops) != 1 for p in paths):
+        return "routes of more than one hop"
+    shared = shared_resources(fabric, schedule, path_ids, paths)
+    if shared:
+        name = fabric.resources[shared[0]].name
+        return f"transfers of different senders and receivers share {name} (max-min sharing)"
+    return None
+
+
+def run_fast_tree(
+    fabric: Fabric,
+    table: TreeTable,
+    start_s: np.ndarray,
+    faults: list[ResourceFault] | None = None,
+) -> Timing:
+    """Every message's times in one pass in id order (call tree_reason first)."""
+    schedule = table.schedule
+    count = len(schedule)
+    workers = schedule.workers
+    start = np.asarray(start_s, dtype=float).tolist()
+    src = schedule.src.tolist()
+    after = schedule.after.tolist()
+    ptr = schedule.data_ptr.tolist()
+    idx = schedule.data_idx.tolist()
+    pre, dur, post = table.pre.tolist(), table.dur.tolist(), table.post.tolist()
+    windows = down_windows(faults or [])
+    held = [route_windows(windows, p.hops[0].resources) for p in table.paths] + [()]
+    path_ids = table.path_ids.tolist()
+    stall = [0.0] * count
+    ready, free, arrive = [0.0] * count, [0.0] * count, [0.0] * count
+    for m in range(count):
+        s = src[m]
+        t = start[s] if s < workers else -np.inf
+        a = after[m]
+        if a >= 0 and free[a] > t:
+            t = free[a]
+        for k in range(ptr[m], ptr[m + 1]):
+            if arrive[idx[k]] > t:
+                t = arrive[idx[k]]
+        ready[m] = t
+        spans = held[path_ids[m]]
+        if spans:
+            sent, stall[m] = delayed_one(t + pre[m], dur[m], spans)
+        else:
+            sent = (t + pre[m]) + dur[m]
+        free[m] = sent
+        arrive[m] = sent + post[m]
+    stood = np.array(stall)
+    busy, carried = _usage(table, len(fabric.resources), stood)
+    timing = unshared_timing(np.array(ready), np.array(free), np.array(arrive), 0, busy, carried)
+    if windows:
+        timing.stall_s = timing.stall0_s = stood  # one hop: the first is the whole
+    return timing
+
+
+def _usage(table: TreeTable, resources: int, stall: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Bytes and busy time per resource: the sums over its transfers (they never overlap),
+    time stood still at a fault included, as the DES counts it."""
+    ids = np.flatnonzero(table.path_ids >= 0)
+    path_ids = table.path_ids[ids]
+    count = len(table.paths)
+    nbytes = np.bincount(path_ids, weights=table.schedule.nbytes[ids], minlength=count)
+    spans = np.bincount(path_ids, weights=table.dur[ids] + stall[ids], minlength=count)
+    carried = np.zeros(resources)
+    busy = np.zeros(resources)
+    for p in np.flatnonzero(nbytes > 0).tolist():
+        hop = table.paths[p].hops[0]
+        for r, w in zip(hop.resources, hop.weights, strict=True):
+            carried[r] += w * nbytes[p]
+            busy[r] += spans[p]
+    return busy, carried
+
+
+def tree_linear(table: TreeTable) -> Linear:
+    """d of finish = max_i(start_i + d_i): the longest path from each worker's start, by one pass
+    in reverse id order (the messages' successors all have larger ids)."""
+    schedule = table.schedule
+    count = len(schedule)
+    workers = schedule.workers
+    a = (table.pre + table.dur).tolist()
+    c = (table.pre + table.dur + table.post).tolist()
+    after = schedule.after.tolist()
+    ptr = schedule.data_ptr.tolist()
+    idx = schedule.data_idx.tolist()
+    counts = schedule.counts.tolist()
+    dst = schedule.dst.tolist()
+    neg = -np.inf
+    via_free = [neg] * count  # longest tail released by m's send being done
+    via_arrive = [neg] * count  # ... by its arrival
+    tail = [neg] * count
+    for m in range(count - 1, -1, -1):
+        best = via_arrive[m]
+        if counts[m] and dst[m] < workers and best < 0.0:
+            best = 0.0
+        whole = c[m] + best
+        sent = a[m] + via_free[m]
+        tail[m] = whole if whole > sent else sent
+        t = tail[m]
+        if after[m] >= 0 and t > via_free[after[m]]:
+            via_free[after[m]] = t
+        for k in range(ptr[m], ptr[m + 1]):
+            if t > via_arrive[idx[k]]:
+                via_arrive[idx[k]] = t
+    d = np.full(workers, neg)
+    np.maximum.at(d, schedule.src, np.array(tail))
+    return Linear(d)

@@ -1,0 +1,123 @@
+"""Named networks, written exactly as a scenario would write them (YAML-shaped, explicit units).
+
+A scenario says `networks: [2dc-wan]` or `{preset: 2dc-wan, wan_link: {rate: "400 Gb/s"}}`; the
+CLI says `--network 2dc-wan`. Keeping presets in the scenario's own format means they go through
+the same validation and unit parsing as user input (see `transitsim.scenario.network_preset`).
+"""
+
+import copy
+from typing import Any
+
+from transitsim.base.errors import TransitsimError
+
+_RACK_LINK = {"rate": "200 Gb/s", "length": "3 m"}
+_SWITCH = {"forwarding_latency": "500 ns"}
+
+# One H100's NVLink 4 port to the NVSwitches: 18 links x 25 GB/s = 450 GB/s each way. NCCL's
+# ring all-reduce reaches about 370 GB/s bus bandwidth on 8 of them (nccl-tests, large
+# messages): the protocol's share of the line, 370 / 450, is the link's efficiency.
+NVLINK_H100 = {"rate": "450 GB/s", "latency": "1 us", "efficiency": 370 / 450}
+# NVLink SHARP (NVLS): the NVSwitches sum in the fabric; 8 H100s reach about 480 GB/s bus
+# bandwidth, i.e. an algorithm bandwidth of 480 x 8 / (2 x 7) = 274.3 GB/s per GPU, well below
+# the links' 370: the in-switch reduction is what limits it. Its summing rate over all 8 ports
+# (bytes in) is therefore 8 x 274.3 GB/s = 2,194 GB/s, calibrated on that one figure.
+NVLS_SUM_RATE = "2194 GB/s"
+
+PRESETS: dict[str, dict[str, Any]] = {
+    "8x200g-switch": {
+        "description": "8 hosts on one switch, 200 Gb/s links (a single rack)",
+        "topology": "switch",
+        "workers": 8,
+        "host_link": _RACK_LINK,
+        "switch": _SWITCH,
+    },
+    "8x200g-pluggable": {
+        "description": "8x200g-switch with optical-transform pluggables: 800 Gb/s host lanes, "
+        "200 Gb/s line, 256-point transform at 1 G passes/s",
+        "topology": "switch",
+        "workers": 8,
+        "host_link": _RACK_LINK,
+        "pluggable": {
+            "host_lane_rate": "800 Gb/s",
+            "line_rate": "200 Gb/s",
+            "transform": {"size": 256, "planes": 8, "rate": "1 GHz", "keep": 0.0625},
+        },
+        "switch": _SWITCH,
+    },
+    "8x200g-switch-sum": {
+        "description": "8x200g-switch whose switch sums reducible payloads (in-network all-reduce)",
+        "topology": "switch",
+        "workers": 8,
+        "host_link": _RACK_LINK,
+        "switch": {
+            "forwarding_latency": "500 ns",
+            "aggregator": True,
+            "agg_slots": 512,
+            "agg_slot_size": "4 KiB",
+            "agg_rate": "3.2 Tb/s",
+        },
+    },
+    "64x400g-leaf-spine": {
+        "description": "64 hosts, 8 per leaf, 400 Gb/s host links, 800 Gb/s leaf-spine uplinks",
+        "topology": "leaf_spine",
+        "workers": 64,
+        "hosts_per_rack": 8,
+        "host_link": {"rate": "400 Gb/s", "length": "3 m"},
+        "spine_link": {"rate": "800 Gb/s", "length": "50 m"},
+        "switch": _SWITCH,
+    },
+    "8xh100-nvlink": {
+        "description": "8 H100s on NVSwitch: NVLink 4, 450 GB/s each way at NCCL's 370/450 "
+        "protocol efficiency (ring all-reduce ~370 GB/s bus bandwidth)",
+        "topology": "switch",
+        "workers": 8,
+        "host_link": NVLINK_H100,
+        "switch": {"forwarding_latency": "0 s"},
+    },
+    "8xh100-nvls": {
+        "description": "8xh100-nvlink whose NVSwitches sum (NVLink SHARP): in-switch all-reduce "
+        "~480 GB/s bus bandwidth, limited by the switch's summing rate",
+        "topology": "switch",
+        "workers": 8,
+        "host_link": NVLINK_H100,
+        "switch": {
+            "forwarding_latency": "0 s",
+            "aggregator": True,
+            "agg_slot_size": "4 MiB",
+            "agg_rate": NVLS_SUM_RATE,
+        },
+    },
+    "2dc-wan": {
+        "description": "16 hosts in 2 datacentres 1000 km apart, one 100 Gb/s WAN link each way",
+        "topology": "datacentres",
+        "workers": 16,
+        "datacentres": 2,
+        "host_link": _RACK_LINK,
+        "wan_link": {"rate": "100 Gb/s", "length": "1000 km"},
+        "wan_links": 1,
+        "switch": _SWITCH,
+    },
+    "4dc-wan": {
+        "description": "32 hosts in 4 datacentres 2000 km apart, 400 Gb/s WAN links",
+        "topology": "datacentres",
+        "workers": 32,
+        "datacentres": 4,
+        "host_link": _RACK_LINK,
+        "wan_link": {"rate": "400 Gb/s", "length": "2000 km"},
+        "wan_links": 1,
+        "switch": _SWITCH,
+    },
+}
+
+
+def preset_names() -> list[str]:
+    """The names `--network` and `preset:` accept, sorted."""
+    return sorted(PRESETS)
+
+
+def preset_dict(name: str) -> dict[str, Any]:
+    """A fresh copy of one preset's YAML-shaped description (safe to modify)."""
+    if name not in PRESETS:
+        known = ", ".join(preset_names())
+        raise TransitsimError(f'unknown network preset "{name}" (known: {known})')
+    return copy.deepcopy(PRESETS[name])

@@ -1,0 +1,1 @@
+"""Collectives as schedules: which message goes where, after what."""

@@ -1,0 +1,65 @@
+"""A trace's backward profile: which gradients are ready when, as fractions of the backward.
+
+The trainer records it once per run (trainer/loop/profile.py) under meta["backward_profile"]. Traces
+without one (older recordings, imported logs) get the uniform-backward assumption: gradient
+bytes become ready at a constant rate over the backward, and the backward is 2/3 of
+forward+backward (its FLOPs are twice the forward's). Replay says which one it used.
+"""
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from transitsim.base.errors import TransitsimError
+
+UNIFORM_BACKWARD_SHARE = 2.0 / 3.0
+PROFILE_KEY = "backward_profile"
+
+
+@dataclass(frozen=True)
+class BackwardProfile:
+    """Parameter tensors in registration order: element counts and ready fractions.
+
+    measured False: the uniform assumption (no tensors; bytes ready evenly over the backward).
+    """
+
+    numel: tuple[int, ...]
+    ready: tuple[float, ...]
+    backward_share: float  # backward / (forward + backward)
+    measured: bool
+
+    @property
+    def source(self) -> str:
+        return "measured backward profile" if self.measured else "uniform-backward assumption"
+
+
+def uniform_profile() -> BackwardProfile:
+    return BackwardProfile((), (), UNIFORM_BACKWARD_SHARE, measured=False)
+
+
+def backward_profile(meta: dict[str, Any]) -> BackwardProfile:
+    """The trace's profile, or the uniform assumption when it has none.
+
+    A profile that is there but malformed is an error (one line, naming the trace): silently
+    falling back would hide a broken recording.
+    """
+    raw = meta.get(PROFILE_KEY)
+    if raw is None:
+        return uniform_profile()
+    name = meta.get("name", "?")
+    try:
+        tensors = raw["tensors"]
+        numel = tuple(t["numel"] for t in tensors)
+        ready = tuple(float(t["ready"]) for t in tensors)
+        share = float(raw["backward_share"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise TransitsimError(f"trace {name!r}: malformed {PROFILE_KEY} ({exc})") from None
+    if not all(isinstance(n, int) and not isinstance(n, bool) and n <= 2**53 for n in numel):
+        raise TransitsimError(f"trace {name!r}: {PROFILE_KEY} numel must be whole numbers")
+    if not numel or any(n <= 0 for n in numel):
+        raise TransitsimError(f"trace {name!r}: {PROFILE_KEY} needs tensors with numel > 0")
+    if not all(math.isfinite(r) and 0.0 <= r <= 1.0 for r in ready):
+        raise TransitsimError(f"trace {name!r}: {PROFILE_KEY} ready fractions must lie in [0, 1]")
+    if not (math.isfinite(share) and 0.0 < share <= 1.0):
+        raise TransitsimError(f"trace {name!r}: {PROFILE_KEY} backward_share must lie in (0, 1]")
+    return BackwardProfile(numel, ready, share, measured=True)
