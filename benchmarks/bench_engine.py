@@ -139,7 +139,7 @@ def bench_tree_des(folder: Path, workers: int) -> None:
     """The trees across two datacentres. Where one tree crosses the WAN on a single edge, its
     links are all private and it keeps its max-plus form: the whole replay is timed. Where the
     WAN's transfers share it max-min (the double binary tree), each straggler step is simulated
-    (processor sharing on the WAN, `fast_tree_shared`): one step x 3,000. Against one step on
+    (processor sharing on the WAN, `fast/tree_shared.py`): one step x 3,000. Against one step on
     the per-transfer DES."""
     print(f"1b. trees across 2 datacentres, {workers} workers, {STEPS} steps, random stragglers")
     trace = engine_trace(folder, "A", DENSE, "all_reduce", True)

@@ -20,7 +20,7 @@ from transitsim.findings.published import (
     config_key,
     published_run,
 )
-from transitsim.findings.sections import findings
+from transitsim.findings.tables import findings
 from transitsim.traces.format import read_trace, write_trace
 
 SHAKESPEARE = dict(dataset="shakespeare", n_layer=4, n_embd=128, block=128, steps=600)

@@ -9,8 +9,8 @@ import pandas as pd
 import pytest
 
 from transitsim.commands import findings_cmd
-from transitsim.findings.sections import findings
 from transitsim.findings.selection import compare, mean_sd
+from transitsim.findings.tables import findings
 from transitsim.traces.format import read_trace, write_trace
 
 STEPS = 60

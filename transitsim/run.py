@@ -11,8 +11,6 @@ same folder, then os.replace): a run killed at any moment leaves each output who
 """
 
 import json
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +18,6 @@ import numpy as np
 import pandas as pd
 
 from transitsim.analysis.metrics import (
-    LADDER_COLUMNS,
     SUMMARY_COLUMNS,
     crossovers,
     extrapolated_flags,
@@ -30,20 +27,16 @@ from transitsim.analysis.metrics import (
     time_to_target,
 )
 from transitsim.analysis.metrics import TIMELINE_COLUMNS as METRIC_COLUMNS
-from transitsim.analysis.verdict import verdict_sentences
-from transitsim.base.atomic import check_writable_file
 from transitsim.base.errors import TransitsimError
-from transitsim.base.outfolder import check_output_folder, write_folder
 from transitsim.base.tables import config_labels
 from transitsim.network import NetworkSpec
+from transitsim.outputs import RunResult, check_outputs_writable, write_outputs
 from transitsim.overlap import DDP_BUCKET_BYTES
 from transitsim.replay.context import assumptions, scenario_question
 from transitsim.replay.plan import check_replay, placement_for
-from transitsim.report import ReportContext, write_report
-from transitsim.scenario import OUTPUT_FILES, Scenario, network_placement, scenario_to_networks
+from transitsim.scenario import Scenario, network_placement, scenario_to_networks
 from transitsim.scenario.networks import faults_on
 from transitsim.sweep import CLUSTER_AFTER_S, JobResult, ReplayJob, one_line, run_jobs
-from transitsim.traces.chrome_events import write_trace_events
 from transitsim.traces.format import Trace, read_trace
 
 # Where a step's time goes, as the summary names it: GPU work, making the band (on the GPU or
@@ -55,7 +48,6 @@ BOTTLENECK_PARTS = {
     "wait": ("wait_s",),
 }
 LINKS_PER_NETWORK = 12  # busiest links shown in the report's utilisation chart
-DEFAULT_FILES = ("timeline", "summary", "ladder", "report")
 
 
 class JobsFailed(TransitsimError):
@@ -64,40 +56,6 @@ class JobsFailed(TransitsimError):
     def __init__(self, failures: list[JobResult]) -> None:
         super().__init__(f"every job failed ({len(failures)})")
         self.failures = failures
-
-
-@dataclass
-class RunResult:
-    """Everything a run produced. summary: one row per (config, network, target) with label,
-    grid parameters, bottleneck and extrapolated; crossovers: where the fastest config changes
-    along each grid parameter; failures: the jobs that failed (the rest are in the tables)."""
-
-    title: str
-    timeline: pd.DataFrame
-    summary: pd.DataFrame
-    ladder: pd.DataFrame
-    crossovers: pd.DataFrame
-    link_util: pd.DataFrame
-    step_events: pd.DataFrame | None
-    labels: dict[str, str]
-    targets: list[float]
-    target_names: list[str]
-    params: list[str]
-    failures: list[JobResult] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-    files: list[Path] = field(default_factory=list)
-    question: str = ""
-    assumptions: list[str] = field(default_factory=list)
-
-    @property
-    def verdict(self) -> list[str]:
-        """The answer in words, one sentence per target (transitsim.analysis.verdict)."""
-        return verdict_sentences(self.summary, self.params, self.labels)
-
-    @property
-    def exit_code(self) -> int:
-        """0 when every job ran, 1 when some failed."""
-        return 1 if self.failures else 0
 
 
 # ---------------------------------------------------------------------------------------------
@@ -491,126 +449,3 @@ def link_utilisation(results: list[JobResult]) -> pd.DataFrame:
 
 # ---------------------------------------------------------------------------------------------
 # Writing
-
-
-def _write_csv(frame: pd.DataFrame) -> Callable[[Path], None]:
-    return lambda tmp: frame.to_csv(tmp, index=False, lineterminator="\n")
-
-
-def _write_parquet(frame: pd.DataFrame) -> Callable[[Path], None]:
-    plain = frame.copy()
-    plain.attrs = {}  # pandas would store attrs as metadata: keep the file plain
-    return lambda tmp: plain.to_parquet(tmp, index=False)
-
-
-def output_names(table_format: str = "parquet") -> dict[str, str]:
-    """The file each outputs.files entry writes."""
-    return {
-        "timeline": f"timeline.{table_format}",
-        "summary": "summary.csv",
-        "ladder": "ladder.csv",
-        "sweep": "sweep.csv",
-        "link_util": "link_util.csv",
-        "report": "report.html",
-        "trace_events": "trace_events.json",
-    }
-
-
-def owned_names(trace_events: Path | None = None, out_dir: Path | None = None) -> set[str]:
-    """Every name a run may leave in its output folder (any table format), so a folder holding
-    only these is an earlier run's and may be replaced as a whole."""
-    names = {*output_names("parquet").values(), *output_names("csv").values()}
-    inside = _events_inside(trace_events, out_dir)
-    return names | ({inside} if inside else set())
-
-
-def _events_inside(trace_events: Path | None, out_dir: Path | None) -> str | None:
-    """The name of --trace-events when it is a file in the output folder itself."""
-    if trace_events is None or out_dir is None:
-        return None
-    inside = Path(trace_events).absolute().parent.resolve() == Path(out_dir).absolute().resolve()
-    return Path(trace_events).name if inside else None
-
-
-def check_outputs_writable(out_dir: Path, trace_events: Path | None = None) -> None:
-    """Before any work: out_dir can take a run's outputs, and --trace-events can be written."""
-    check_output_folder(out_dir, owned_names(trace_events, out_dir))
-    if trace_events is not None and not _events_inside(trace_events, out_dir):
-        check_writable_file(trace_events, what="--trace-events file")
-
-
-def write_outputs(
-    result: RunResult,
-    out_dir: Path,
-    files: list[str] | tuple[str, ...] = DEFAULT_FILES,
-    table_format: str = "parquet",
-    trace_events: Path | None = None,
-) -> list[Path]:
-    """Write the chosen outputs into out_dir as one unit (`transitsim.base.outfolder`: staged, then
-    swapped in whole), the report last (slowest); a --trace-events file elsewhere after it."""
-    unknown = [name for name in files if name not in OUTPUT_FILES]
-    if unknown:
-        raise TransitsimError(f"unknown output(s) {', '.join(unknown)} (known: {OUTPUT_FILES})")
-    out_dir = Path(out_dir)
-    check_outputs_writable(out_dir, trace_events)
-    names = output_names(table_format)
-    tables = {
-        "timeline": result.timeline,
-        "summary": result.summary,
-        "ladder": result.ladder,
-        "sweep": result.crossovers,
-        "link_util": result.link_util,
-    }
-    writers: dict[str, Callable[[Path], object]] = {}
-    for name in ("timeline", "summary", "ladder", "sweep", "link_util"):
-        if name in files:
-            file_name = names[name]
-            table = tables[name]
-            writers[file_name] = (
-                _write_parquet(table) if file_name.endswith(".parquet") else _write_csv(table)
-            )
-    inside = _events_inside(trace_events, out_dir)
-    events_names = [names["trace_events"]] if "trace_events" in files else []
-    events_names += [inside] if inside else []
-    outside = Path(trace_events) if trace_events is not None and not inside else None
-    events = result.step_events
-    for file_name in [*events_names, *([str(outside)] if outside else [])]:
-        if events is None:
-            result.notes.append(
-                f"no trace events written to {file_name}: no network of at most 64 workers replayed"
-            )
-    if events is not None:
-        for file_name in events_names:
-            writers[file_name] = lambda path, events=events: write_trace_events(path, events)
-    if "report" in files:
-        writers[names["report"]] = lambda path: _write_report(result, path)
-    written = write_folder(out_dir, writers, owned_names(trace_events, out_dir))
-    if outside is not None and events is not None:
-        written.append(write_trace_events(outside, events))
-    result.files.extend(written)
-    return written
-
-
-def _write_report(result: RunResult, path: Path) -> Path:
-    sweep = None
-    if result.params and len(result.summary):
-        grid_rows = result.summary.dropna(subset=result.params, how="all")
-        sweep = grid_rows[[*SUMMARY_COLUMNS, *result.params]]
-    return write_report(
-        path,
-        result.timeline,
-        result.summary,
-        result.ladder if len(result.ladder) else pd.DataFrame(columns=list(LADDER_COLUMNS)),
-        link_util=result.link_util,
-        sweep=sweep,
-        title=result.title,
-        labels=result.labels,
-        context=ReportContext(
-            question=result.question,
-            verdict=result.verdict,
-            params=result.params,
-            assumptions=result.assumptions,
-            notes=result.notes,
-            failures=[failure.describe_failure() for failure in result.failures],
-        ),
-    )

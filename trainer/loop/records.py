@@ -9,19 +9,19 @@ import platform
 import subprocess
 from dataclasses import asdict
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 import pandas as pd
 import torch
 
 from trainer.config import RunConfig, variant_id
+from trainer.data.corpus import Corpus
+from trainer.model import GPT
 from trainer.naming import run_name
+from trainer.variants.accounting import ByteAccounting
 from trainer.variants.exchange import Exchange
 from transitsim.traces.format import write_trace
-
-if TYPE_CHECKING:
-    from trainer.loop.run import Trainer
 
 OPTICS_ALGORITHMS = ("optics", "optics_switch")
 TIMING_MEANING = {
@@ -37,6 +37,24 @@ TIMING_MEANING = {
     "compression, exchange, update, any evaluation",
     "end_unix_s": "wall-clock time (Unix seconds) at the end of the step on process 0",
 }
+
+
+class TracedRun(Protocol):
+    """What a trace records of a run: the parts of a Trainer (trainer/loop/run.py) read here,
+    named here so that this module, which run.py imports, need not import it back."""
+
+    cfg: RunConfig
+    corpus: Corpus
+    model: GPT
+    bytes: ByteAccounting
+    n_params: int
+    device: torch.device
+    exchange: Exchange
+    done: int  # steps run
+    rows: list[dict[str, Any]]  # one trace row per step
+    diagnostics: list[dict[str, Any]]
+    notes: list[str]
+    backward_profile: dict[str, Any] | None
 
 
 def source_revision() -> str:
@@ -98,7 +116,7 @@ def distributed_meta(exchange: Exchange) -> dict[str, Any]:
     return meta
 
 
-def trace_meta(trainer: "Trainer", status: str, revision: str) -> dict[str, Any]:
+def trace_meta(trainer: TracedRun, status: str, revision: str) -> dict[str, Any]:
     """The trace metadata of the trace contract, from a trainer's config, model and bytes."""
     cfg, corpus, acc = trainer.cfg, trainer.corpus, trainer.bytes
     shape = trainer.model.shape
@@ -148,7 +166,7 @@ def trace_meta(trainer: "Trainer", status: str, revision: str) -> dict[str, Any]
     } | ({"backward_profile": trainer.backward_profile} if trainer.backward_profile else {})
 
 
-def write_run_trace(path: Path, trainer: "Trainer", status: str, revision: str) -> Path:
+def write_run_trace(path: Path, trainer: TracedRun, status: str, revision: str) -> Path:
     steps = pd.DataFrame(trainer.rows)
     diagnostics = pd.DataFrame(
         trainer.diagnostics, columns=["step", "source", "group", "selector", "share"]

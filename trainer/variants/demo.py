@@ -26,12 +26,10 @@ import torch
 
 from trainer.config import RunConfig
 from trainer.variants.accounting import chunk_rule
-from trainer.variants.chunking import k_per_chunk, make_chunker
-from trainer.variants.dct import dct_chunks, dct_matrix, idct_chunks, transform_rows
+from trainer.variants.dct import dct_chunks, idct_chunks
 from trainer.variants.demo_diagnostics import capture_energies, oob_shares, tally_oob
 from trainer.variants.demo_groups import (
     OPTICS_VARIANTS,
-    ROW_T_MAX_VALUES,
     Group,
     Member,
     Pending,
@@ -39,19 +37,20 @@ from trainer.variants.demo_groups import (
     member_view,
     validate_config,
 )
+from trainer.variants.demo_layout import (
+    apply_choice,
+    build_emulators,
+    build_layout,
+    refresh_scale_rows,
+    set_member_bands,
+    set_rotating,
+)
 from trainer.variants.demo_state import demo_state, load_state
 from trainer.variants.diagnostics import EnergyTally
 from trainer.variants.exchange import Exchange, LocalExchange, Message, sparse_wire
-from trainer.variants.moving import (
-    CHOOSING,
-    SUBSPACE_MAX_M,
-    epoch_of,
-    is_choice_step,
-    rotating_positions,
-    subspace_step,
-)
-from trainer.variants.optics import OpticsEmulator, chunk_full_scale, input_scale, readout_sigma
-from trainer.variants.selection import FIXED_SHAPES, band_positions, calibrated_positions, topk_mask
+from trainer.variants.moving import CHOOSING, is_choice_step, subspace_step
+from trainer.variants.optics import input_scale
+from trainer.variants.selection import calibrated_positions, topk_mask
 
 
 class DeMo:
@@ -109,124 +108,18 @@ class DeMo:
         self._clip_total = 0
         self._noise_gen = torch.Generator(device=self.device)
         self._noise_gen.manual_seed(cfg.seed + 777)
-        self._pre_calib_shape = cfg.band if cfg.band in FIXED_SHAPES else "low"
         self.chose = False  # G: whether the last step ended with a re-choice (a broadcast)
         self.optics_diag: dict[str, float] | None = None  # E, E': the last step's worker-0 sums
         self._oob: dict[str, float] = {}
 
         rule = chunk_rule_override or chunk_rule(cfg.variant)
         k_overrides = dict(k_overrides or {})
-        members_by_key: dict[tuple, list[Member]] = {}
-        self._members: list[Member] = []
-        for name, param in named_params:
-            if param.dtype != torch.float32:
-                raise ValueError(f"DeMo works in float32; {name} is {param.dtype}")
-            chunker = make_chunker(tuple(param.shape), cfg.chunk_mode, cfg.chunk, rule)
-            k = k_overrides.pop(name, k_per_chunk(chunker.m, cfg.keep))
-            if not 1 <= k <= chunker.m:
-                raise ValueError(f"k for {name} must lie in [1, {chunker.m}], got {k}")
-            key = (chunker.chunk_shape, k)
-            group_members = members_by_key.setdefault(key, [])
-            start = sum(mm.chunker.chunks for mm in group_members)
-            member = Member(name, param, chunker, start)
-            group_members.append(member)
-            self._members.append(member)
-        if k_overrides:
-            raise ValueError(f"k_overrides names unknown tensors: {sorted(k_overrides)}")
-        if cfg.variant == "moving" and cfg.band == "subspace":
-            for member in self._members:
-                if member.chunker.m > SUBSPACE_MAX_M:
-                    raise ValueError(
-                        f"G subspace keeps an m x m covariance per tensor, so chunks of at most "
-                        f"{SUBSPACE_MAX_M}; {member.name} has {member.chunker.m} (use 1-D chunks)"
-                    )
-        if cfg.variant in OPTICS_VARIANTS:
-            for member in self._members:
-                for side in member.chunker.chunk_shape:
-                    if side & (side - 1) or side > cfg.native:
-                        raise ValueError(
-                            f"the optics accepts power-of-2 chunk sides <= native "
-                            f"({cfg.native}); {member.name} has chunk {member.chunker.chunk_shape}"
-                        )
-
-        self._groups: list[Group] = []
-        self._group_index: dict[str, int] = {}
-        for (chunk_shape, k), members in members_by_key.items():
-            rows = sum(mm.chunker.chunks for mm in members)
-            mats = tuple(dct_matrix(side, device=self.device) for side in chunk_shape)
-            if len(mats) == 2 and chunk_shape[0] == chunk_shape[1]:
-                mats = (mats[0], mats[0])
-            group = Group(
-                chunk_shape=chunk_shape,
-                k=k,
-                members=members,
-                mats=mats,
-                delta=torch.zeros(self.local, rows, *chunk_shape, device=self.device),
-                shadow=torch.zeros(rows, *chunk_shape, device=self.device),
-            )
-            group.diag_bands = {
-                shape: band_positions(chunk_shape, k, shape, cfg.seed).to(self.device)
-                for shape in FIXED_SHAPES
-            }
-            self._groups.append(group)
-            for member in members:
-                self._group_index[member.name] = len(self._groups) - 1
-            if cfg.variant != "topk":
-                shape = cfg.band if cfg.band in FIXED_SHAPES else self._pre_calib_shape
-                self._set_shared_band(group, band_positions(chunk_shape, k, shape, cfg.seed))
-            if cfg.variant == "calib" or (cfg.variant == "moving" and cfg.band == "recal"):
-                for member in members:
-                    member.energy = torch.zeros(group.m, dtype=torch.float64, device=self.device)
-            if cfg.variant == "moving" and cfg.band == "subspace":
-                for member in members:
-                    member.cov = torch.zeros(
-                        group.m, group.m, dtype=torch.float64, device=self.device
-                    )
+        layout = build_layout(named_params, cfg, self.local, self.device, rule, k_overrides)
+        self._members: list[Member] = layout.members
+        self._groups: list[Group] = layout.groups
+        self._group_index: dict[str, int] = layout.group_index
 
     # ----------------------------------------------------------------------------- set-up pieces
-
-    def _set_shared_band(self, group: Group, positions: torch.Tensor) -> None:
-        group.band = positions.to(self.device)
-        group.pos_rows = group.band.expand(group.rows, group.k)
-        group.t_band = transform_rows(group.chunk_shape, positions).to(self.device)
-
-    def _set_member_bands(self, group: Group) -> None:
-        """D after calibration: each tensor its own frozen positions, so no shared band."""
-        group.band = None
-        group.t_band = None
-        group.pos_rows = torch.cat(
-            [mm.positions.expand(mm.chunker.chunks, group.k) for mm in group.members]
-        )
-
-    def _set_rotating(self, gi: int, group: Group, step: int) -> None:
-        """G rotating: the positions of the epoch holding `step`, per chunk row. A pure function
-        of (seed, epoch, group, row), so every worker and process computes the same."""
-        epoch = epoch_of(step, self.cfg.select_every)
-        if group.epoch == epoch:
-            return
-        positions = rotating_positions(group.m, group.k, self.cfg.seed, epoch, 0, group.rows, gi)
-        group.band = None
-        group.t_band = None
-        group.pos_rows = positions.to(self.device)
-        group.epoch = epoch
-        if len(group.chunk_shape) == 1 and group.rows * group.k * group.m <= ROW_T_MAX_VALUES:
-            # each row's k DCT rows: k MACs per value, where the full DCT would cost m
-            basis = group.mats[0]
-            group.row_t = torch.index_select(basis, 0, group.pos_rows.reshape(-1)).view(
-                group.rows, group.k, group.m
-            )
-
-    def _set_member_rows(self, group: Group) -> None:
-        """G recal / subspace after a choice: each tensor sends its own k band rows."""
-        group.band = None
-        group.t_band = None
-        group.member_rows = True
-        if self.cfg.band == "recal":
-            group.pos_rows = torch.cat(
-                [mm.positions.expand(mm.chunker.chunks, group.k) for mm in group.members]
-            )
-        else:
-            group.pos_rows = None
 
     def _choose(self) -> None:
         """G recal / subspace at the end of an R-step window: the chooser (the process holding
@@ -244,30 +137,7 @@ class DeMo:
                         choice[mm.name] = subspace_step(mm.cov, current).cpu()
         if self.exchange.world > 1:
             choice = self.exchange.broadcast_object(choice)
-        for group in self._groups:
-            for mm in group.members:
-                if self.cfg.band == "recal":
-                    mm.positions = choice[mm.name].to(self.device)
-                    mm.rows_t = transform_rows(group.chunk_shape, mm.positions).to(self.device)
-                    mm.energy.zero_()
-                else:
-                    mm.rows_t = choice[mm.name].to(self.device)
-                    mm.cov.zero_()
-            self._set_member_rows(group)
-
-    def _build_emulators(self) -> None:
-        cfg = self.cfg
-        for group in self._groups:
-            sigma = readout_sigma(chunk_full_scale(group.chunk_shape), cfg.enob)
-            group.emulator = OpticsEmulator(group.t_band, sigma, cfg.planes)
-            self._refresh_scale_rows(group)
-
-    def _refresh_scale_rows(self, group: Group) -> None:
-        scales = [
-            torch.full((mm.chunker.chunks, 1), mm.scale_in, dtype=torch.float32)
-            for mm in group.members
-        ]
-        group.scale_rows = torch.cat(scales).to(self.device)
+        apply_choice(self._groups, choice, self.cfg.band, self.device)
 
     def _emulating(self, group: Group) -> bool:
         return self.optics_active and group.emulator is not None and not group.emulator.exact
@@ -310,7 +180,7 @@ class DeMo:
             self._accumulate(grads, lr)
             if self.variant == "moving" and cfg.band == "rotating":
                 for gi, group in enumerate(self._groups):
-                    self._set_rotating(gi, group, step)
+                    set_rotating(gi, group, step, cfg, self.device)
             noise = self._draw_noise()
             pending = []
             for gi, group in enumerate(self._groups):
@@ -589,13 +459,13 @@ class DeMo:
                 for group in self._groups:
                     for mm in group.members:
                         mm.positions = calibrated_positions(mm.energy, group.k)
-                    self._set_member_bands(group)
+                    set_member_bands(group)
                 if self.offset != 0:  # the total now lives with worker 0's process
                     for mm in self._members:
                         mm.energy.zero_()
             else:
                 self._reset_full_scale()
-                self._build_emulators()
+                build_emulators(self._groups, cfg, self.device)
                 self.optics_active = True
             self.calibrated = True
         elif (
@@ -607,7 +477,7 @@ class DeMo:
         ):
             self._reset_full_scale()
             for group in self._groups:
-                self._refresh_scale_rows(group)
+                refresh_scale_rows(group, self.device)
 
     def _accumulate_choice(self, group: Group, coef: torch.Tensor | None) -> None:
         """G recal: worker 0's energy map (coef^2 per position); subspace: its chunk covariance

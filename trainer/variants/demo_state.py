@@ -7,18 +7,38 @@ backend's format), so one checkpoint file restores any backend: `load_state` tak
 process's workers' deltas, and the partial sums go to the process that holds worker 0.
 """
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import torch
 
-if TYPE_CHECKING:
-    from trainer.variants.demo import DeMo
+from trainer.config import RunConfig
+from trainer.variants.demo_groups import Group, Member
+from trainer.variants.demo_layout import build_emulators, set_member_bands, set_member_rows
 
 STATE_FORMAT = "transitsim-demo-state-1"
 PARTIAL_SUMS = ("energy", "sumsq", "count")
 
 
-def demo_state(demo: "DeMo") -> dict:
+class DeMoLike(Protocol):
+    """What a checkpoint reads and restores of a DeMo (trainer/variants/demo.py), named here so
+    that this module, which demo.py imports, need not import it back."""
+
+    cfg: RunConfig
+    variant: str
+    workers: int
+    offset: int  # the first worker this process holds
+    local: int  # how many workers it holds
+    device: torch.device
+    calibrated: bool
+    optics_active: bool
+    _groups: list[Group]
+    _members: list[Member]
+    _noise_gen: torch.Generator
+    _clipped: int
+    _clip_total: int
+
+
+def demo_state(demo: DeMoLike) -> dict:
     """Everything a bit-exact resume needs, keyed by parameter name (parameter layout)."""
     delta, shadow = {}, {}
     for group in demo._groups:
@@ -70,7 +90,7 @@ def merge_states(states: list[dict]) -> dict:
     return merged
 
 
-def load_state(demo: "DeMo", state: dict) -> None:
+def load_state(demo: DeMoLike, state: dict) -> None:
     """Restore a state of all W workers (or of exactly this process's) into `demo`."""
     if state.get("format") != STATE_FORMAT:
         raise ValueError(f"not a DeMo state (format {state.get('format')!r})")
@@ -111,7 +131,7 @@ def load_state(demo: "DeMo", state: dict) -> None:
     demo._clipped, demo._clip_total = clip
     if demo.calibrated and demo.variant == "calib":
         for group in demo._groups:
-            demo._set_member_bands(group)
+            set_member_bands(group)
     for mm in demo._members:
         if mm.name in state.get("rows_t", {}):
             mm.rows_t = state["rows_t"][mm.name].to(demo.device).clone()
@@ -121,6 +141,6 @@ def load_state(demo: "DeMo", state: dict) -> None:
     member_rows = state.get("member_rows", [False] * len(demo._groups))
     for group, chosen in zip(demo._groups, member_rows, strict=True):
         if chosen:
-            demo._set_member_rows(group)
+            set_member_rows(group, demo.cfg.band)
     if demo.optics_active:
-        demo._build_emulators()
+        build_emulators(demo._groups, demo.cfg, demo.device)

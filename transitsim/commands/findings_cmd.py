@@ -12,7 +12,7 @@ from transitsim.base.errors import TransitsimError
 from transitsim.base.tables import DASH, emit_json, emit_table, output_format
 from transitsim.commands import QUIET_HELP
 from transitsim.findings.published import FIXED_BAND_GAP_NATS
-from transitsim.findings.sections import SECTIONS, UNKNOWN, findings
+from transitsim.findings.tables import SECTIONS, UNKNOWN, findings
 from transitsim.traces.format import find_traces, read_trace
 
 NEW = "new: none published"

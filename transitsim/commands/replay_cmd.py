@@ -26,17 +26,9 @@ from transitsim.commands.run_cmd import (
 )
 from transitsim.network import NetworkSpec
 from transitsim.network.presets import preset_names
+from transitsim.outputs import RunResult, check_outputs_writable, write_outputs
 from transitsim.overlap import OVERLAP_MODES
-from transitsim.run import (
-    JobsFailed,
-    RunResult,
-    bottlenecks,
-    check_outputs_writable,
-    default_placement,
-    load_traces,
-    replay_traces,
-    write_outputs,
-)
+from transitsim.run import JobsFailed, bottlenecks, default_placement, load_traces, replay_traces
 from transitsim.scenario import network_from_dict
 from transitsim.scenario.yaml_source import (
     KeyPathIssue,

@@ -11,7 +11,8 @@ from transitsim.analysis.overlap_verdict import overlap_verdicts
 from transitsim.base.errors import one_line
 from transitsim.base.tables import emit_table
 from transitsim.base.units import format_key_value
-from transitsim.run import JobsFailed, RunResult, default_output_dir, is_number, run_scenario
+from transitsim.outputs import RunResult
+from transitsim.run import JobsFailed, default_output_dir, is_number, run_scenario
 from transitsim.scenario import load_scenario
 
 SUMMARY_HEADERS = {

@@ -9,7 +9,8 @@ import typer
 
 from transitsim.base.atomic import check_writable_file, write_text_atomic
 from transitsim.base.errors import TransitsimError, one_line
-from transitsim.run import check_jobs, check_outputs_writable, load_traces, scenario_jobs
+from transitsim.outputs import check_outputs_writable
+from transitsim.run import check_jobs, load_traces, scenario_jobs
 from transitsim.scenario import (
     load_scenario,
     network_placement,

@@ -4,7 +4,8 @@
   optics_claims    (d) the deck's claims on the optics (slides 08-10)
   switch           (e) E' (band summed at a switch; new, nothing published) beside E sent and C
 
-Built on transitsim.findings.sections' configurations, scales and table helpers; `findings()` there
+Built on transitsim.findings.runs' configurations, scales and table helpers; `findings()`
+(tables.py)
 calls these builders with the other sections'.
 """
 
@@ -33,14 +34,14 @@ from transitsim.findings.published import (
     PublishedRun,
     published_run,
 )
-from transitsim.findings.sections import (
+from transitsim.findings.runs import (
     SWITCH_MODES,
     ConfigResult,
     RunScale,
-    _claim_rows,
-    _framed,
-    _nan,
     by_key,
+    claim_rows,
+    framed,
+    nan_of,
     published_losses,
 )
 
@@ -93,7 +94,7 @@ def optics_table(results: list[ConfigResult], scale: RunScale) -> pd.DataFrame:
         if key.variant == "E" and key not in recorded:
             rows.append(_missing_optics(key, gpu_c, cpu_c))
     rows.sort(key=lambda row: row.pop("_sort"))
-    return _framed(rows, scale)
+    return framed(rows, scale)
 
 
 def _published_optics(
@@ -102,12 +103,12 @@ def _published_optics(
     gpu = published_run(TINYSTORIES_GPU, key) if key else None
     cpu = published_run(TINYSHAKESPEARE_CPU, key) if key else None
     return {
-        "published_tinystories_loss": _nan(gpu and gpu.loss_mean),
-        "published_tinystories_above_c": _nan(gpu and gpu.loss_mean - gpu_c.loss_mean),
-        "published_tinystories_clip_rate": _nan(gpu and gpu.clip_rate),
-        "published_tinyshakespeare_loss": _nan(cpu and cpu.loss_mean),
-        "published_tinyshakespeare_above_c": _nan(cpu and cpu.loss_mean - cpu_c.loss_mean),
-        "published_tinyshakespeare_clip_rate_interval": _nan(cpu and cpu.clip_rate_interval),
+        "published_tinystories_loss": nan_of(gpu and gpu.loss_mean),
+        "published_tinystories_above_c": nan_of(gpu and gpu.loss_mean - gpu_c.loss_mean),
+        "published_tinystories_clip_rate": nan_of(gpu and gpu.clip_rate),
+        "published_tinyshakespeare_loss": nan_of(cpu and cpu.loss_mean),
+        "published_tinyshakespeare_above_c": nan_of(cpu and cpu.loss_mean - cpu_c.loss_mean),
+        "published_tinyshakespeare_clip_rate_interval": nan_of(cpu and cpu.clip_rate_interval),
     }
 
 
@@ -149,7 +150,7 @@ def optics_claims(results: list[ConfigResult], scale: RunScale) -> pd.DataFrame:
             claim_sent_feedback_repairs(ours, our_c),
         ),
     ]
-    return _claim_rows(claims, scale, setting.name)
+    return claim_rows(claims, scale, setting.name)
 
 
 def switch_table(results: list[ConfigResult], scale: RunScale) -> pd.DataFrame:
@@ -174,8 +175,8 @@ def switch_table(results: list[ConfigResult], scale: RunScale) -> pd.DataFrame:
                 "above_c": result.mean - c_loss,
                 "above_e_sent": result.mean - partner.mean if partner else math.nan,
                 "clip_rate": result.last_clip("clip_rate"),
-                "published_tinystories_loss": _nan(gpu and gpu.loss_mean),
-                "published_tinyshakespeare_loss": _nan(cpu and cpu.loss_mean),
+                "published_tinystories_loss": nan_of(gpu and gpu.loss_mean),
+                "published_tinyshakespeare_loss": nan_of(cpu and cpu.loss_mean),
             }
         )
     modes = {r.key.feedback for r in switch}
@@ -189,7 +190,7 @@ def switch_table(results: list[ConfigResult], scale: RunScale) -> pd.DataFrame:
                     **{column: math.nan for column in _SWITCH_NUMBERS},
                 }
             )
-    return _framed(rows, scale)
+    return framed(rows, scale)
 
 
 _SWITCH_NUMBERS = (

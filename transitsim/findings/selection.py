@@ -24,7 +24,7 @@ import pandas as pd
 
 from transitsim.analysis.metrics import bytes_through, first_reaching
 from transitsim.findings.published import C_1D256
-from transitsim.findings.sections import ConfigResult, RunScale, energy_means, scale_label
+from transitsim.findings.runs import ConfigResult, RunScale, energy_means, scale_label
 
 SECTIONS = ("selections", "selection_claims", "optics_oob", "optics_oob_claims")
 COMPARISON_FREE = ("C", "D", "F", "G")  # no comparisons per step (D chooses once, G per R steps)

@@ -16,7 +16,7 @@ aggregator), their max-min fair rates are used.
 - switch_sum: a two-stage pipeline of J pieces, up (a, L_up) then down (b, L_down):
   T = L_up + L_down + max((J-1) a + a_last, a + (J-2) max(a, b) + b) + b_last; with bounded
   slots that bind (J > slots), the symmetric per-piece recurrence of the window instead.
-- tree and double_binary_tree (pipelined, tree_schedule): C chunks per tree pass through
+- tree and double_binary_tree (pipelined, schedules/trees.py): C chunks per tree pass through
   P = C + 2 depth - 1 periods; in each, every node sends and receives at most K chunks (K
   colours), one after another in colour order, so a period ends at most K a + (c - a) after the
   one before: T <= P (K a + (c - a)), an upper bound. In the bandwidth-bound limit (C >> depth)

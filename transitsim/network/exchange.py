@@ -34,8 +34,6 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from transitsim.base.errors import TransitsimError
-from transitsim.network.background import frozen_network, next_change_s
-from transitsim.network.background import varies as background_varies
 from transitsim.network.des.engine import Timing, assign_paths, run_des
 from transitsim.network.fabric import PLAIN, XFORM_PLUGGABLE, XFORM_SWITCH, Fabric, Path, Weights
 from transitsim.network.fast.hierarchical import MessageTable, run_fast_hier
@@ -80,6 +78,8 @@ from transitsim.network.schedules.trees import TREE_ALGOS, tree_allreduce
 from transitsim.network.spec import COLLECTIVE_ALGOS, NetworkSpec
 from transitsim.network.stages import padded_dense_bytes
 from transitsim.network.topology import worker_groups
+from transitsim.network.varying import frozen_network, next_change_s
+from transitsim.network.varying import varies as background_varies
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -430,7 +430,7 @@ def linear_exchange(network: NetworkSpec, exchange: Exchange) -> Linear | None:
 
 def steps_form(network: NetworkSpec, exchange: Exchange) -> Linear | HierForm | None:
     """What times many steps of this exchange at once: its linear form, or hierarchical's
-    stage-vectorised form (linear_hier); None: simulate step by step."""
+    stage-vectorised form (fast/maxplus_hier.py); None: simulate step by step."""
     form = linear_exchange(network, exchange)
     if (
         form is None

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 
 from transitsim.network.spec import NetworkSpec
-from transitsim.replay.steps import Outcome
+from transitsim.replay.step import Outcome
 from transitsim.traces.format import Trace
 
 TIMELINE_COLUMNS = [

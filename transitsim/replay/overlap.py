@@ -1,16 +1,16 @@
 """Replay with overlap: each step's exchange split into units started as backward makes them ready.
 
-replay_steps asks this module for a step's outcome when `overlap: buckets`. The units come from
-transitsim/overlap (DDP buckets for A, tensors for DeMo, from the trace's backward profile or the
-uniform-backward assumption); each unit is timed on the network floor with its workers' own start
-times, and the step's outcome carries the exchange's own time (`exchange_s`, the sum over units)
-beside its finish, so the timeline can say how much of it the backward hid.
+The stepping (step.py) asks this module for a step's outcome when `overlap: buckets`. The units
+come from transitsim/overlap (DDP buckets for A, tensors for DeMo, from the trace's backward
+profile or the uniform-backward assumption); each unit is timed on the network floor with its
+workers' own start times, and the step's outcome carries the exchange's own time (`exchange_s`,
+the sum over units) beside its finish, so the timeline can say how much of it the backward hid.
 
 A tuned data-parallel job never overlaps to its loss: where splitting the exchange into units
-costs more in per-message latency than the backward hides (tiny models on slow links, DeMo's many
-small tensors), it uses one bucket (a DDP bucket cap at least the gradient's size), which is the
-exchange without overlap. Replay does the same, per step, and says so in the notes; so overlap
-never makes a replay slower.
+costs more in per-message latency than the backward hides (tiny models on slow links, DeMo's
+many small tensors), it uses one bucket (a DDP bucket cap at least the gradient's size), which
+is the exchange without overlap. Replay does the same, per step, and says so in the notes; so
+overlap never makes a replay slower.
 """
 
 import dataclasses
@@ -158,7 +158,7 @@ class OverlapPlan:
 def _as_outcome(
     single: Any, step: Any, compute_w_s: np.ndarray, compress_s: float, faulted: bool
 ) -> Any:
-    """An overlapped step as replay_steps' Outcome: the exposed time split like the exchange's.
+    """An overlapped step as step.py's Outcome: the exposed time split like the exchange's.
 
     exposed = finish - fastest compute - compression: what the exchange adds to the GPU's work.
     It is shared out between transform, wire and wait in the proportions of the units' own

@@ -1,7 +1,7 @@
 """Replay: one trace through one network, giving the simulated wall-clock of every step.
 
 The trace says what each step computed and sent; the network floor says how long the exchange of
-those bytes takes. The stepping lives in `replay_steps.py`, the output frames in `replay_frames.py`.
+those bytes takes. The stepping lives in `steps.py` and `step.py`, the output frames in `frames.py`.
 A step is: every worker starts computing at the previous step's end, computes
 (plus its straggler jitter), compresses, then joins the exchange at its own ready time; the step
 ends when the exchange has finished for everyone, plus the optimiser update.
@@ -26,7 +26,8 @@ from transitsim.replay.compute import ComputeModel, Stragglers
 from transitsim.replay.frames import TIMELINE_COLUMNS, run_link_stats, timeline_frame
 from transitsim.replay.keys import first_appearance_codes
 from transitsim.replay.overlap import OverlapPlan
-from transitsim.replay.steps import Run, StepPlan, replay_rows
+from transitsim.replay.step import Run, StepPlan
+from transitsim.replay.steps import replay_rows
 from transitsim.traces.format import Trace
 
 __all__ = ["TIMELINE_COLUMNS", "Replay", "needs_loopback", "placement_for", "replay"]

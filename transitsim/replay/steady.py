@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from transitsim.replay.keys import first_appearance_codes
-from transitsim.replay.steps import (
+from transitsim.replay.step import (
     OVERLAP_FIGURES,
     Outcome,
     Run,

@@ -4,9 +4,10 @@ Where the flows crossing a shared set of links all have one and the same cap of 
 max-min fairness on that set is processor sharing: k flows each get min(cap, C / k). Every flow
 on a set then has the same rate at every instant, so one number per set, the bits each flow has
 been served, times them all: a flow is done when the served bits reach its target (served when
-it joined + its bits), and only the flow with the least target can depart next. `fast_hier`
-(the hierarchical exchange) and `fast_tree_shared` (the trees across datacentres) drive it from
-their own event loops; a set that goes down (a link fault) stops all its flows until it is back.
+it joined + its bits), and only the flow with the least target can depart next.
+`hierarchical.py` (the hierarchical exchange) and `tree_shared.py` (the trees across
+datacentres) drive it from their own event loops; a set that goes down (a link fault) stops
+all its flows until it is back.
 """
 
 import heapq

@@ -1,14 +1,14 @@
 """The exact fast path for the trees where their transfers share a link: across datacentres.
 
 On one switch every link of a tree carries the transfers of one sender or of one receiver, and
-those are serial, so each transfer takes a fixed time (`fast_tree`). Across datacentres the WAN
+those are serial, so each transfer takes a fixed time (`fast/tree.py`). Across datacentres the WAN
 link carries transfers of several senders to several receivers at once (the tree edges that
 cross the boundary, both trees, several chunks in flight), which the DES shares max-min fairly.
 Their other links are still private (one sender's or one receiver's serial transfers), so where
 the flows of each shared link have one and the same cap of their own, max-min on that link is
 processor sharing: k flows each get min(cap, C / k). This module times the schedule in one event
 pass: fixed-time transfers off the shared links, processor sharing on them (per link: the bits
-each flow has been served, and a heap of the flows' targets), as `fast_hier` does for the
+each flow has been served, and a heap of the flows' targets), as `fast/hierarchical.py` does for the
 hierarchical exchange. Message for message the same ready / sent / arrived times as the DES, up
 to rounding; the finish is no longer max-plus linear in the start times (replay simulates each
 straggler-perturbed step).

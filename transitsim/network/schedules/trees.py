@@ -13,7 +13,7 @@ Each node takes its transfers one at a time in schedule order: its sends are ser
 and so are its receives (a JOIN at the receiver waits for its previous incoming message from
 another sender to have been sent): NCCL posts one send and one receive per peer and step.
 Messages are ordered by pipeline slot (chunk + level), so dependencies and both chains always
-point to earlier messages: the ids are a topological order (`fast_tree` relies on it).
+point to earlier messages: the ids are a topological order (`fast/tree.py` relies on it).
 """
 
 import math
