@@ -185,3 +185,33 @@ def test_fast_paths_equal_the_des_with_link_faults(algo):
             )
     assert fast_count >= 0.5 * CONFIGS, f"only {fast_count} of {CONFIGS} took the fast path"
     assert held_up >= 0.25 * fast_count, f"faults held up only {held_up} of {fast_count}"
+
+
+def test_ring_per_worker_finish_with_an_inline_transform_that_has_latency():
+    """Every worker's finish, not only the last one's: with a pluggable transform that has
+    latency, a ring's first (transformed) chunk can land after a later plain one, so a worker's
+    finish is its latest arrival of any phase (issue 24: worker 2 finished before its
+    neighbour's chunk could arrive). Seeds 90 and 109 failed before the fix."""
+    fast = 0
+    for seed in range(120):
+        rng = np.random.default_rng(seed)
+        workers = int(rng.integers(2, 7))
+        link = LinkSpec(float(rng.choice([25e9, 100e9])), latency_s=float(rng.choice([0, 1e-6])))
+        optics = TransformSpec(
+            passes_per_s=float(rng.choice([1e8, 1e9])),
+            latency_s=float(rng.choice([1e-6, 5e-6, 2e-5])),
+        )
+        pluggable = PluggableSpec(float(rng.choice([200e9, 800e9])), 400e9, optics)
+        network = NetworkSpec("sw", "switch", workers, link, pluggable, SwitchSpec())
+        payload = int(rng.choice([777, 50_000, 300_001]))
+        algo = str(rng.choice(["ring_allgather", "ring_allreduce"]))
+        exchange = Exchange(algo, payload, 16 * payload, "pluggable", loopback=rng.random() < 0.5)
+        start = rng.exponential(1e-6, workers) if rng.random() < 0.5 else None
+        auto = simulate_exchange(network, exchange, start_s=start)
+        if auto.method != "fast":
+            continue
+        fast += 1
+        des = simulate_exchange(network, exchange, start_s=start, method="des")
+        np.testing.assert_allclose(auto.finish_s, des.finish_s, rtol=0, atol=1e-12, err_msg=seed)
+        assert auto.wait_s == pytest.approx(des.wait_s, abs=1e-12), seed
+    assert fast >= 60, fast

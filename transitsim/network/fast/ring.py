@@ -239,14 +239,19 @@ def _routes(paths: list[Path]) -> list[list[tuple[int, ...]]]:
 
 
 def ring_finish(plan: RingPlan, timing: Timing, start_s: np.ndarray) -> np.ndarray:
-    """Per worker: the last chunk (or its own pre-stage result) arriving, else its start."""
+    """Per worker: the latest of every chunk arriving into it (and its own pre-stage result),
+    else its start, as the DES counts it (outcome.finish_times).
+
+    Not only the last phase's chunk: with an inline transform that has latency, the first
+    phase (through the transform) can land after a later, plain one.
+    """
     finish = np.asarray(start_s, dtype=float).copy()
     n = plan.workers
     if plan.pre:
         finish = np.maximum(finish, timing.arrive_s[:n])
     if plan.phases:
-        last = timing.arrive_s[plan.offset + (plan.phases - 1) * n :]
-        finish = np.maximum(finish, np.roll(last, 1))
+        phases = timing.arrive_s[plan.offset : plan.offset + plan.phases * n].reshape(-1, n)
+        finish = np.maximum(finish, np.roll(phases.max(axis=0), 1))  # edge i lands at i + 1
     return finish
 
 

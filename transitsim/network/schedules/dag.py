@@ -92,9 +92,12 @@ class RingPlan:
         return self.payload_bytes if m < self.offset else self.chunk_bytes
 
     def last_into(self, worker: int, arrive_s: np.ndarray, finish_s: float) -> int | None:
+        """The message into `worker` that arrived at its finish, the lowest id first as
+        Schedule.last_into takes it (with an inline transform an earlier phase can be the last
+        to land, so every phase is a candidate)."""
         n = self.workers
-        candidates = [self.offset + (self.phases - 1) * n + (worker - 1) % n] if self.phases else []
-        candidates += [worker] if self.pre else []
+        candidates = [worker] if self.pre else []
+        candidates += [self.offset + k * n + (worker - 1) % n for k in range(self.phases)]
         return next((m for m in candidates if arrive_s[m] == finish_s), None)
 
 
