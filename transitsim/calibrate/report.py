@@ -68,7 +68,7 @@ def readable(frame: pd.DataFrame) -> pd.DataFrame:
         elif column == "error":
             shown[column] = [f"{v * 100:+.1f} %" for v in values]
         elif column.endswith("_gbps"):
-            shown[column] = [f"{v:,.2f}" for v in values]
+            shown[column] = [f"{v:,.1f}" if v >= 100 else f"{v:.4g}" for v in values]
         else:
             shown[column] = [str(v) for v in values]
     return shown

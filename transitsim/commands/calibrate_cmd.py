@@ -143,10 +143,13 @@ def _finish(
 ) -> int:
     """Print, check and write the network of the collective `use` (default: all_reduce, else
     the first one read)."""
-    by_name = {c.collective: c for c in calibrations}
-    if use is not None and use not in by_name:
-        raise TransitsimError(f"--use {use}: the tables hold {', '.join(by_name)}")
-    chosen = by_name[use] if use else by_name.get("all_reduce", calibrations[0])
+    names = list(dict.fromkeys(c.collective for c in calibrations))
+    if use is not None:
+        use = use.replace("-", "_")
+        if use not in names:
+            raise TransitsimError(f"--use {use}: the tables hold {', '.join(names)}")
+    wanted = use or ("all_reduce" if "all_reduce" in names else names[0])
+    chosen = max((c for c in calibrations if c.collective == wanted), key=lambda c: c.ranks)
     size = None if payload is None else parse_bytes(payload)
     text, _, regime = network_yaml(chosen, size, name, command=command)
     check_written(text, chosen, regime)
@@ -178,7 +181,9 @@ def nccl_tests_command(
         None, "--collective", help=f"for files that do not name it: {', '.join(COLLECTIVES)}"
     ),
     use: str | None = typer.Option(
-        None, "--use", help="the collective whose network is written (default: all_reduce)"
+        None,
+        "--use",
+        help="the collective whose network is written (default: all_reduce; the most ranks)",
     ),
     algo: str | None = ALGO,
     payload: str | None = PAYLOAD,
@@ -198,13 +203,13 @@ def nccl_tests_command(
     if collective is not None:
         collective = collective.replace("-", "_")
     tables = [read_nccl_tests(path, collective) for path in files]
-    groups: dict[str, list[Table]] = {}
-    for table in tables:
-        groups.setdefault(table.collective, []).append(table)
+    groups: dict[tuple[str, int], list[Table]] = {}
+    for table in tables:  # one fit per collective and rank count: tables of one sweep, or repeats
+        groups.setdefault((table.collective, table.ranks), []).append(table)
     options = _fit_options(algo, holdout, min_size, max_regimes, place, line_rate)
     calibrations = [
         calibrate(group, **{**options, "algo": options["algo"] if kind == "all_reduce" else None})
-        for kind, group in groups.items()
+        for (kind, _), group in groups.items()
     ]
     command = f"transitsim calibrate nccl-tests (transitsim {__version__})"
     return _finish(calibrations, use, output, payload, name, command, fmt, quiet)
