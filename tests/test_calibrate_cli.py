@@ -234,3 +234,50 @@ def test_bad_options_are_refused_before_any_work(tmp_path: Path) -> None:
         assert not out.exists()
     code, _, stderr = run_cli([*base, str(tmp_path)])  # a folder where the file goes
     assert_refused(["-o folder"], code, stderr)
+
+
+def test_leaf_spine_writes_a_spine_to_ask_what_if_of(tmp_path: Path) -> None:
+    out = tmp_path / "a3.yaml"
+    argv = ["calibrate", "nccl-tests", str(A3), "-o", str(out), "--topology", "leaf-spine", "-q"]
+    code, stdout, stderr = run_cli(argv)
+    assert code == 0, stderr
+    assert "52.35 us per message between hosts" in stdout
+    network = yaml.safe_load(out.read_text())
+    assert network["topology"] == "leaf_spine" and network["hosts_per_rack"] == 8
+    host, spine = (float(network[k]["rate"].split()[0]) for k in ("host_link", "spine_link"))
+    assert spine == pytest.approx(8 * host, rel=1e-8)  # non-blocking, not fitted
+    times = []
+    for settings in ([], ["--set", 'spine_link.rate="400 Gb/s"']):
+        code, stdout, stderr = run_cli(
+            [
+                "collective",
+                "-n",
+                str(out),
+                *settings,
+                "--algo",
+                "ring-allreduce",
+                "--bytes",
+                "8 GiB",
+                "--json",
+            ]  # fmt: skip
+        )
+        assert code == 0, stderr
+        times.append(json.loads(stdout)["time_s"])
+    assert times[0] * 1e6 == pytest.approx(48199, rel=0.002)  # the table's 8 GiB row, fitted
+    assert times[1] > 5 * times[0]  # a thinner inter-node network: what the spine is there for
+
+
+def test_the_network_file_goes_into_a_scenario_as_it_is(tmp_path: Path) -> None:
+    out = tmp_path / "alps.yaml"
+    code, _, stderr = run_cli(["calibrate", "nccl-tests", str(ALPS), "-o", str(out), "-q"])
+    assert code == 0, stderr
+    scenario = {
+        "name": "calibrated",
+        "traces": [str(TRACE)],
+        "networks": [yaml.safe_load(out.read_text())],
+        "targets": [3.3],
+    }
+    path = tmp_path / "scenario.yaml"
+    path.write_text(yaml.safe_dump(scenario))
+    code, stdout, stderr = run_cli(["validate", str(path)])
+    assert code == 0, stderr + stdout

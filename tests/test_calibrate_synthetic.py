@@ -6,8 +6,9 @@ import math
 
 import pytest
 
+from transitsim.base.errors import TransitsimError
 from transitsim.calibrate import Link, calibrate, parse_nccl_tests
-from transitsim.calibrate.model import predict_s
+from transitsim.calibrate.model import Shape, predict_s
 from transitsim.calibrate.nccl_tests import busbw_factor
 from transitsim.network.bandwidth import bus_bandwidth_bps
 
@@ -87,7 +88,8 @@ def model_times(collective: str, ranks: int, links: dict[int, Link]) -> dict[int
     out = {}
     for size in SIZES:
         link = links[max(t for t in links if t <= size)]
-        out[size] = predict_s(collective, "ring_allreduce", ranks, size, link) * 1e6
+        shape = Shape("switch", ranks, ranks)
+        out[size] = predict_s(collective, "ring_allreduce", shape, size, link) * 1e6
     return out
 
 
@@ -155,3 +157,26 @@ def test_busbw_factors_are_those_of_transitsim_network_bandwidth() -> None:
             algbw = payload / time_s / 1e9
             assert algbw * busbw_factor(collective, ranks) == pytest.approx(expected)
     assert math.isclose(busbw_factor("broadcast", 8), 1.0)
+
+
+def test_leaf_spine_recovers_the_link_of_a_table_made_on_one() -> None:
+    """Ranks on two hosts of 8: a message between hosts crosses four links, inside one two."""
+    link, shape = Link(2.4e11, 5e-6), Shape("leaf_spine", 16, 8)
+    times = {s: predict_s("all_reduce", "ring_allreduce", shape, s, link) * 1e6 for s in SIZES}
+    table = parse_nccl_tests(nccl_text("all_reduce", 16, times), "leaf-spine")
+    fit = calibrate([table], topology="leaf_spine", max_regimes=1)
+    assert fit.shape == shape
+    assert fit.regimes[0].link.payload_bps == pytest.approx(link.payload_bps, rel=0.01)
+    assert fit.regimes[0].link.latency_s == pytest.approx(link.latency_s, rel=0.05)
+    flat = calibrate([table], topology="switch", max_regimes=1)
+    # on one switch two links carry what the ring's 2 cross-host steps (of 16) spent on four
+    assert 1.05 * link.latency_s < flat.regimes[0].link.latency_s < 2 * link.latency_s
+
+
+def test_leaf_spine_needs_the_hosts_of_the_rank_lines() -> None:
+    times = model_times("all_reduce", 8, {0: Link(1e11, 1e-6)})
+    one_host = parse_nccl_tests(nccl_text("all_reduce", 8, times, hosts=1), "one host")
+    with pytest.raises(TransitsimError, match="needs the ranks on 2 or more hosts"):
+        calibrate([one_host], topology="leaf_spine")
+    with pytest.raises(TransitsimError, match="expected one of switch, leaf-spine"):
+        calibrate([one_host], topology="fat_tree")

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from transitsim.base.errors import TransitsimError
-from transitsim.calibrate.model import Link, check_algo, coefficients, predict_s
+from transitsim.calibrate.model import TOPOLOGIES, Link, Shape, check_algo, coefficients, predict_s
 from transitsim.calibrate.nccl_tests import Row, Table, busbw_factor
 
 TOLERANCE = 0.10
@@ -62,6 +62,7 @@ class Calibration:
 
     collective: str
     algo: str
+    shape: Shape
     tables: list[Table]
     points: list[Point]
     regimes: list[Regime]
@@ -72,7 +73,7 @@ class Calibration:
 
     @property
     def ranks(self) -> int:
-        return max(t.ranks for t in self.tables)
+        return self.shape.ranks
 
     @property
     def parameters(self) -> int:
@@ -223,8 +224,9 @@ def calibrate(
     min_rows: int = MIN_ROWS,
     tolerance: float = TOLERANCE,
     line_bps: float | None = None,
+    topology: str = "switch",
 ) -> Calibration:
-    """Fit the flat network to tables of one collective (see the module doc)."""
+    """Fit the flat network to tables of one collective on one rank count (the module doc)."""
     collectives = {t.collective for t in tables}
     if len(collectives) != 1:
         raise TransitsimError(f"one collective per fit, got {', '.join(sorted(collectives))}")
@@ -235,9 +237,7 @@ def calibrate(
         raise TransitsimError(f"--max-regimes must lie in 1..{MAX_REGIMES}, got {max_regimes}")
     if not 0 < tolerance < 1:
         raise TransitsimError(f"the tolerance must lie in (0, 1), got {tolerance:g}")
-    for table in tables:
-        if table.ranks < 2:
-            raise TransitsimError(f"{table.source}: one rank: nothing crosses a network")
+    shape = table_shape(tables, topology)
     algo = check_algo(collective, algo)
     points = _points(tables, place, min_size, holdout or [])
     fitted = [p for p in points if p.role == "fit"]
@@ -247,12 +247,10 @@ def calibrate(
             "a lower --min-size fits smaller rows)"
         )
     coeffs = {
-        (p.ranks, p.row.size_bytes): coefficients(collective, algo, p.ranks, p.row.size_bytes)
-        for p in fitted
+        size: coefficients(collective, algo, shape, size)
+        for size in {p.row.size_bytes for p in fitted}
     }
-    design = np.array(
-        [np.array(coeffs[(p.ranks, p.row.size_bytes)]) / p.measured_s for p in fitted]
-    )
+    design = np.array([np.array(coeffs[p.row.size_bytes]) / p.measured_s for p in fitted])
     sizes = [p.row.size_bytes for p in fitted]
     edges = _best_split(design, sizes, max_regimes, min_rows, tolerance)
     regimes = []
@@ -267,21 +265,45 @@ def calibrate(
                 f"--line-rate {line_bps / 1e9:,.4g} Gb/s: in the flat network a rank's link "
                 "stands for all it sends over (NVLink and NICs); leave --line-rate out"
             )
-        link = Link(payload, latency, line_bps)
-        regimes.append(Regime(sizes[a], sizes[b - 1], link, b - a, worst))
-    result = Calibration(collective, algo, tables, points, regimes, place=place,
+        link = Link(float(payload), float(latency), line_bps)
+        regimes.append(Regime(sizes[a], sizes[b - 1], link, b - a, float(worst)))
+    result = Calibration(collective, algo, shape, tables, points, regimes, place=place,
                          min_size=min_size, tolerance=tolerance)  # fmt: skip
     result.predicted_s = [
         predict_s(
             collective,
             algo,
-            p.ranks,
+            shape,
             p.row.size_bytes,
             regimes[result.regime_for(p.row.size_bytes)].link,
         )  # fmt: skip
         for p in points
     ]
     return result
+
+
+def table_shape(tables: list[Table], topology: str) -> Shape:
+    """Where the tables' ranks sit in the calibrated network (calibrate/model.py)."""
+    if topology not in TOPOLOGIES:
+        known = ", ".join(t.replace("_", "-") for t in TOPOLOGIES)
+        raise TransitsimError(f"--topology {topology.replace('_', '-')}: expected one of {known}")
+    ranks = {t.ranks for t in tables}
+    if len(ranks) != 1:
+        raise TransitsimError(f"one rank count per fit, got {', '.join(map(str, sorted(ranks)))}")
+    count = ranks.pop()
+    if count < 2:
+        raise TransitsimError(f"{tables[0].source}: one rank: nothing crosses a network")
+    if topology == "switch":
+        return Shape("switch", count, count)
+    per_host = {n for t in tables for n in t.ranks_per_host.values()}
+    hosts = max(t.hosts for t in tables)
+    if len(per_host) != 1 or hosts < 2:
+        raise TransitsimError(
+            f"--topology leaf-spine needs the ranks on 2 or more hosts, as many on each (the "
+            f"Rank lines give {hosts} host(s), {', '.join(map(str, sorted(per_host))) or '?'} "
+            "ranks each)"
+        )
+    return Shape("leaf_spine", count, per_host.pop())
 
 
 def busbw_gbps(collective: str, ranks: int, size_bytes: int, time_s: float) -> float:

@@ -1,11 +1,16 @@
 """What transitsim predicts for one row of a measured table, on the network being calibrated.
 
-The calibrated network is flat: every rank is a host with one link to one switch (both ways),
-so a message from rank to rank crosses two links. Its physical parameters, per size regime:
+The calibrated network is flat: every rank is a host with one link (both ways) to a switch.
+With `--topology switch` all ranks hang off one switch, so a message crosses two links; with
+`leaf_spine` the ranks of each host of the table (its `Rank ... on HOST` lines) share a leaf,
+and a message to another host crosses four (host, leaf, spine, leaf, host). The spine links are
+not fitted: they are sized non-blocking (all the leaf's host links together), so that they do
+not change the fit, and are there to be changed (`--set spine_link.rate=...`) to ask what a
+thinner network between the hosts would do. The physical parameters, per size regime:
 
 - `payload_bps`: what one rank's link carries per second (the line rate x efficiency); in a flat
   network this is each rank's share of everything that carries its traffic (NVLink and NICs).
-- `latency_s`: each link's fixed latency; one message (a ring step) pays it twice.
+- `latency_s`: each link's fixed latency.
 - `line_bps`: the line rate, when the user gives it (`--line-rate`): the efficiency is then
   payload / line; otherwise the link is given the payload rate at efficiency 1.
 
@@ -15,8 +20,12 @@ rank's part (size / ranks), reduce_scatter as `ring_allgather` of size / ranks t
 reduce-scatter moves the same chunks in the same N - 1 steps, and transitsim does not charge for
 the additions. transitsim has no broadcast or all-to-all schedule; for those two the prediction
 is the closed form written here (NCCL's pipelined ring broadcast: N - 1 steps of latency and the
-buffer once at the payload rate; all-to-all through one switch: one step of latency and
-(N - 1)/N of the buffer through each rank's link).
+buffer once at the payload rate; all-to-all: one step of latency and (N - 1)/N of the buffer
+through each rank's link).
+
+A two-level fabric fitted link by link (NVLink inside a node, NICs between) is not offered:
+transitsim's rings are single-channel (NCCL runs a ring per NIC; issue 24's NCCL mode), so the
+NIC rate such a fit returns would be the whole node's, not one NIC's.
 
 On these uniform networks the time is affine in the latency and in 1 / payload rate, so the fit
 (calibrate/fit.py) needs two transitsim runs per row; the printed predictions are transitsim's
@@ -39,7 +48,7 @@ ALGOS = {
 }
 PROBE_BPS = 1e11  # reference payload rate and latency of the two runs per row
 PROBE_LATENCY_S = 1e-6
-MESSAGE_LINKS = 2  # rank -> switch -> rank
+TOPOLOGIES = ("switch", "leaf_spine")
 
 
 @dataclass(frozen=True)
@@ -59,6 +68,22 @@ class Link:
         return self.payload_bps / self.rate_bps
 
 
+@dataclass(frozen=True)
+class Shape:
+    """Where the ranks sit: all on one switch, or `per_host` to a leaf (leaf_spine)."""
+
+    topology: str
+    ranks: int
+    per_host: int
+
+    @property
+    def hosts(self) -> int:
+        return self.ranks // self.per_host if self.topology == "leaf_spine" else 1
+
+    def message_links(self, crosses_hosts: bool) -> int:
+        return 4 if crosses_hosts and self.hosts > 1 else 2
+
+
 def check_algo(collective: str, algo: str | None) -> str:
     """The transitsim collective that models `collective` (default, or the one asked for)."""
     choices = ALGOS[collective]
@@ -72,12 +97,26 @@ def check_algo(collective: str, algo: str | None) -> str:
     return algo
 
 
-def flat_network(ranks: int, link: Link, name: str = "calibrated") -> NetworkSpec:
-    """Every rank a host on one switch, each host link (both ways) the calibrated link."""
-    if not 2 <= ranks <= MAX_WORKERS:
-        raise TransitsimError(f"{ranks:,} ranks: a calibrated network has 2..{MAX_WORKERS:,}")
-    spec = LinkSpec(link.rate_bps, latency_s=link.latency_s, efficiency=link.efficiency)
-    return NetworkSpec(name, "switch", ranks, spec, switch=SwitchSpec())
+def link_spec(link: Link, ports: int = 1) -> LinkSpec:
+    """The link as transitsim's LinkSpec; `ports` links' worth of rate in one (a spine uplink)."""
+    return LinkSpec(link.rate_bps * ports, latency_s=link.latency_s, efficiency=link.efficiency)
+
+
+def flat_network(shape: Shape, link: Link, name: str = "calibrated") -> NetworkSpec:
+    """The calibrated network of `shape` (see the module doc)."""
+    if not 2 <= shape.ranks <= MAX_WORKERS:
+        raise TransitsimError(f"{shape.ranks:,} ranks: a calibrated network has 2..{MAX_WORKERS:,}")
+    if shape.topology == "switch":
+        return NetworkSpec(name, "switch", shape.ranks, link_spec(link), switch=SwitchSpec())
+    return NetworkSpec(
+        name,
+        "leaf_spine",
+        shape.ranks,
+        link_spec(link),
+        switch=SwitchSpec(),
+        hosts_per_rack=shape.per_host,
+        spine_link=link_spec(link, shape.per_host),
+    )
 
 
 def exchange_for(collective: str, algo: str, ranks: int, size_bytes: int) -> Exchange:
@@ -87,22 +126,23 @@ def exchange_for(collective: str, algo: str, ranks: int, size_bytes: int) -> Exc
     return Exchange("ring_allgather", round(size_bytes / ranks))  # all_gather, reduce_scatter
 
 
-def predict_s(collective: str, algo: str, ranks: int, size_bytes: int, link: Link) -> float:
-    """transitsim's time for one row on the flat network of `link` (see the module doc)."""
-    if collective == "broadcast":
-        steps = (ranks - 1) * MESSAGE_LINKS * link.latency_s
-        return steps + 8.0 * size_bytes / link.payload_bps
+def predict_s(collective: str, algo: str, shape: Shape, size_bytes: int, link: Link) -> float:
+    """transitsim's time for one row on the calibrated network of `link` (see the module doc)."""
+    ranks = shape.ranks
+    if collective == "broadcast":  # a chain through the ranks, host by host
+        links = 2 * (ranks - 1) + (shape.message_links(True) - 2) * (shape.hosts - 1)
+        return links * link.latency_s + 8.0 * size_bytes / link.payload_bps
     if collective == "alltoall":
         share = (ranks - 1) / ranks * size_bytes
-        return MESSAGE_LINKS * link.latency_s + 8.0 * share / link.payload_bps
-    network = flat_network(ranks, link)
+        return shape.message_links(True) * link.latency_s + 8.0 * share / link.payload_bps
+    network = flat_network(shape, link)
     exchange = exchange_for(collective, algo, ranks, size_bytes)
     return simulate_exchange(network, exchange).time_s
 
 
-def coefficients(collective: str, algo: str, ranks: int, size_bytes: int) -> tuple[float, float]:
+def coefficients(collective: str, algo: str, shape: Shape, size_bytes: int) -> tuple[float, float]:
     """(c_latency, c_bandwidth): time = c_latency x latency_s + c_bandwidth / payload_bps,
-    read off two transitsim runs (exact on the flat network, where time is affine in both)."""
-    base = predict_s(collective, algo, ranks, size_bytes, Link(PROBE_BPS, 0.0))
-    probe = predict_s(collective, algo, ranks, size_bytes, Link(PROBE_BPS, PROBE_LATENCY_S))
+    read off two transitsim runs (exact on these networks, where time is affine in both)."""
+    base = predict_s(collective, algo, shape, size_bytes, Link(PROBE_BPS, 0.0))
+    probe = predict_s(collective, algo, shape, size_bytes, Link(PROBE_BPS, PROBE_LATENCY_S))
     return (probe - base) / PROBE_LATENCY_S, base * PROBE_BPS

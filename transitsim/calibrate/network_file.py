@@ -13,7 +13,7 @@ import re
 import yaml
 
 from transitsim.calibrate.fit import Calibration
-from transitsim.calibrate.model import MESSAGE_LINKS, Link
+from transitsim.calibrate.model import Link, Shape
 
 _NAME_CHARS = re.compile(r"[^A-Za-z0-9._-]+")
 
@@ -36,26 +36,36 @@ def size_text(n_bytes: float) -> str:
     return f"{n_bytes:.0f} B"
 
 
-def network_dict(link: Link, ranks: int, name: str, description: str) -> dict:
-    """The scenario-style mapping of the flat network (calibrate/model.py)."""
+def link_dict(link: Link, ports: int = 1) -> dict:
     return {
+        "rate": rate_text(link.rate_bps * ports),
+        "efficiency": float(f"{link.efficiency:.12g}"),
+        "latency": time_text(link.latency_s),
+    }
+
+
+def network_dict(link: Link, shape: Shape, name: str, description: str) -> dict:
+    """The scenario-style mapping of the calibrated network (calibrate/model.py)."""
+    mapping = {
         "name": name,
         "description": description,
-        "topology": "switch",
-        "workers": ranks,
-        "host_link": {
-            "rate": rate_text(link.rate_bps),
-            "efficiency": float(f"{link.efficiency:.12g}"),
-            "latency": time_text(link.latency_s),
-        },
+        "topology": shape.topology,
+        "workers": shape.ranks,
+        "host_link": link_dict(link),
         "switch": {"forwarding_latency": "0 s"},
     }
+    if shape.topology == "leaf_spine":
+        mapping["hosts_per_rack"] = shape.per_host
+        mapping["spine_link"] = link_dict(link, shape.per_host)  # non-blocking: not fitted
+    return mapping
 
 
 def regime_line(calibration: Calibration, index: int) -> str:
     """One regime in words: its sizes, its link and how well it fits."""
     regime = calibration.regimes[index]
     link = regime.link
+    links = calibration.shape.message_links(True)
+    between = " between hosts" if calibration.shape.hosts > 1 else ""
     split = (
         f" (line {rate_text(link.line_bps)} x efficiency {link.efficiency:.4f})"
         if link.line_bps is not None
@@ -65,7 +75,7 @@ def regime_line(calibration: Calibration, index: int) -> str:
         f"regime {index + 1}: {size_text(regime.first_bytes)} .. {size_text(regime.last_bytes)}"
         f" ({regime.rows} rows): payload {link.payload_bps / 1e9:,.4g} Gb/s"
         f"{split}, latency {link.latency_s * 1e6:.4g} us per link "
-        f"({MESSAGE_LINKS * link.latency_s * 1e6:.4g} us per message), "
+        f"({links * link.latency_s * 1e6:.4g} us per message{between}), "
         f"worst |error| {regime.worst * 100:.1f} %"
     )
 
@@ -88,16 +98,17 @@ def network_yaml(
     index = calibration.regime_for(payload_bytes)
     regime = calibration.regimes[index]
     name = name or default_name(calibration)
+    where = "one switch" if calibration.shape.topology == "switch" else "a leaf switch per host"
     description = (
         f"{calibration.collective} calibrated from measured tables "
         f"({', '.join(t.source.rsplit('/', 1)[-1] for t in calibration.tables)}), sizes "
         f"{size_text(regime.first_bytes)} .. {size_text(regime.last_bytes)}, as "
-        f"{calibration.algo} on one switch"
+        f"{calibration.algo} on {where}"
     )
-    mapping = network_dict(regime.link, calibration.ranks, name, description)
+    mapping = network_dict(regime.link, calibration.shape, name, description)
     lines = [
         f"# Calibrated by `{command}`.",
-        "# Every rank is a host with one link to one switch; transitsim's "
+        f"# Every rank is a host with one link to {where}; transitsim's "
         f"{calibration.algo} on it reproduces",
         f"# the measured {calibration.collective} times of these tables (out-of-place unless "
         "--place says otherwise):",

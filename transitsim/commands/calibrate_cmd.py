@@ -46,6 +46,12 @@ PLACE = typer.Option("out", "--place", help="time column: out(-of-place), in(-pl
 LINE_RATE = typer.Option(
     None, "--line-rate", help="the link's line rate: the efficiency is then payload / line"
 )
+TOPOLOGY = typer.Option(
+    "switch",
+    "--topology",
+    help="switch: every rank on one switch; leaf-spine: a leaf per host of the Rank lines, "
+    "the spine non-blocking (to be changed with --set spine_link.rate=...)",
+)
 NAME = typer.Option(None, "--name", help="the network's name (default: from the first file)")
 CSV = typer.Option(False, "--csv", help="Print the comparison as CSV (raw numbers).")
 JSON = typer.Option(False, "--json", help="Print one JSON document (raw numbers).")
@@ -66,10 +72,10 @@ def check_written(text: str, calibration: Calibration, regime: int) -> None:
         (p for p in calibration.points if calibration.regime_for(p.row.size_bytes) == regime),
         key=lambda p: p.row.size_bytes,
     )
-    expected = predict_s(calibration.collective, calibration.algo, point.ranks,
+    expected = predict_s(calibration.collective, calibration.algo, calibration.shape,
                          point.row.size_bytes, calibration.regimes[regime].link)  # fmt: skip
-    if calibration.collective in ("broadcast", "alltoall") or point.ranks != spec.workers:
-        return  # closed forms of calibrate/model.py, or a table of fewer ranks than the file
+    if calibration.collective in ("broadcast", "alltoall"):
+        return  # closed forms of calibrate/model.py: no transitsim schedule to run
     exchange = exchange_for(calibration.collective, calibration.algo, spec.workers,
                             point.row.size_bytes)  # fmt: skip
     got = simulate_exchange(spec, exchange).time_s
@@ -177,6 +183,7 @@ def _finish(
 def nccl_tests_command(
     files: list[Path] = typer.Argument(..., metavar="FILE...", help="nccl-tests outputs"),
     output: Path = OUTPUT,
+    topology: str = TOPOLOGY,
     collective: str | None = typer.Option(
         None, "--collective", help=f"for files that do not name it: {', '.join(COLLECTIVES)}"
     ),
@@ -206,7 +213,7 @@ def nccl_tests_command(
     groups: dict[tuple[str, int], list[Table]] = {}
     for table in tables:  # one fit per collective and rank count: tables of one sweep, or repeats
         groups.setdefault((table.collective, table.ranks), []).append(table)
-    options = _fit_options(algo, holdout, min_size, max_regimes, place, line_rate)
+    options = _fit_options(algo, holdout, min_size, max_regimes, place, line_rate, topology)
     calibrations = [
         calibrate(group, **{**options, "algo": options["algo"] if kind == "all_reduce" else None})
         for (kind, _), group in groups.items()
@@ -258,16 +265,17 @@ def testbed_command(
     chosen = [t for t in chosen if t.ranks == count]
     if not chosen:
         raise TransitsimError(f"--workers {count}: measured with {', '.join(map(str, counts))}")
-    options = _fit_options(algo, holdout, min_size, max_regimes, "out", line_rate)
+    options = _fit_options(algo, holdout, min_size, max_regimes, "out", line_rate, "switch")
     calibrations = [calibrate(chosen, **options)]
     command = f"transitsim calibrate testbed (transitsim {__version__})"
     return _finish(calibrations, None, output, payload, name, command, fmt, quiet)
 
 
-def _fit_options(algo, holdout, min_size, max_regimes, place, line_rate) -> dict:
+def _fit_options(algo, holdout, min_size, max_regimes, place, line_rate, topology) -> dict:
     if place not in PLACES:
         raise TransitsimError(f"--place must be one of {', '.join(PLACES)}, got {place!r}")
     return {
+        "topology": topology.replace("-", "_"),
         "algo": _algo(algo),
         "holdout": [parse_bytes(h) for h in holdout],
         "min_size": parse_bytes(min_size),
