@@ -6,6 +6,7 @@ import math
 import pandas as pd
 
 from transitsim.calibrate.fit import Calibration, busbw_gbps
+from transitsim.calibrate.nccl_tests import Row
 from transitsim.calibrate.network_file import regime_line, size_text
 
 COLUMNS = {
@@ -24,8 +25,16 @@ COLUMNS = {
 ROLES = {"fit": "fitted", "holdout": "held out", "small": "below --min-size"}
 
 
+def _printed(row: Row, measured_s: float) -> tuple[float, float]:
+    """The table's own algbw and busbw for the time used (out-of-place or in-place)."""
+    if measured_s == row.time_s or math.isnan(row.in_algbw_gbps):
+        return row.algbw_gbps, row.busbw_gbps
+    return row.in_algbw_gbps, row.in_busbw_gbps
+
+
 def comparison_frame(calibration: Calibration) -> pd.DataFrame:
-    """One row per measured size: raw numbers (times in microseconds, bandwidths in GB/s)."""
+    """One row per measured size: raw numbers (times in microseconds, bandwidths in GB/s; the
+    measured algbw and busbw as the table printed them)."""
     records = []
     for point, predicted in zip(calibration.points, calibration.predicted_s, strict=True):
         size, ranks, collective = point.row.size_bytes, point.ranks, calibration.collective
@@ -38,9 +47,9 @@ def comparison_frame(calibration: Calibration) -> pd.DataFrame:
                 "measured_us": point.measured_s * 1e6,
                 "predicted_us": predicted * 1e6,
                 "error": predicted / point.measured_s - 1.0,
-                "algbw_gbps": size / point.measured_s / 1e9,
+                "algbw_gbps": _printed(point.row, point.measured_s)[0],
                 "predicted_algbw_gbps": size / predicted / 1e9 if predicted > 0 else 0.0,
-                "busbw_gbps": busbw_gbps(collective, ranks, size, point.measured_s),
+                "busbw_gbps": _printed(point.row, point.measured_s)[1],
                 "predicted_busbw_gbps": busbw_gbps(collective, ranks, size, predicted),
             }
         )
