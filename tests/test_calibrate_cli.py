@@ -281,3 +281,18 @@ def test_the_network_file_goes_into_a_scenario_as_it_is(tmp_path: Path) -> None:
     path.write_text(yaml.safe_dump(scenario))
     code, stdout, stderr = run_cli(["validate", str(path)])
     assert code == 0, stderr + stdout
+
+
+def test_csv_is_one_table_and_the_input_is_never_the_output(tmp_path: Path) -> None:
+    source = tmp_path / "alps.txt"
+    source.write_bytes(ALPS.read_bytes())
+    code, stdout, stderr = run_cli(
+        ["calibrate", "nccl-tests", str(source), "-o", str(tmp_path / "n.yaml"), "--csv"]
+    )
+    assert code == 0, stderr
+    lines = stdout.splitlines()
+    assert lines[0].startswith("collective,ranks,size_bytes,role,regime,measured_us")
+    assert len(lines) == 1 + 25 and lines[-1].startswith("all_reduce,8,134217728,fit,2,1916.4,")
+    code, _, stderr = run_cli(["calibrate", "nccl-tests", str(source), "-o", str(source)])
+    assert_refused(["-o input"], code, stderr)
+    assert source.read_bytes() == ALPS.read_bytes()

@@ -115,12 +115,20 @@ def _report(calibrations: list[Calibration], fmt: str, quiet: bool) -> None:
             ]
         )
         return
+    if fmt == "csv":  # one table: a column says which fit each row belongs to
+        import pandas as pd
+
+        frames = []
+        for calibration in calibrations:
+            frame = comparison_frame(calibration)
+            frame.insert(0, "collective", calibration.collective)
+            if "ranks" not in frame:
+                frame.insert(1, "ranks", calibration.ranks)
+            frames.append(frame)
+        emit_table(pd.concat(frames, ignore_index=True), "csv")
+        return
     for calibration in calibrations:
         frame = comparison_frame(calibration)
-        if fmt == "csv":
-            frame.insert(0, "collective", calibration.collective)
-            emit_table(frame, "csv")
-            continue
         title = None
         if not quiet:
             hosts = "; ".join(
@@ -207,6 +215,8 @@ def nccl_tests_command(
     """Fit a network to nccl-tests tables; print them beside its prediction; write it."""
     fmt = output_format(csv, False, json_)
     check_writable_file(output, "network file")
+    if any(path.exists() and path.resolve() == output.resolve() for path in files):
+        raise TransitsimError(f"-o {output}: is one of the tables read; give another file")
     if collective is not None:
         collective = collective.replace("-", "_")
     tables = [read_nccl_tests(path, collective) for path in files]
