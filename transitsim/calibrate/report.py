@@ -44,7 +44,7 @@ def comparison_frame(calibration: Calibration) -> pd.DataFrame:
                 "ranks": ranks,
                 "role": point.role,
                 "regime": calibration.regime_for(size) + 1,
-                "measured_us": point.measured_s * 1e6,
+                "measured_us": round(point.measured_s * 1e6, 6),  # as printed, not 1916.3999...
                 "predicted_us": predicted * 1e6,
                 "error": predicted / point.measured_s - 1.0,
                 "algbw_gbps": _printed(point.row, point.measured_s)[0],
