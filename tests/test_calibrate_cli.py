@@ -296,3 +296,31 @@ def test_csv_is_one_table_and_the_input_is_never_the_output(tmp_path: Path) -> N
     code, _, stderr = run_cli(["calibrate", "nccl-tests", str(source), "-o", str(source)])
     assert_refused(["-o input"], code, stderr)
     assert source.read_bytes() == ALPS.read_bytes()
+
+
+def test_a_testbed_table_that_is_not_one_is_refused(tmp_path: Path) -> None:
+    import pandas as pd
+
+    measured = pd.read_parquet(MEASURED)
+    cases = {
+        "text.parquet": None,
+        "columns.parquet": measured.drop(columns=["median_s"]),
+        "negative.parquet": measured.assign(median_s=-measured["median_s"]),
+        "collective.parquet": measured.assign(collective="broadcast"),
+    }
+    reasons = {
+        "text.parquet": "not a Parquet table",
+        "columns.parquet": "no column median_s",
+        "negative.parquet": "median_s",
+        "collective.parquet": "collective 'broadcast'",
+    }
+    for name, frame in cases.items():
+        path = tmp_path / name
+        if frame is None:
+            path.write_text(ALPS.read_text())
+        else:
+            frame.to_parquet(path)
+        out = tmp_path / "net.yaml"
+        code, _, stderr = run_cli(["calibrate", "testbed", str(path), "-o", str(out)])
+        assert_refused([name], code, stderr)
+        assert reasons[name] in stderr and not out.exists(), stderr

@@ -180,3 +180,31 @@ def test_leaf_spine_needs_the_hosts_of_the_rank_lines() -> None:
         calibrate([one_host], topology="leaf_spine")
     with pytest.raises(TransitsimError, match="expected one of switch, leaf-spine"):
         calibrate([one_host], topology="fat_tree")
+
+
+@pytest.mark.parametrize(
+    ("collective", "ranks", "expected"),
+    [
+        ("all_reduce", 8, "all_reduce"),
+        ("broadcast", 8, "broadcast"),
+        ("reduce_scatter", 8, "reduce_scatter"),  # (n-1)/n and a reduction: only this one
+        ("all_reduce", 2, "all_reduce"),  # factor 1 on 2 ranks: told apart by the redop
+        ("broadcast", 2, "broadcast"),
+    ],
+)
+def test_an_unnamed_table_is_told_by_its_busbw_factor(collective, ranks, expected) -> None:
+    times = model_times(collective, ranks, {0: Link(3e11, 2e-6)})
+    text = nccl_text(collective, ranks, times, hosts=1)
+    unnamed = "\n".join(line for line in text.splitlines() if "_perf" not in line)
+    table = parse_nccl_tests(unnamed, "unnamed")
+    assert table.collective == expected
+    assert any("inferred from busbw / algbw" in note for note in table.notes)
+
+
+def test_an_unnamed_all_gather_is_not_guessed() -> None:
+    times = model_times("all_gather", 8, {0: Link(3e11, 2e-6)})
+    text = nccl_text("all_gather", 8, times, hosts=1)
+    unnamed = "\n".join(line for line in text.splitlines() if "_perf" not in line)
+    with pytest.raises(TransitsimError, match="fits all_gather and alltoall alike"):
+        parse_nccl_tests(unnamed, "unnamed")
+    assert parse_nccl_tests(unnamed, "named", "all_gather").collective == "all_gather"

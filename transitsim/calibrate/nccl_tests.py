@@ -391,6 +391,13 @@ def _settle_collective(table: Table, named: str | None, redops: set[str], source
     against the busbw factor nccl-tests applied."""
     inferred, ratio = _ratio_collective(table.rows, table.ranks)
     if named is None:
+        if inferred == "all_reduce" and table.ranks == 2:  # 2(n-1)/n = 1, broadcast's factor
+            if not redops:
+                raise TransitsimError(
+                    f"{source}: the text names no test and on 2 ranks busbw = algbw fits "
+                    "all_reduce and broadcast alike; give --collective"
+                )
+            inferred = "all_reduce" if redops - {"none"} else "broadcast"
         if inferred == "all_gather" and redops - {"none"}:
             inferred = "reduce_scatter"  # the only (n-1)/n collective that reduces
         elif inferred == "all_gather":
