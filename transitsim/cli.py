@@ -26,6 +26,7 @@ COMMANDS = {
     "validate": "validate_cmd",
     "scenario-schema": "validate_cmd",
     "testbed": "testbed_cmd",
+    "calibrate": "calibrate_cmd",
 }
 
 

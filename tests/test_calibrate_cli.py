@@ -1,0 +1,326 @@
+"""`transitsim calibrate nccl-tests|testbed`: what a user runs and what it prints and writes; the
+network file it writes is taken by `collective -n` and `replay --network`; malformed input is
+refused with one line, exit 2, nothing written."""
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+import yaml
+from test_calibrate_synthetic import model_times, nccl_text
+from test_hostile_fuzz import assert_refused, run_cli
+
+from transitsim.calibrate import Link
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = ROOT / "tests" / "fixtures" / "nccl-tests"
+A3 = FIXTURES / "a3mega-2x8-h100-all_reduce.txt"
+ALPS = FIXTURES / "alps-2x4-gh200-all_reduce.txt"
+TRACE = ROOT / "traces/published/tinystories-gpu/tinystories-adamw-lr0.003-s0.parquet"
+MEASURED = ROOT / "docs/testbed/measured.parquet"
+
+
+def test_nccl_tests_prints_the_table_beside_the_prediction_and_writes_a_network(
+    tmp_path: Path,
+) -> None:
+    out = tmp_path / "a3.yaml"
+    code, stdout, stderr = run_cli(
+        ["calibrate", "nccl-tests", str(A3), "-o", str(out), "--holdout", "256 MiB"]
+    )
+    assert code == 0, stderr
+    assert "│ 8 GiB   │ fitted" in stdout and "│ 256 MiB │ held out" in stdout
+    assert "regime 2: 32 MiB .. 8 GiB (8 rows)" in stdout
+    assert "worst |error| 1.4 % (within 10 %)" in stdout
+    assert "held out 256 MiB: predicted 2,368.3 us, measured 2,360.9 us, error +0.3 %" in stdout
+    assert f"wrote {out}" in stderr
+    network = yaml.safe_load(out.read_text())
+    assert network["workers"] == 16 and network["topology"] == "switch"
+    # the file, as `collective -n` reads it, gives the prediction printed for 8 GiB
+    code, stdout, stderr = run_cli(
+        ["collective", "-n", str(out), "--algo", "ring-allreduce", "--bytes", "8 GiB", "--json"]
+    )
+    assert code == 0, stderr
+    assert json.loads(stdout)["time_s"] * 1e6 == pytest.approx(48199.2, abs=0.06)
+    code, stdout, stderr = run_cli(["replay", str(TRACE), "--network", str(out)])
+    assert code == 0, stderr
+    assert "calibrated-a3mega-2x8-h100-all_reduce" in stdout  # piped tables are not wrapped
+
+
+def test_json_and_payload_choose_what_is_printed_and_written(tmp_path: Path) -> None:
+    out = tmp_path / "alps.yaml"
+    argv = ["calibrate", "nccl-tests", str(ALPS), "-o", str(out), "--json", "--payload", "2 MiB"]
+    code, stdout, stderr = run_cli(argv)
+    assert code == 0, stderr
+    (document,) = json.loads(stdout)
+    assert document["ranks"] == 8 and len(document["regimes"]) == 2
+    small = document["regimes"][0]
+    rate = yaml.safe_load(out.read_text())["host_link"]["rate"]
+    assert float(rate.split()[0]) * 1e9 == pytest.approx(small["payload_bps"], rel=1e-8)
+    rows = {row["size_bytes"]: row for row in document["rows"]}
+    assert rows[128 << 20]["measured_us"] == pytest.approx(1916.4)
+    assert abs(rows[128 << 20]["error"]) <= 0.10
+
+
+def test_line_rate_splits_the_rate_into_line_and_efficiency(tmp_path: Path) -> None:
+    out = tmp_path / "alps.yaml"
+    code, _, stderr = run_cli(
+        ["calibrate", "nccl-tests", str(ALPS), "-o", str(out), "--line-rate", "1.6 Tb/s", "-q"]
+    )
+    assert code == 0, stderr
+    link = yaml.safe_load(out.read_text())["host_link"]
+    assert link["rate"] == "1600 Gb/s" and 0.5 < link["efficiency"] < 1
+    too_low = tmp_path / "low.yaml"
+    code, _, stderr = run_cli(
+        ["calibrate", "nccl-tests", str(ALPS), "-o", str(too_low), "--line-rate", "100 Gb/s"]
+    )
+    assert_refused(["--line-rate"], code, stderr)
+    assert "exceeds --line-rate" in stderr and not too_low.exists()
+
+
+def test_several_collectives_each_fit_and_use_picks_the_file(tmp_path: Path) -> None:
+    gather = tmp_path / "gather.log"
+    gather.write_text(
+        nccl_text("all_gather", 16, model_times("all_gather", 16, {0: Link(2e11, 3e-6)}))
+    )
+    out = tmp_path / "net.yaml"
+    argv = ["calibrate", "nccl-tests", str(A3), str(gather), "-o", str(out)]
+    code, stdout, stderr = run_cli([*argv, "--use", "all-gather"])
+    assert code == 0, stderr
+    assert "all_gather as transitsim's ring_allgather" in stdout
+    assert "all_reduce as transitsim's ring_allreduce" in stdout
+    rate = yaml.safe_load(out.read_text())["host_link"]["rate"]
+    assert float(rate.split()[0]) == pytest.approx(200, rel=0.01)
+    code, _, stderr = run_cli([*argv, "--use", "broadcast"])
+    assert_refused(argv, code, stderr)
+
+
+def test_testbed_table_calibrates_the_same_way(tmp_path: Path) -> None:
+    out = tmp_path / "tb.yaml"
+    code, _, stderr = run_cli(["calibrate", "testbed", str(MEASURED), "-o", str(out)])
+    assert_refused(["calibrate", "testbed"], code, stderr)
+    assert "give --rate" in stderr and not out.exists()
+    argv = ["calibrate", "testbed", str(MEASURED), "-o", str(out), "--rate", "200 Mb/s"]
+    code, stdout, stderr = run_cli([*argv, "--workers", "4"])
+    assert code == 0, stderr
+    assert "4 ranks" in stdout and "(within 10 %)" in stdout
+    network = yaml.safe_load(out.read_text())
+    assert network["workers"] == 4
+    assert 100 < float(network["host_link"]["rate"].split()[0]) * 1e3 < 200  # Mb/s, under tbf
+    code, _, stderr = run_cli([*argv, "--workers", "3"])
+    assert_refused(argv, code, stderr)
+
+
+_COLUMNS = "size count type redop root time algbw busbw #wrong time algbw busbw #wrong"
+_ROW = "{:>12} {:>13}     float     sum      -1 {:>8} {:>7} {:>7}       0 {} {} {}       0"
+ROWS = "\n".join(
+    [
+        "# nThread 1 nGpus 1 minBytes 1048576 maxBytes 4194304 step: 2(factor) warmup iters: 5",
+        "#  Rank  0 Group  0 Pid   1 on a device  0 [0x01] GPU",
+        "#  Rank  1 Group  0 Pid   2 on b device  0 [0x01] GPU",
+        "#       " + _COLUMNS.replace(" ", "    "),
+        _ROW.format(1048576, 262144, "339.61", "3.09", "3.09", "335.85", "3.12", "3.12"),
+        _ROW.format(2097152, 524288, "355.53", "5.90", "5.90", "361.77", "5.80", "5.80"),
+        _ROW.format(4194304, 1048576, "476.28", "8.81", "8.81", "471.14", "8.90", "8.90"),
+        "# Avg bus bandwidth    : 5.9",
+        "",
+    ]
+)
+MALFORMED = {  # case -> (file text, what the one line must say)
+    "empty": ("", "empty file"),
+    "blank lines": ("\n\n   \n", "empty file"),
+    "no header": (ROWS.split("\n", 1)[1], "no '# nThread ... nGpus ...' header"),
+    "no column header": (
+        "\n".join(line for line in ROWS.splitlines() if "size" not in line),
+        "no column header",
+    ),
+    "truncated row": (
+        ROWS.replace("361.77 5.80 5.80       0", "361.77 5.8"),
+        ":7: truncated or malformed row (11 fields, the header has 13)",
+    ),
+    "text in a numeric column": (ROWS.replace("476.28", "476.2B"), ":8: time '476.2B' is not"),
+    "text for the size": (
+        ROWS.replace("     2097152 ", "     2O97152 "),
+        ":7: size '2O97152' is not a whole number",
+    ),
+    "time against algbw": (ROWS.replace("355.53", "155.53"), ":7: algbw 5.9 GB/s disagrees"),
+    "negative time": (ROWS.replace("339.61", "-339.61"), ":6: time '-339.61' is not a finite"),
+    "a number beyond float": (ROWS.replace("339.61", "1e999"), ":6: time '1e999' is not a fin"),
+    "no rows": (
+        "\n".join(line for line in ROWS.splitlines() if "float" not in line),
+        "the table has no rows",
+    ),
+    "two runs": (ROWS + ROWS, "holds 2 nccl-tests runs"),
+    "a rank twice": (ROWS.replace("Rank  1 Group", "Rank  0 Group"), "rank 0 listed twice"),
+    "unknown type": (ROWS.replace("float", "quad", 1), ":6: unknown data type 'quad'"),
+    "names two tests": ("$ all_reduce_perf; all_gather_perf\n" + ROWS, "names several tests"),
+    "wrong collective": (
+        "$ all_gather_perf -b 1M\n" + ROWS,
+        "busbw / algbw = 1, but all_gather on 2 ranks has factor 0.5",
+    ),
+}
+UNNAMED = ("empty", "blank lines", "names two tests", "wrong collective")
+
+
+@pytest.mark.parametrize("case", sorted(MALFORMED))
+def test_malformed_nccl_tests_files_are_refused_with_one_line(case: str, tmp_path: Path) -> None:
+    source = tmp_path / "table.txt"
+    text, reason = MALFORMED[case]
+    source.write_text(text if case in UNNAMED else "$ all_reduce_perf -b 1M\n" + text)
+    out = tmp_path / "net.yaml"
+    code, stdout, stderr = run_cli(["calibrate", "nccl-tests", str(source), "-o", str(out)])
+    assert_refused([case], code, stderr)
+    assert not out.exists() and not stdout
+    assert f"{source}" in stderr and reason in stderr, stderr
+
+
+def test_the_malformed_cases_are_refused_only_for_what_they_break(tmp_path: Path) -> None:
+    """The unbroken table, named as all_reduce, is accepted: each case above fails on its own
+    defect, not on the base table."""
+    source = tmp_path / "table.txt"
+    source.write_text("$ all_reduce_perf -b 1M -e 4M\n" + ROWS)
+    code, _, stderr = run_cli(["calibrate", "nccl-tests", str(source), "-o", str(tmp_path / "n")])
+    assert code == 0, stderr
+
+
+def _special(kind: str, tmp_path: Path) -> Path:
+    path = tmp_path / kind
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "huge":
+        with path.open("wb") as handle:
+            handle.truncate((64 << 20) + 2)  # sparse: 64 MiB of NULs and then some
+    elif kind == "binary":
+        path.write_bytes(b"# nThread 1 nGpus 1 minBytes 8 maxBytes 8\x00\xff\xfe")
+    elif kind == "not utf-8":
+        path.write_bytes(b"# nThread 1 nGpus 1 \xff\xfe\n")
+    elif kind == "folder":
+        path.mkdir()
+    return path  # "missing": nothing made
+
+
+SPECIAL = {
+    "fifo": "not a regular file",
+    "huge": "more than 67,108,864 bytes",
+    "binary": "binary data",
+    "not utf-8": "not UTF-8 text",
+    "folder": "is a folder",
+    "missing": "no such file",
+}
+
+
+@pytest.mark.parametrize("kind", sorted(SPECIAL))
+def test_files_that_are_not_text_tables_are_refused(kind: str, tmp_path: Path) -> None:
+    source = _special(kind, tmp_path)
+    out = tmp_path / "net.yaml"
+    code, _, stderr = run_cli(["calibrate", "nccl-tests", str(source), "-o", str(out)])
+    assert_refused([kind], code, stderr)
+    assert SPECIAL[kind] in stderr and not out.exists()
+
+
+def test_bad_options_are_refused_before_any_work(tmp_path: Path) -> None:
+    out = tmp_path / "net.yaml"
+    base = ["calibrate", "nccl-tests", str(ALPS), "-o"]
+    for extra in (
+        ["--holdout", "3 MiB"],
+        ["--max-regimes", "4"],
+        ["--place", "sideways"],
+        ["--algo", "hypercube"],
+        ["--min-size", "1 GiB"],
+        ["--payload", "lots"],
+    ):
+        code, _, stderr = run_cli([*base, str(out), *extra])
+        assert_refused(extra, code, stderr)
+        assert not out.exists()
+    code, _, stderr = run_cli([*base, str(tmp_path)])  # a folder where the file goes
+    assert_refused(["-o folder"], code, stderr)
+
+
+def test_leaf_spine_writes_a_spine_to_ask_what_if_of(tmp_path: Path) -> None:
+    out = tmp_path / "a3.yaml"
+    argv = ["calibrate", "nccl-tests", str(A3), "-o", str(out), "--topology", "leaf-spine", "-q"]
+    code, stdout, stderr = run_cli(argv)
+    assert code == 0, stderr
+    assert "52.35 us per message between hosts" in stdout
+    network = yaml.safe_load(out.read_text())
+    assert network["topology"] == "leaf_spine" and network["hosts_per_rack"] == 8
+    host, spine = (float(network[k]["rate"].split()[0]) for k in ("host_link", "spine_link"))
+    assert spine == pytest.approx(8 * host, rel=1e-8)  # non-blocking, not fitted
+    times = []
+    for settings in ([], ["--set", 'spine_link.rate="400 Gb/s"']):
+        code, stdout, stderr = run_cli(
+            [
+                "collective",
+                "-n",
+                str(out),
+                *settings,
+                "--algo",
+                "ring-allreduce",
+                "--bytes",
+                "8 GiB",
+                "--json",
+            ]  # fmt: skip
+        )
+        assert code == 0, stderr
+        times.append(json.loads(stdout)["time_s"])
+    assert times[0] * 1e6 == pytest.approx(48199, rel=0.002)  # the table's 8 GiB row, fitted
+    assert times[1] > 5 * times[0]  # a thinner inter-node network: what the spine is there for
+
+
+def test_the_network_file_goes_into_a_scenario_as_it_is(tmp_path: Path) -> None:
+    out = tmp_path / "alps.yaml"
+    code, _, stderr = run_cli(["calibrate", "nccl-tests", str(ALPS), "-o", str(out), "-q"])
+    assert code == 0, stderr
+    scenario = {
+        "name": "calibrated",
+        "traces": [str(TRACE)],
+        "networks": [yaml.safe_load(out.read_text())],
+        "targets": [3.3],
+    }
+    path = tmp_path / "scenario.yaml"
+    path.write_text(yaml.safe_dump(scenario))
+    code, stdout, stderr = run_cli(["validate", str(path)])
+    assert code == 0, stderr + stdout
+
+
+def test_csv_is_one_table_and_the_input_is_never_the_output(tmp_path: Path) -> None:
+    source = tmp_path / "alps.txt"
+    source.write_bytes(ALPS.read_bytes())
+    code, stdout, stderr = run_cli(
+        ["calibrate", "nccl-tests", str(source), "-o", str(tmp_path / "n.yaml"), "--csv"]
+    )
+    assert code == 0, stderr
+    lines = stdout.splitlines()
+    assert lines[0].startswith("collective,ranks,size_bytes,role,regime,measured_us")
+    assert len(lines) == 1 + 25 and lines[-1].startswith("all_reduce,8,134217728,fit,2,1916.4,")
+    code, _, stderr = run_cli(["calibrate", "nccl-tests", str(source), "-o", str(source)])
+    assert_refused(["-o input"], code, stderr)
+    assert source.read_bytes() == ALPS.read_bytes()
+
+
+def test_a_testbed_table_that_is_not_one_is_refused(tmp_path: Path) -> None:
+    import pandas as pd
+
+    measured = pd.read_parquet(MEASURED)
+    cases = {
+        "text.parquet": None,
+        "columns.parquet": measured.drop(columns=["median_s"]),
+        "negative.parquet": measured.assign(median_s=-measured["median_s"]),
+        "collective.parquet": measured.assign(collective="broadcast"),
+    }
+    reasons = {
+        "text.parquet": "not a Parquet table",
+        "columns.parquet": "no column median_s",
+        "negative.parquet": "median_s",
+        "collective.parquet": "collective 'broadcast'",
+    }
+    for name, frame in cases.items():
+        path = tmp_path / name
+        if frame is None:
+            path.write_text(ALPS.read_text())
+        else:
+            frame.to_parquet(path)
+        out = tmp_path / "net.yaml"
+        code, _, stderr = run_cli(["calibrate", "testbed", str(path), "-o", str(out)])
+        assert_refused([name], code, stderr)
+        assert reasons[name] in stderr and not out.exists(), stderr

@@ -1,0 +1,106 @@
+"""The measured table beside the calibrated prediction, per size: time, algbw and busbw (with
+nccl-tests' own busbw factors), the error of each row, and the summary lines under it."""
+
+import math
+
+import pandas as pd
+
+from transitsim.calibrate.fit import Calibration, busbw_gbps
+from transitsim.calibrate.nccl_tests import Row
+from transitsim.calibrate.network_file import regime_line, size_text
+
+COLUMNS = {
+    "size_bytes": "Size",
+    "ranks": "Ranks",
+    "role": "Row",
+    "regime": "Regime",
+    "measured_us": "Measured (us)",
+    "predicted_us": "Predicted (us)",
+    "error": "Error",
+    "algbw_gbps": "algbw (GB/s)",
+    "predicted_algbw_gbps": "pred. algbw",
+    "busbw_gbps": "busbw (GB/s)",
+    "predicted_busbw_gbps": "pred. busbw",
+}
+ROLES = {"fit": "fitted", "holdout": "held out", "small": "below --min-size"}
+
+
+def _printed(row: Row, measured_s: float) -> tuple[float, float]:
+    """The table's own algbw and busbw for the time used (out-of-place or in-place)."""
+    if measured_s == row.time_s or math.isnan(row.in_algbw_gbps):
+        return row.algbw_gbps, row.busbw_gbps
+    return row.in_algbw_gbps, row.in_busbw_gbps
+
+
+def comparison_frame(calibration: Calibration) -> pd.DataFrame:
+    """One row per measured size: raw numbers (times in microseconds, bandwidths in GB/s; the
+    measured algbw and busbw as the table printed them)."""
+    records = []
+    for point, predicted in zip(calibration.points, calibration.predicted_s, strict=True):
+        size, ranks, collective = point.row.size_bytes, point.ranks, calibration.collective
+        records.append(
+            {
+                "size_bytes": size,
+                "ranks": ranks,
+                "role": point.role,
+                "regime": calibration.regime_for(size) + 1,
+                "measured_us": round(point.measured_s * 1e6, 6),  # as printed, not 1916.3999...
+                "predicted_us": predicted * 1e6,
+                "error": predicted / point.measured_s - 1.0,
+                "algbw_gbps": _printed(point.row, point.measured_s)[0],
+                "predicted_algbw_gbps": size / predicted / 1e9 if predicted > 0 else 0.0,
+                "busbw_gbps": _printed(point.row, point.measured_s)[1],
+                "predicted_busbw_gbps": busbw_gbps(collective, ranks, size, predicted),
+            }
+        )
+    frame = pd.DataFrame(records, columns=list(COLUMNS))
+    if len({t.ranks for t in calibration.tables}) == 1:
+        frame = frame.drop(columns="ranks")
+    return frame
+
+
+def _time(us: float) -> str:
+    return f"{us:,.1f}" if us >= 100 else f"{us:.3g}"
+
+
+def readable(frame: pd.DataFrame) -> pd.DataFrame:
+    """The same rows as people read them (sizes in binary units, signed percentages)."""
+    shown = pd.DataFrame()
+    for column in frame.columns:
+        values = frame[column]
+        if column == "size_bytes":
+            shown[column] = [size_text(v) for v in values]
+        elif column == "role":
+            shown[column] = [ROLES[v] for v in values]
+        elif column.endswith("_us"):
+            shown[column] = [_time(v) for v in values]
+        elif column == "error":
+            shown[column] = [f"{v * 100:+.1f} %" for v in values]
+        elif column.endswith("_gbps"):
+            shown[column] = [f"{v:,.1f}" if v >= 100 else f"{v:.4g}" for v in values]
+        else:
+            shown[column] = [str(v) for v in values]
+    return shown
+
+
+def summary_lines(calibration: Calibration) -> list[str]:
+    """The regimes, the worst fitted error, and each held-out row's error."""
+    lines = [regime_line(calibration, i) for i in range(len(calibration.regimes))]
+    worst = calibration.worst("fit")
+    fitted = sum(p.role == "fit" for p in calibration.points)
+    verdict = "within" if worst is not None and worst <= calibration.tolerance else "NOT within"
+    lines.append(
+        f"rows of at least {size_text(calibration.min_size)}: {fitted} fitted, worst |error| "
+        f"{(worst if worst is not None else math.nan) * 100:.1f} % ({verdict} "
+        f"{calibration.tolerance * 100:.0f} %); {calibration.parameters} fitted parameters "
+        f"({len(calibration.regimes)} regime(s) x payload rate, latency)"
+    )
+    for point, predicted in zip(calibration.points, calibration.predicted_s, strict=True):
+        if point.role == "holdout":
+            error = predicted / point.measured_s - 1.0
+            lines.append(
+                f"held out {size_text(point.row.size_bytes)}: predicted "
+                f"{_time(predicted * 1e6)} us, measured {_time(point.measured_s * 1e6)} us, "
+                f"error {error * 100:+.1f} %"
+            )
+    return lines

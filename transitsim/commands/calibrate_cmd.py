@@ -1,0 +1,306 @@
+"""`transitsim calibrate nccl-tests FILE... -o NET.yaml` and `transitsim calibrate testbed TABLE
+-o NET.yaml`: fit a network to measured collective tables and write it as a network YAML.
+
+Prints each table beside transitsim's prediction on the calibrated network, per size (time,
+algbw, busbw with nccl-tests' busbw factors, the error of each row), the fitted regimes, and
+`--holdout` rows' errors. The file is checked before it is written: read back as `replay
+--network` reads it, it must give the prediction printed. The work is transitsim.calibrate's.
+"""
+
+import sys
+from pathlib import Path
+
+import typer
+import yaml
+
+from transitsim import __version__
+from transitsim.base.atomic import check_writable_file, write_text_atomic
+from transitsim.base.errors import TransitsimError
+from transitsim.base.tables import emit_json, emit_table, output_format
+from transitsim.base.units import parse_bytes, parse_rate_bps
+from transitsim.calibrate import COLLECTIVES, Calibration, Table, calibrate
+from transitsim.calibrate.fit import MAX_REGIMES, PLACES
+from transitsim.calibrate.model import exchange_for, predict_s
+from transitsim.calibrate.nccl_tests import read_nccl_tests
+from transitsim.calibrate.network_file import network_yaml, size_text
+from transitsim.calibrate.report import COLUMNS, comparison_frame, readable, summary_lines
+from transitsim.calibrate.testbed_tables import TESTBED_COLLECTIVES, read_testbed_tables
+from transitsim.commands import QUIET_HELP
+
+OUTPUT = typer.Option(..., "--output", "-o", help="the network YAML to write")
+ALGO = typer.Option(
+    None,
+    "--algo",
+    help="transitsim's all-reduce: ring-allreduce (default), double-binary-tree, tree",
+)
+PAYLOAD = typer.Option(
+    None,
+    "--payload",
+    help="write the regime covering this size (default: the largest size measured)",
+)
+HOLDOUT = typer.Option([], "--holdout", help="leave this size out of the fit, report its error")
+MAX_REGIMES_OPTION = typer.Option(
+    2, "--max-regimes", help=f"size regimes allowed (1..{MAX_REGIMES}), 2 parameters each"
+)
+PLACE = typer.Option("out", "--place", help="time column: out(-of-place), in(-place) or min")
+LINE_RATE = typer.Option(
+    None, "--line-rate", help="the link's line rate: the efficiency is then payload / line"
+)
+TOPOLOGY = typer.Option(
+    "switch",
+    "--topology",
+    help="switch: every rank on one switch; leaf-spine: a leaf per host of the Rank lines, "
+    "the spine non-blocking (to be changed with --set spine_link.rate=...)",
+)
+NAME = typer.Option(None, "--name", help="the network's name (default: from the first file)")
+CSV = typer.Option(False, "--csv", help="Print the comparison as CSV (raw numbers).")
+JSON = typer.Option(False, "--json", help="Print one JSON document (raw numbers).")
+QUIET = typer.Option(False, "--quiet", "-q", help=QUIET_HELP)
+
+
+def _algo(text: str | None) -> str | None:
+    return None if text is None else text.replace("-", "_")
+
+
+def check_written(text: str, calibration: Calibration, regime: int) -> None:
+    """The YAML read back as `replay --network` reads it reproduces the printed prediction."""
+    from transitsim.network import simulate_exchange
+    from transitsim.scenario import network_from_dict
+
+    spec = network_from_dict(yaml.safe_load(text))
+    point = max(
+        (p for p in calibration.points if calibration.regime_for(p.row.size_bytes) == regime),
+        key=lambda p: p.row.size_bytes,
+    )
+    expected = predict_s(calibration.collective, calibration.algo, calibration.shape,
+                         point.row.size_bytes, calibration.regimes[regime].link)  # fmt: skip
+    if calibration.collective in ("broadcast", "alltoall"):
+        return  # closed forms of calibrate/model.py: no transitsim schedule to run
+    exchange = exchange_for(calibration.collective, calibration.algo, spec.workers,
+                            point.row.size_bytes)  # fmt: skip
+    got = simulate_exchange(spec, exchange).time_s
+    if abs(got - expected) > 1e-6 * expected:
+        raise TransitsimError(
+            f"internal: the written network gives {got:.6g} s for {size_text(point.row.size_bytes)}"
+            f" where the fit gives {expected:.6g} s"
+        )
+
+
+def _report(calibrations: list[Calibration], fmt: str, quiet: bool) -> None:
+    if fmt == "json":
+        emit_json(
+            [
+                {
+                    "collective": c.collective,
+                    "algo": c.algo,
+                    "ranks": c.ranks,
+                    "sources": [t.source for t in c.tables],
+                    "notes": [n for t in c.tables for n in t.notes],
+                    "regimes": [
+                        {
+                            "first_bytes": r.first_bytes,
+                            "last_bytes": r.last_bytes,
+                            "payload_bps": r.link.payload_bps,
+                            "rate_bps": r.link.rate_bps,
+                            "efficiency": r.link.efficiency,
+                            "latency_s": r.link.latency_s,
+                            "rows": r.rows,
+                            "worst_abs_error": r.worst,
+                        }
+                        for r in c.regimes
+                    ],
+                    "rows": comparison_frame(c).to_dict(orient="records"),
+                }
+                for c in calibrations
+            ]
+        )
+        return
+    if fmt == "csv":  # one table: a column says which fit each row belongs to
+        import pandas as pd
+
+        frames = []
+        for calibration in calibrations:
+            frame = comparison_frame(calibration)
+            frame.insert(0, "collective", calibration.collective)
+            if "ranks" not in frame:
+                frame.insert(1, "ranks", calibration.ranks)
+            frames.append(frame)
+        emit_table(pd.concat(frames, ignore_index=True), "csv")
+        return
+    for calibration in calibrations:
+        frame = comparison_frame(calibration)
+        title = None
+        if not quiet:
+            hosts = "; ".join(
+                f"{t.source}: {t.ranks} ranks on {t.hosts or '?'} host(s)"
+                for t in calibration.tables
+            )
+            title = f"{calibration.collective} as transitsim's {calibration.algo} ({hosts})"
+        emit_table(readable(frame), "table", title=title, headers=COLUMNS)
+        for line in summary_lines(calibration):
+            print(line)
+        if not quiet:
+            for table in calibration.tables:
+                for note in table.notes:
+                    print(f"note: {table.source}: {note}", file=sys.stderr)
+
+
+def _finish(
+    calibrations: list[Calibration],
+    use: str | None,
+    output: Path,
+    payload: str | None,
+    name: str | None,
+    command: str,
+    fmt: str,
+    quiet: bool,
+) -> int:
+    """Print, check and write the network of the collective `use` (default: all_reduce, else
+    the first one read)."""
+    names = list(dict.fromkeys(c.collective for c in calibrations))
+    if use is not None:
+        use = use.replace("-", "_")
+        if use not in names:
+            raise TransitsimError(f"--use {use}: the tables hold {', '.join(names)}")
+    wanted = use or ("all_reduce" if "all_reduce" in names else names[0])
+    chosen = max((c for c in calibrations if c.collective == wanted), key=lambda c: c.ranks)
+    size = None if payload is None else parse_bytes(payload)
+    text, _, regime = network_yaml(chosen, size, name, command=command)
+    check_written(text, chosen, regime)
+    _report(calibrations, fmt, quiet)
+    for calibration in calibrations:
+        worst = calibration.worst("fit")
+        if worst is not None and worst > calibration.tolerance and not quiet:
+            print(
+                f"transitsim: warning: {calibration.collective}: worst fitted |error| "
+                f"{worst * 100:.1f} % exceeds {calibration.tolerance * 100:.0f} % (more regimes: "
+                "--max-regimes; or a higher --min-size)",
+                file=sys.stderr,
+            )
+    write_text_atomic(output, text)
+    if not quiet:
+        first, last = chosen.regimes[regime].first_bytes, chosen.regimes[regime].last_bytes
+        print(
+            f"wrote {output}: {chosen.collective} regime {regime + 1} ({size_text(first)} .. "
+            f"{size_text(last)}), {chosen.ranks} workers",
+            file=sys.stderr,
+        )
+    return 0
+
+
+def nccl_tests_command(
+    files: list[Path] = typer.Argument(..., metavar="FILE...", help="nccl-tests outputs"),
+    output: Path = OUTPUT,
+    topology: str = TOPOLOGY,
+    collective: str | None = typer.Option(
+        None, "--collective", help=f"for files that do not name it: {', '.join(COLLECTIVES)}"
+    ),
+    use: str | None = typer.Option(
+        None,
+        "--use",
+        help="the collective whose network is written (default: all_reduce; the most ranks)",
+    ),
+    algo: str | None = ALGO,
+    payload: str | None = PAYLOAD,
+    holdout: list[str] = HOLDOUT,
+    min_size: str = typer.Option("1 MiB", "--min-size", help="fit rows of at least this size"),
+    max_regimes: int = MAX_REGIMES_OPTION,
+    place: str = PLACE,
+    line_rate: str | None = LINE_RATE,
+    name: str | None = NAME,
+    csv: bool = CSV,
+    json_: bool = JSON,
+    quiet: bool = QUIET,
+) -> int:
+    """Fit a network to nccl-tests tables; print them beside its prediction; write it."""
+    fmt = output_format(csv, False, json_)
+    check_writable_file(output, "network file")
+    if any(path.exists() and path.resolve() == output.resolve() for path in files):
+        raise TransitsimError(f"-o {output}: is one of the tables read; give another file")
+    if collective is not None:
+        collective = collective.replace("-", "_")
+    tables = [read_nccl_tests(path, collective) for path in files]
+    groups: dict[tuple[str, int], list[Table]] = {}
+    for table in tables:  # one fit per collective and rank count: tables of one sweep, or repeats
+        groups.setdefault((table.collective, table.ranks), []).append(table)
+    options = _fit_options(algo, holdout, min_size, max_regimes, place, line_rate, topology)
+    calibrations = [
+        calibrate(group, **{**options, "algo": options["algo"] if kind == "all_reduce" else None})
+        for (kind, _), group in groups.items()
+    ]
+    command = f"transitsim calibrate nccl-tests (transitsim {__version__})"
+    return _finish(calibrations, use, output, payload, name, command, fmt, quiet)
+
+
+def testbed_command(
+    table_path: Path = typer.Argument(..., metavar="TABLE", help="the testbed's measured.parquet"),
+    output: Path = OUTPUT,
+    rate: str | None = typer.Option(
+        None, "--rate", help="the shaped rate to calibrate (needed when the table has several)"
+    ),
+    workers: int | None = typer.Option(None, "--workers", help="worker count (default: largest)"),
+    collective: str = typer.Option("all_reduce", "--collective", help="all_reduce or all_gather"),
+    algo: str | None = ALGO,
+    payload: str | None = PAYLOAD,
+    holdout: list[str] = HOLDOUT,
+    min_size: str = typer.Option("0 B", "--min-size", help="fit rows of at least this size"),
+    max_regimes: int = MAX_REGIMES_OPTION,
+    line_rate: str | None = LINE_RATE,
+    name: str | None = NAME,
+    csv: bool = CSV,
+    json_: bool = JSON,
+    quiet: bool = QUIET,
+) -> int:
+    """Fit a network to the testbed's own measured table, the same way as nccl-tests'."""
+    fmt = output_format(csv, False, json_)
+    check_writable_file(output, "network file")
+    collective = collective.replace("-", "_")
+    if collective not in TESTBED_COLLECTIVES:
+        raise TransitsimError(
+            f"--collective: the testbed measures {', '.join(TESTBED_COLLECTIVES)}"
+        )
+    tables = read_testbed_tables(table_path)
+    rates = sorted({r for r, _ in tables})
+    if rate is None and len(rates) > 1:
+        shown = ", ".join(f"{r / 1e6:g} Mb/s" for r in rates)
+        raise TransitsimError(f"{table_path}: holds several rates ({shown}); give --rate")
+    wanted = parse_rate_bps(rate) if rate is not None else rates[0]
+    chosen = [
+        t for r, t in tables if abs(r - wanted) <= 1e-9 * wanted and t.collective == collective
+    ]
+    if not chosen:
+        raise TransitsimError(f"{table_path}: no {collective} measured at {wanted / 1e6:g} Mb/s")
+    counts = sorted(t.ranks for t in chosen)
+    count = workers if workers is not None else counts[-1]
+    chosen = [t for t in chosen if t.ranks == count]
+    if not chosen:
+        raise TransitsimError(f"--workers {count}: measured with {', '.join(map(str, counts))}")
+    options = _fit_options(algo, holdout, min_size, max_regimes, "out", line_rate, "switch")
+    calibrations = [calibrate(chosen, **options)]
+    command = f"transitsim calibrate testbed (transitsim {__version__})"
+    return _finish(calibrations, None, output, payload, name, command, fmt, quiet)
+
+
+def _fit_options(algo, holdout, min_size, max_regimes, place, line_rate, topology) -> dict:
+    if place not in PLACES:
+        raise TransitsimError(f"--place must be one of {', '.join(PLACES)}, got {place!r}")
+    return {
+        "topology": topology.replace("-", "_"),
+        "algo": _algo(algo),
+        "holdout": [parse_bytes(h) for h in holdout],
+        "min_size": parse_bytes(min_size),
+        "max_regimes": max_regimes,
+        "place": place,
+        "line_bps": None if line_rate is None else parse_rate_bps(line_rate),
+    }
+
+
+def register(app: typer.Typer) -> None:
+    """Add `transitsim calibrate ...` to the main app."""
+    calibrate_app = typer.Typer(
+        help="Fit a network to measured collective tables (nccl-tests, the testbed).",
+        no_args_is_help=True,
+    )
+    calibrate_app.command("nccl-tests")(nccl_tests_command)
+    calibrate_app.command("testbed")(testbed_command)
+    app.add_typer(calibrate_app, name="calibrate")
