@@ -83,8 +83,9 @@ def _stop(procs: list[subprocess.Popen]) -> None:
 
 
 def _launch(testbed: Testbed, i: int, argv: list[str], env: dict, log: Path) -> subprocess.Popen:
+    """argv in host i's namespace, in a session of its own, recorded as the testbed's."""
     with log.open("w") as stream:
-        return subprocess.Popen(
+        proc = subprocess.Popen(
             testbed.exec_argv(i, argv),
             env=env,
             stdout=stream,
@@ -92,6 +93,12 @@ def _launch(testbed: Testbed, i: int, argv: list[str], env: dict, log: Path) -> 
             stdin=subprocess.DEVNULL,
             start_new_session=True,
         )
+    try:
+        testbed.started(proc.pid)
+    except BaseException:
+        _stop([proc])
+        raise
+    return proc
 
 
 def _wait_all(procs: list[subprocess.Popen], deadline: float, logs: list[Path]) -> None:

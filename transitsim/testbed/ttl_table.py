@@ -9,23 +9,7 @@ from rich.table import Table
 
 from transitsim.base.atomic import atomic_path
 from transitsim.testbed import rate_label
-
-COLUMNS = [
-    "variant",
-    "rate_bps",
-    "target",
-    "step",
-    "measured_s",
-    "predicted_s",
-    "error",
-    "exchange_measured_s",
-    "exchange_predicted_s",
-    "exchange_share",
-    "predicted_no_alpha_s",
-    "net_efficiency",
-    "net_latency_s",
-    "net_alpha_s",
-]
+from transitsim.testbed.ttl_model import COLUMNS
 
 
 def _num(value: float, fmt: str) -> str:
