@@ -18,7 +18,7 @@ from rich.table import Table
 
 from transitsim.base.atomic import atomic_path, check_writable_folder
 from transitsim.base.errors import TransitsimError
-from transitsim.testbed import rate_label
+from transitsim.testbed import json_ready, percent, rate_label
 
 TTL_TARGETS = "3.3,3.1"
 DEFAULT_SIZES = "64 KiB,256 KiB,1 MiB,4 MiB,16 MiB,64 MiB"
@@ -93,8 +93,8 @@ def report(table: pd.DataFrame, out: Path | None) -> dict:
             f"{group['latency_s'].iloc[0] * 1e6:.1f} us",
             f"{group['alpha_s'].iloc[0] * 1e3:.3f} ms",
             f"{s['predicted_points']} (+{s['points'] - s['predicted_points']} fitted)",
-            f"{s['median_abs_error']:.1%}",
-            f"{s['worst_abs_error']:.1%}",
+            percent(s["median_abs_error"]),
+            percent(s["worst_abs_error"]),
         )
     console.print(per_rate)
     predicted = table[~table["fitted"]]
@@ -106,12 +106,12 @@ def report(table: pd.DataFrame, out: Path | None) -> dict:
     for workers in by_workers.columns:
         split.add_column(f"P = {workers}", justify="right")
     for rate, values in by_workers.iterrows():
-        split.add_row(rate_label(rate), *(f"{v:.1%}" for v in values))
+        split.add_row(rate_label(rate), *(percent(v) for v in values))
     console.print(split)
     o = figures["overall"]
     console.print(
         f"all rates: {o['predicted_points']} predicted points, median |error| "
-        f"{o['median_abs_error']:.1%}, worst {o['worst_abs_error']:.1%}"
+        f"{percent(o['median_abs_error'])}, worst {percent(o['worst_abs_error'])}"
     )
     if out is not None:
         from transitsim.testbed.plot import write_page
@@ -120,7 +120,7 @@ def report(table: pd.DataFrame, out: Path | None) -> dict:
         with atomic_path(out / "comparison.csv") as tmp:
             table[TABLE_COLUMNS].to_csv(tmp, index=False, float_format="%.6g")
         with atomic_path(out / "summary.json") as tmp:
-            tmp.write_text(json.dumps(figures, indent=2) + "\n")
+            tmp.write_text(json.dumps(json_ready(figures), indent=2) + "\n")
         note = (
             "Markers: measured median (bars: interquartile range); lines: transitsim on the "
             "same network (one switch, host links at the tbf rate, measured efficiency and "
@@ -146,13 +146,13 @@ def run_command(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No per-point progress lines."),
 ) -> int:
     """Build the testbed, measure gloo collectives, tear it down, compare with transitsim."""
-    if importlib.util.find_spec("torch") is None:
-        raise TransitsimError("transitsim testbed run needs torch: pip install -e '.[train]'")
     from transitsim.testbed import flags
 
     grid = flags.grid(rates, workers, sizes, collectives, calibrate, call_limit, budget,
                       (min_repeats, max_repeats), warmup)  # fmt: skip
     check_writable_folder(out)
+    if importlib.util.find_spec("torch") is None:
+        raise TransitsimError("transitsim testbed run needs torch: pip install -e '.[train]'")
     from transitsim.testbed.measure import measure_grid
     from transitsim.testbed.model import compare
     from transitsim.testbed.netns import preflight
@@ -263,8 +263,6 @@ def ttl_command(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No per-run progress lines."),
 ) -> int:
     """Train A, B, C, E' on the testbed; time-to-loss measured vs transitsim's prediction."""
-    if importlib.util.find_spec("torch") is None:
-        raise TransitsimError("transitsim testbed ttl needs torch: pip install -e '.[train]'")
     from transitsim.testbed import flags
     from transitsim.testbed.netns import preflight
     from transitsim.testbed.ttl_run import Plan, measure
@@ -276,6 +274,8 @@ def ttl_command(
         raise TransitsimError("need 2 <= --hosts <= 8 and 1 <= --steps <= 100000")
     flags.seed(seed)
     check_writable_folder(out)
+    if importlib.util.find_spec("torch") is None:
+        raise TransitsimError("transitsim testbed ttl needs torch: pip install -e '.[train]'")
     preflight()
     plan = Plan(rate_list, variant_list, hosts=hosts, steps=steps, seed=seed)
     out.mkdir(parents=True, exist_ok=True)

@@ -9,7 +9,7 @@ from plotly.subplots import make_subplots
 from transitsim.base.atomic import write_text_atomic
 from transitsim.report import Panel, ReportContext, render_html
 from transitsim.report.common import text
-from transitsim.testbed import rate_label
+from transitsim.testbed import percent, rate_label
 
 RATE_COLOURS = {50e6: "#1f77b4", 200e6: "#ff7f0e", 1e9: "#2ca02c"}
 WORKER_SYMBOLS = {2: "circle", 4: "square", 8: "diamond"}
@@ -135,12 +135,12 @@ def write_page(path: Path | str, table: pd.DataFrame, note: str, figures: dict) 
     fitted = overall["points"] - overall["predicted_points"]
     verdict = [
         f"{overall['predicted_points']} predicted points (and {fitted} fitted): median |error| "
-        f"{overall['median_abs_error']:.1%}, worst {overall['worst_abs_error']:.1%}."
+        f"{percent(overall['median_abs_error'])}, worst {percent(overall['worst_abs_error'])}."
     ]
     assumptions = [
         f"{label}: payload share {f['efficiency']:.4f} (measured by tbf's counters), latency "
         f"{f['latency_s'] * 1e6:.1f} us (RTT/4, measured), alpha {f['alpha_s'] * 1e3:.3f} ms per "
-        f"gloo transfer (fitted); median |error| {f['median_abs_error']:.1%} over "
+        f"gloo transfer (fitted); median |error| {percent(f['median_abs_error'])} over "
         f"{f['predicted_points']} predicted points"
         for label, f in figures["per_rate"].items()
     ]

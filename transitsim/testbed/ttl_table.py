@@ -8,7 +8,7 @@ from rich.console import Console
 from rich.table import Table
 
 from transitsim.base.atomic import atomic_path
-from transitsim.testbed import rate_label
+from transitsim.testbed import json_ready, rate_label
 from transitsim.testbed.ttl_model import COLUMNS
 
 
@@ -78,4 +78,4 @@ def write_table(table: pd.DataFrame, folder: Path) -> None:
     with atomic_path(folder / "time_to_loss.csv") as tmp:
         table.reindex(columns=COLUMNS).to_csv(tmp, index=False, float_format="%.6g")
     with atomic_path(folder / "time_to_loss.json") as tmp:
-        tmp.write_text(json.dumps(summary(table), indent=2) + "\n")
+        tmp.write_text(json.dumps(json_ready(summary(table)), indent=2) + "\n")
