@@ -18,7 +18,7 @@ from rich.table import Table
 
 from transitsim.base.atomic import atomic_path, check_writable_folder
 from transitsim.base.errors import TransitsimError
-from transitsim.testbed import json_ready, percent, rate_label
+from transitsim.testbed import json_ready, percent, rate_label, size_label
 
 TTL_TARGETS = "3.3,3.1"
 DEFAULT_SIZES = "64 KiB,256 KiB,1 MiB,4 MiB,16 MiB,64 MiB"
@@ -45,13 +45,6 @@ def _write_parquet(frame: pd.DataFrame, path: Path) -> None:
         frame.to_parquet(tmp, index=False)
 
 
-def _size(nbytes: int) -> str:
-    for unit, shift in (("MiB", 20), ("KiB", 10)):
-        if nbytes >= 1 << shift and nbytes % (1 << shift) == 0:
-            return f"{nbytes >> shift} {unit}"
-    return f"{nbytes:,} B"
-
-
 def report(table: pd.DataFrame, out: Path | None) -> dict:
     """Print the comparison and its summary; write comparison.{parquet,csv}, report.html."""
     from transitsim.testbed.model import summary
@@ -66,7 +59,7 @@ def report(table: pd.DataFrame, out: Path | None) -> dict:
             rate_label(row.rate_bps),
             row.collective,
             str(row.workers),
-            _size(row.bytes),
+            size_label(row.bytes),
             f"{row.median_s:.4f}",
             f"{row.spread:.1%}",
             f"{row.simulated_s:.4f}",
@@ -121,10 +114,13 @@ def report(table: pd.DataFrame, out: Path | None) -> dict:
             table[TABLE_COLUMNS].to_csv(tmp, index=False, float_format="%.6g")
         with atomic_path(out / "summary.json") as tmp:
             tmp.write_text(json.dumps(json_ready(figures), indent=2) + "\n")
+        fitted = ", ".join(
+            size_label(int(b)) for b in sorted(set(table.loc[table["fitted"], "bytes"]))
+        )
         note = (
             "Markers: measured median (bars: interquartile range); lines: transitsim on the "
             "same network (one switch, host links at the tbf rate, measured efficiency and "
-            "latency, alpha fitted on the 1 MiB points of each rate)."
+            f"latency, alpha fitted on the {fitted} points of each rate)."
         )
         write_page(out / "report.html", table, note, figures)
         console.print(f"wrote {out}/comparison.parquet, comparison.csv, summary.json, report.html")

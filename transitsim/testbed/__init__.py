@@ -16,6 +16,14 @@ def rate_label(rate_bps: float) -> str:
     return f"{rate_bps / 1e9:g} Gb/s" if rate_bps >= 1e9 else f"{rate_bps / 1e6:g} Mb/s"
 
 
+def size_label(nbytes: int) -> str:
+    """A payload as the tables print it: "64 KiB", "1 MiB", "1,000 B"."""
+    for unit, shift in (("MiB", 20), ("KiB", 10)):
+        if nbytes >= 1 << shift and nbytes % (1 << shift) == 0:
+            return f"{nbytes >> shift} {unit}"
+    return f"{nbytes:,} B"
+
+
 def percent(value: float, signed: bool = False) -> str:
     """A share as the tables print it ("5.6%"), "–" where there is none (no predicted point)."""
     if value != value:  # NaN

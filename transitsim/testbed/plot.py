@@ -9,7 +9,7 @@ from plotly.subplots import make_subplots
 from transitsim.base.atomic import write_text_atomic
 from transitsim.report import Panel, ReportContext, render_html
 from transitsim.report.common import text
-from transitsim.testbed import percent, rate_label
+from transitsim.testbed import percent, rate_label, size_label
 
 RATE_COLOURS = {50e6: "#1f77b4", 200e6: "#ff7f0e", 1e9: "#2ca02c"}
 WORKER_SYMBOLS = {2: "circle", 4: "square", 8: "diamond"}
@@ -95,7 +95,7 @@ def table_figure(table: pd.DataFrame) -> go.Figure:
         [rate_label(r) for r in table["rate_bps"]],
         [text(c) for c in table["collective"]],
         [str(int(w)) for w in table["workers"]],
-        [f"{int(b):,} B" for b in table["bytes"]],
+        [size_label(int(b)) for b in table["bytes"]],
         [str(int(r)) for r in table["repeats"]],
         [f"{m:.4f}" for m in table["median_s"]],
         [f"{x:.1%}" for x in table["spread"]],
