@@ -58,7 +58,8 @@ def check_numbers(frame: pd.DataFrame, name: str, where: str) -> np.ndarray:
         k = _first_bad(bad)
         kind = f"{'whole ' if whole else ''}numbers {'from' if closed else 'above'}"
         raise TransitsimError(
-            f"{where}: column {name!r} row {k}: {values[k]!r}, expected {kind} {low:g} to {high:g}"
+            f"{where}: column {name!r} row {k}: {float(values[k]):g}, "
+            f"expected {kind} {low:g} to {high:g}"
         )
     return values
 
