@@ -5,7 +5,8 @@ A trace is a real Parquet file written with pyarrow from a recorded run whose st
 metadata was changed (a column dropped or of another kind, NaN/inf/negative/2^62 values, steps
 out of order, "False" as text, nothing in it), or whose bytes were cut short, flipped or replaced.
 A log is the published JSONL format with lines deleted, cut short, swapped or with a field
-replaced by a hostile JSON value (NaN, Infinity, 2^70, text, lists, objects).
+replaced by a hostile JSON value (NaN, Infinity, 2^70, text, lists, objects). The testbed's
+tables (issue 27): measured tables and a `testbed ttl` folder's runs.csv and calibration.
 
 The promise checked for every example: exit 2 with exactly one line on stderr and nothing
 written (no output folder), or exit 0 with outputs that are whole and hold finite times; never
@@ -17,6 +18,7 @@ import io
 import json
 import math
 import os
+import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -462,3 +464,135 @@ def test_generated_broken_logs_import_whole_or_not_at_all(data: bytes) -> None:
         (row,) = json.loads(stdout)
         for key in ("time_s", "step_s", "wire_bytes"):
             assert math.isfinite(row[key]) and row[key] >= 0, (key, row)
+
+
+# --- testbed tables (issue 27): measured.parquet-like tables, a `testbed ttl` folder ----------
+
+TESTBED = ROOT / "docs" / "testbed"
+# half the examples: an accepted table writes a whole report (plotly inlined), ~1 s here
+FUZZ_TESTBED = settings(FUZZ, max_examples=max(1, FUZZ.max_examples // 2))
+CELL_VALUES = st.one_of(
+    SPECIAL_NUMBERS,
+    SPECIAL_INTS,
+    st.sampled_from([True, "50 Mb/s", "", "nan", "[0.0]", "[0, 1e400]", "[", "<b>x</b>", "é"]),
+    st.builds(json.dumps, JSON_VALUE),
+)
+
+
+def _measured_base() -> pd.DataFrame:
+    """The committed points at 50 Mb/s with 2 workers (8 rows: compared in a blink)."""
+    frame = pd.read_parquet(TESTBED / "measured.parquet")
+    return frame[(frame["rate_bps"] == 50e6) & (frame["workers"] == 2)].reset_index(drop=True)
+
+
+@st.composite
+def measured_mutation(draw, frame: pd.DataFrame) -> pd.DataFrame:
+    """One to three changes: a column dropped or replaced, a cell replaced, rows cut."""
+    for _ in range(draw(st.integers(1, 3))):
+        kind = draw(st.sampled_from(["cell", "cell", "column", "drop", "rows"]))
+        name = draw(st.sampled_from(list(frame.columns))) if len(frame.columns) else None
+        if kind == "rows" or name is None:
+            frame = frame.iloc[: draw(st.integers(0, len(frame)))]
+        elif kind == "drop":
+            frame = frame.drop(columns=[name])
+        elif kind == "column":
+            frame = frame.assign(**{name: draw(CELL_VALUES)})
+        elif len(frame):
+            values = frame[name].astype(object)
+            values.iloc[draw(st.integers(0, len(frame) - 1))] = draw(CELL_VALUES)
+            frame = frame.assign(**{name: values})
+    return frame
+
+
+def _write_frame(frame: pd.DataFrame, path: Path) -> None:
+    """As Parquet; a column pyarrow cannot hold as it is (mixed kinds) goes as text."""
+    for name in frame.columns:
+        try:
+            pa.array(frame[name].tolist())
+        except (pa.ArrowException, OverflowError):
+            frame = frame.assign(**{name: frame[name].astype(str)})
+    frame.to_parquet(path)
+
+
+@FUZZ_TESTBED
+@given(frame=measured_mutation(_measured_base()))
+def test_generated_broken_measured_tables_are_compared_whole_or_refused(frame) -> None:
+    with tempfile.TemporaryDirectory() as folder:
+        path, out = Path(folder) / "measured.parquet", Path(folder) / "out"
+        _write_frame(frame, path)
+        argv = ["testbed", "compare", str(path), "-o", str(out)]
+        code, _, stderr = run_cli(argv)
+        event(f"compare exit {code}")
+        if code != 0:
+            assert_refused(argv, code, stderr)
+            assert not out.exists(), "a refused comparison wrote"
+            return
+        table = pd.read_csv(out / "comparison.csv")
+        assert len(table) == len(frame)
+        for name in ("simulated_s", "rel_error", "alpha_s"):
+            assert table[name].map(math.isfinite).all(), name
+        assert (table["simulated_s"] > 0).all() and (table["alpha_s"] >= 0).all()
+        assert (out / "report.html").read_text().rstrip().endswith("</html>")
+
+
+def _ttl_base(folder: Path) -> None:
+    """The committed A run at 50 Mb/s cut to 60 steps (3.3 at step 50), as a ttl folder."""
+    runs = pd.read_csv(TESTBED / "ttl" / "runs.csv").iloc[:1]
+    trace = read_trace(TESTBED / "ttl" / runs["trace"].iloc[0])
+    write_trace(folder / runs["trace"].iloc[0], trace.steps.iloc[:60], trace.meta)
+    shutil.copy(TESTBED / "ttl" / "calibration.parquet", folder)
+    runs.to_csv(folder / "runs.csv", index=False)
+
+
+RUNS_CELLS = st.sampled_from(
+    ["", "nan", "inf", "-5e7", "1e400", "0", "50 Mb/s", "A", "E'", "traces", "../runs.csv",
+     "/etc/passwd", "runs.csv", "traces/A-50Mbps", '"', "5e7", "400000000.0", "\x00"]
+)  # fmt: skip
+
+
+@st.composite
+def ttl_folder_damage(draw) -> tuple[str, Any]:
+    """A damaged runs.csv (a cell, a column, the rows) or a damaged calibration table."""
+    if draw(st.integers(0, 3)) == 0:
+        calibration = pd.read_parquet(TESTBED / "ttl" / "calibration.parquet")
+        return "calibration", draw(measured_mutation(calibration))
+    lines = (TESTBED / "ttl" / "runs.csv").read_text().splitlines()[:3]
+    rows = [line.split(",") for line in lines]
+    for _ in range(draw(st.integers(1, 3))):
+        kind = draw(st.sampled_from(["cell", "cell", "cell", "rows", "junk"]))
+        if kind == "rows":
+            rows = rows[: draw(st.integers(0, len(rows)))]
+        elif kind == "junk":
+            rows.insert(draw(st.integers(0, len(rows))), [draw(RUNS_CELLS)])
+        elif rows:
+            row = rows[draw(st.integers(0, len(rows) - 1))]
+            row[draw(st.integers(0, len(row) - 1))] = draw(RUNS_CELLS)
+    return "runs", "\n".join(",".join(row) for row in rows) + "\n"
+
+
+@FUZZ_TESTBED
+@given(damage=ttl_folder_damage())
+def test_generated_broken_ttl_folders_are_predicted_or_refused(damage) -> None:
+    kind, value = damage
+    with tempfile.TemporaryDirectory() as folder:
+        folder = Path(folder)
+        _ttl_base(folder)
+        if kind == "calibration":
+            _write_frame(value, folder / "calibration.parquet")
+        else:
+            (folder / "runs.csv").write_text(value, encoding="utf-8")
+        before = {p: p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+        argv = ["testbed", "ttl-compare", str(folder), "--targets", "3.3,1.0", "--write"]
+        code, _, stderr = run_cli(argv)
+        event(f"ttl-compare ({kind}) exit {code}")
+        if code != 0:
+            assert_refused(argv, code, stderr)
+            after = {p: p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+            assert after == before, "a refused ttl-compare changed the folder"
+            return
+        table = pd.read_csv(folder / "time_to_loss.csv")
+        reached = table.dropna(subset=["step"])
+        assert len(reached) and table["step"].isna().any()  # 3.3 is reached, 1.0 is not
+        for name in ("measured_s", "predicted_s", "exchange_predicted_s"):
+            assert (reached[name].map(math.isfinite) & (reached[name] > 0)).all(), name
+        assert ((reached["exchange_share"] >= 0) & (reached["exchange_share"] <= 1)).all()

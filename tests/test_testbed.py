@@ -148,8 +148,11 @@ def test_missing_tc_is_an_error(monkeypatch):
         netns.preflight()
 
 
-def test_refused_namespace_is_an_error(monkeypatch):
+def test_refused_namespace_is_an_error(monkeypatch, tmp_path):
     """`ip netns add` failing (no CAP_SYS_ADMIN in a container) is one line, nothing left."""
+    from transitsim.testbed import ledger
+
+    monkeypatch.setattr(ledger, "STATE_DIR", tmp_path / "records")
     monkeypatch.setattr(netns.os, "geteuid", lambda: 0)
     monkeypatch.setattr(netns.shutil, "which", lambda tool: "/x")
     real = netns._run
@@ -162,6 +165,7 @@ def test_refused_namespace_is_an_error(monkeypatch):
     monkeypatch.setattr(netns, "_run", refuse)
     with pytest.raises(TestbedError, match="cannot create network namespace.*permission denied"):
         Testbed(2, Shaping.for_rate(50e6)).up()
+    assert list((tmp_path / "records").iterdir()) == []  # the record went with the attempt
 
 
 def test_committed_comparison_is_reproduced():

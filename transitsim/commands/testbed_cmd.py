@@ -16,10 +16,9 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from transitsim.base.atomic import atomic_path
+from transitsim.base.atomic import atomic_path, check_writable_folder
 from transitsim.base.errors import TransitsimError
-from transitsim.base.units import parse_bytes, parse_rate_bps
-from transitsim.testbed import rate_label
+from transitsim.testbed import json_ready, percent, rate_label, size_label
 
 TTL_TARGETS = "3.3,3.1"
 DEFAULT_SIZES = "64 KiB,256 KiB,1 MiB,4 MiB,16 MiB,64 MiB"
@@ -41,33 +40,9 @@ TABLE_COLUMNS = [
 ]
 
 
-def _list(text: str, parse, what: str) -> list:
-    items = [t.strip() for t in text.split(",") if t.strip()]
-    if not items:
-        raise TransitsimError(f"--{what} needs at least one value")
-    return [parse(t) for t in items]
-
-
-def _workers(text: str) -> int:
-    if not text.isdigit() or not 2 <= int(text) <= 16:
-        raise TransitsimError(f"--workers: expected integers 2..16, got {text!r}")
-    return int(text)
-
-
-def _collective(text: str) -> str:
-    name = text.replace("-", "_")
-    if name not in ("all_reduce", "all_gather"):
-        raise TransitsimError(f"--collectives: expected all-reduce or all-gather, got {text!r}")
-    return name
-
-
 def _write_parquet(frame: pd.DataFrame, path: Path) -> None:
     with atomic_path(path) as tmp:
         frame.to_parquet(tmp, index=False)
-
-
-def _size(nbytes: int) -> str:
-    return f"{nbytes >> 20} MiB" if nbytes >= 1 << 20 else f"{nbytes >> 10} KiB"
 
 
 def report(table: pd.DataFrame, out: Path | None) -> dict:
@@ -84,7 +59,7 @@ def report(table: pd.DataFrame, out: Path | None) -> dict:
             rate_label(row.rate_bps),
             row.collective,
             str(row.workers),
-            _size(row.bytes),
+            size_label(row.bytes),
             f"{row.median_s:.4f}",
             f"{row.spread:.1%}",
             f"{row.simulated_s:.4f}",
@@ -111,8 +86,8 @@ def report(table: pd.DataFrame, out: Path | None) -> dict:
             f"{group['latency_s'].iloc[0] * 1e6:.1f} us",
             f"{group['alpha_s'].iloc[0] * 1e3:.3f} ms",
             f"{s['predicted_points']} (+{s['points'] - s['predicted_points']} fitted)",
-            f"{s['median_abs_error']:.1%}",
-            f"{s['worst_abs_error']:.1%}",
+            percent(s["median_abs_error"]),
+            percent(s["worst_abs_error"]),
         )
     console.print(per_rate)
     predicted = table[~table["fitted"]]
@@ -124,12 +99,12 @@ def report(table: pd.DataFrame, out: Path | None) -> dict:
     for workers in by_workers.columns:
         split.add_column(f"P = {workers}", justify="right")
     for rate, values in by_workers.iterrows():
-        split.add_row(rate_label(rate), *(f"{v:.1%}" for v in values))
+        split.add_row(rate_label(rate), *(percent(v) for v in values))
     console.print(split)
     o = figures["overall"]
     console.print(
         f"all rates: {o['predicted_points']} predicted points, median |error| "
-        f"{o['median_abs_error']:.1%}, worst {o['worst_abs_error']:.1%}"
+        f"{percent(o['median_abs_error'])}, worst {percent(o['worst_abs_error'])}"
     )
     if out is not None:
         from transitsim.testbed.plot import write_page
@@ -138,13 +113,16 @@ def report(table: pd.DataFrame, out: Path | None) -> dict:
         with atomic_path(out / "comparison.csv") as tmp:
             table[TABLE_COLUMNS].to_csv(tmp, index=False, float_format="%.6g")
         with atomic_path(out / "summary.json") as tmp:
-            tmp.write_text(json.dumps(figures, indent=2) + "\n")
+            tmp.write_text(json.dumps(json_ready(figures), indent=2) + "\n")
+        fitted = ", ".join(
+            size_label(int(b)) for b in sorted(set(table.loc[table["fitted"], "bytes"]))
+        )
         note = (
             "Markers: measured median (bars: interquartile range); lines: transitsim on the "
             "same network (one switch, host links at the tbf rate, measured efficiency and "
-            "latency, alpha fitted on the 1 MiB points of each rate)."
+            f"latency, alpha fitted on the {fitted} points of each rate)."
         )
-        write_page(out / "report.html", table, note)
+        write_page(out / "report.html", table, note, figures)
         console.print(f"wrote {out}/comparison.parquet, comparison.csv, summary.json, report.html")
     return figures
 
@@ -164,35 +142,36 @@ def run_command(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No per-point progress lines."),
 ) -> int:
     """Build the testbed, measure gloo collectives, tear it down, compare with transitsim."""
+    from transitsim.testbed import flags
+
+    grid = flags.grid(rates, workers, sizes, collectives, calibrate, call_limit, budget,
+                      (min_repeats, max_repeats), warmup)  # fmt: skip
+    check_writable_folder(out)
     if importlib.util.find_spec("torch") is None:
         raise TransitsimError("transitsim testbed run needs torch: pip install -e '.[train]'")
-    rate_list = _list(rates, parse_rate_bps, "rates")
-    worker_list = _list(workers, _workers, "workers")
-    size_list = _list(sizes, parse_bytes, "sizes")
-    coll_list = _list(collectives, _collective, "collectives")
-    calib = parse_bytes(calibrate)
-    if calib not in size_list:
-        raise TransitsimError(f"--calibrate {calibrate!r} must be one of --sizes")
-    if not 1 <= min_repeats <= max_repeats or warmup < 0:
-        raise TransitsimError("need 1 <= --min-repeats <= --max-repeats and --warmup >= 0")
     from transitsim.testbed.measure import measure_grid
     from transitsim.testbed.model import compare
     from transitsim.testbed.netns import preflight
+    from transitsim.testbed.tables import check_measured
 
     preflight()
     measured = measure_grid(
-        rate_list,
-        worker_list,
-        size_list,
-        coll_list,
-        call_limit_s=call_limit,
-        budget_s=budget,
-        repeats=(min_repeats, max_repeats),
-        warmup=warmup,
+        grid.rates_bps,
+        grid.workers,
+        grid.sizes,
+        grid.collectives,
+        call_limit_s=grid.call_limit_s,
+        budget_s=grid.budget_s,
+        repeats=grid.repeats,
+        warmup=grid.warmup,
         log=(lambda line: None) if quiet else (lambda line: print(line, flush=True)),
     )
     _write_parquet(measured, out / "measured.parquet")
-    report(compare(measured, calib), out)
+    try:
+        checked = check_measured(measured, out / "measured.parquet")
+    except TransitsimError as exc:
+        raise TransitsimError(f"{exc} (the measurement is kept there)") from None
+    report(compare(checked, grid.calibration_bytes), out)
     return 0
 
 
@@ -203,18 +182,20 @@ def compare_command(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Accepted: prints the comparison."),
 ) -> int:
     """Replay a measured table through transitsim and print the comparison (no root needed)."""
+    from transitsim.testbed.flags import size
     from transitsim.testbed.model import compare
+    from transitsim.testbed.tables import check_measured
 
+    calibration_bytes = size(calibrate, "calibrate")
+    if out is not None:
+        check_writable_folder(out)
     if not measured.is_file():
         raise TransitsimError(f"no measured table at {measured}")
     try:
         frame = pd.read_parquet(measured)
     except Exception as exc:  # pyarrow raises several types for a non-Parquet file
         raise TransitsimError(f"{measured}: not a Parquet table ({type(exc).__name__})") from None
-    needed = {"rate_bps", "collective", "workers", "bytes", "median_s", "start_offsets_s"}
-    if missing := needed - set(frame.columns):
-        raise TransitsimError(f"{measured}: not a testbed table (missing {sorted(missing)})")
-    report(compare(frame, parse_bytes(calibrate)), out)
+    report(compare(check_measured(frame, measured), calibration_bytes), out)
     return 0
 
 
@@ -222,7 +203,8 @@ def down_command(
     everything: bool = typer.Option(False, "--all", help="also live runs' namespaces"),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Print nothing but errors."),
 ) -> int:
-    """Remove testbed namespaces left by killed runs (their creating process is gone)."""
+    """Remove what killed testbed runs recorded (their creating process is gone); --all also
+    live runs'. A namespace no run recorded is never touched, whatever its name."""
     from transitsim.testbed.netns import cleanup_leftovers, preflight
 
     preflight()
@@ -241,17 +223,9 @@ def _variant(text: str) -> str:
     return name
 
 
-def _target(text: str) -> float:
-    from transitsim.analysis.metrics import check_target
-
-    try:
-        return check_target(float(text))
-    except ValueError:
-        raise TransitsimError(f"--targets: expected loss values, got {text!r}") from None
-
-
 def ttl_report(folder: Path, targets: list[float], write: bool) -> pd.DataFrame:
     """Predict every recorded run's time to each target; print the table; write it."""
+    from transitsim.testbed.tables import check_measured, check_runs
     from transitsim.testbed.ttl_model import compare
     from transitsim.testbed.ttl_table import print_table, write_table
 
@@ -265,8 +239,8 @@ def ttl_report(folder: Path, targets: list[float], write: bool) -> pd.DataFrame:
     except Exception as exc:  # pandas and pyarrow raise many types for a damaged file
         raise TransitsimError(f"{folder}: unreadable runs.csv or calibration.parquet "
                               f"({type(exc).__name__})") from None  # fmt: skip
-    if missing := {"variant", "rate_bps", "trace"} - set(runs.columns):
-        raise TransitsimError(f"{runs_path}: missing column(s) {sorted(missing)}")
+    runs = check_runs(runs, folder, runs_path)
+    calibration = check_measured(calibration, calib_path)
     table = compare(folder, runs, calibration, targets)
     print_table(table)
     if write:
@@ -285,16 +259,19 @@ def ttl_command(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No per-run progress lines."),
 ) -> int:
     """Train A, B, C, E' on the testbed; time-to-loss measured vs transitsim's prediction."""
-    if importlib.util.find_spec("torch") is None:
-        raise TransitsimError("transitsim testbed ttl needs torch: pip install -e '.[train]'")
+    from transitsim.testbed import flags
     from transitsim.testbed.netns import preflight
     from transitsim.testbed.ttl_run import Plan, measure
 
-    rate_list = _list(rates, parse_rate_bps, "rates")
-    variant_list = _list(variants, _variant, "variants")
-    target_list = _list(targets, _target, "targets")
+    rate_list = flags.parse_list(rates, flags.rate, "rates")
+    variant_list = flags.parse_list(variants, _variant, "variants")
+    target_list = flags.parse_list(targets, flags.target, "targets")
     if not 2 <= hosts <= 8 or not 1 <= steps <= 100_000:
         raise TransitsimError("need 2 <= --hosts <= 8 and 1 <= --steps <= 100000")
+    flags.seed(seed)
+    check_writable_folder(out)
+    if importlib.util.find_spec("torch") is None:
+        raise TransitsimError("transitsim testbed ttl needs torch: pip install -e '.[train]'")
     preflight()
     plan = Plan(rate_list, variant_list, hosts=hosts, steps=steps, seed=seed)
     out.mkdir(parents=True, exist_ok=True)
@@ -313,7 +290,9 @@ def ttl_compare_command(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Accepted: prints the table."),
 ) -> int:
     """Predict the recorded runs' time-to-loss again and print the table (no root, no torch)."""
-    ttl_report(folder, _list(targets, _target, "targets"), write)
+    from transitsim.testbed import flags
+
+    ttl_report(folder, flags.parse_list(targets, flags.target, "targets"), write)
     return 0
 
 

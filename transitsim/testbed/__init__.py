@@ -8,7 +8,33 @@ the testbed, ttl_model.py predicts the runs' time to loss, ttl_table.py prints i
 `transitsim testbed run|compare|down|ttl|ttl-compare`; write-up: docs/testbed.md.
 """
 
+import math
+
 
 def rate_label(rate_bps: float) -> str:
     """A tbf rate as the testbed's tables and plots print it: "50 Mb/s", "1 Gb/s"."""
     return f"{rate_bps / 1e9:g} Gb/s" if rate_bps >= 1e9 else f"{rate_bps / 1e6:g} Mb/s"
+
+
+def size_label(nbytes: int) -> str:
+    """A payload as the tables print it: "64 KiB", "1 MiB", "1,000 B"."""
+    for unit, shift in (("MiB", 20), ("KiB", 10)):
+        if nbytes >= 1 << shift and nbytes % (1 << shift) == 0:
+            return f"{nbytes >> shift} {unit}"
+    return f"{nbytes:,} B"
+
+
+def percent(value: float, signed: bool = False) -> str:
+    """A share as the tables print it ("5.6%"), "–" where there is none (no predicted point)."""
+    if value != value:  # NaN
+        return "–"
+    return f"{value:+.1%}" if signed else f"{value:.1%}"
+
+
+def json_ready(value: object) -> object:
+    """`value` with every NaN and infinity as null: summary files are strict JSON."""
+    if isinstance(value, dict):
+        return {k: json_ready(v) for k, v in value.items()}
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value

@@ -7,6 +7,7 @@ each after a barrier. One row per point: the median and spread of the collective
 share of the line that tbf's own byte counters saw, and the testbed's parameters.
 """
 
+import importlib.metadata
 import json
 import os
 import platform
@@ -83,8 +84,9 @@ def _stop(procs: list[subprocess.Popen]) -> None:
 
 
 def _launch(testbed: Testbed, i: int, argv: list[str], env: dict, log: Path) -> subprocess.Popen:
+    """argv in host i's namespace, in a session of its own, recorded as the testbed's."""
     with log.open("w") as stream:
-        return subprocess.Popen(
+        proc = subprocess.Popen(
             testbed.exec_argv(i, argv),
             env=env,
             stdout=stream,
@@ -92,6 +94,12 @@ def _launch(testbed: Testbed, i: int, argv: list[str], env: dict, log: Path) -> 
             stdin=subprocess.DEVNULL,
             start_new_session=True,
         )
+    try:
+        testbed.started(proc.pid)
+    except BaseException:
+        _stop([proc])
+        raise
+    return proc
 
 
 def _wait_all(procs: list[subprocess.Popen], deadline: float, logs: list[Path]) -> None:
@@ -275,13 +283,11 @@ def measure_grid(
 
 
 def _torch_version() -> str:
-    done = subprocess.run(
-        [sys.executable, "-c", "import torch; print(torch.__version__)"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    return done.stdout.strip() or "?"
+    """The installed torch's version, from its metadata (importing it costs seconds here)."""
+    try:
+        return importlib.metadata.version("torch")
+    except importlib.metadata.PackageNotFoundError:
+        return "?"
 
 
 def median_abs(values: list[float]) -> float:

@@ -28,6 +28,7 @@ which carry the bytes gloo's rings carry (see gloo_algos).
 """
 
 import json
+import math
 import statistics
 
 import numpy as np
@@ -83,12 +84,14 @@ def fit_alpha(rows: pd.DataFrame) -> float:
     slope = (probe - base) / ALPHA_PROBE_S
     measured = rows["median_s"].to_numpy()
     x, y = slope / measured, (measured - base) / measured
-    return max(0.0, float(np.dot(x, y) / np.dot(x, x)))
+    norm = float(np.dot(x, x))
+    return max(0.0, float(np.dot(x, y)) / norm) if norm > 0 else 0.0
 
 
 def compare(measured: pd.DataFrame, calibration_bytes: int = CALIBRATION_BYTES) -> pd.DataFrame:
     """Every measured point beside transitsim's prediction; alpha fitted per rate on the
-    calibration size only (those rows are marked `fitted`)."""
+    calibration size only (those rows are marked `fitted`). `measured` is a table
+    tables.check_measured accepted (the commands check it; this trusts it)."""
     out = []
     for rate, group in measured.groupby("rate_bps", sort=True):
         calib = group[group["bytes"] == calibration_bytes]
@@ -99,6 +102,11 @@ def compare(measured: pd.DataFrame, calibration_bytes: int = CALIBRATION_BYTES) 
         alpha = fit_alpha(calib)
         for _, row in group.iterrows():
             simulated = simulate_point(row, alpha)
+            if not (math.isfinite(simulated) and simulated > 0):
+                raise TransitsimError(
+                    f"testbed: the simulation of {row['collective']} of {int(row['bytes'])} B on "
+                    f"{int(row['workers'])} workers at {rate:g} b/s gave {simulated!r} s"
+                )
             out.append(
                 {
                     **row.to_dict(),

@@ -1,6 +1,6 @@
 """A real network on this machine: host namespaces on one bridge, every host link shaped by tbf.
 
-Layout of one testbed (run id `tsb-<pid>-<tag>`):
+Layout of one testbed (run id `tsb-<pid>-<tag>`, the tag 8 random hex digits):
 
     <run>-sw   the switch namespace: bridge `br0`, one port `p<i>` per host
     <run>-h<i> host i: `eth0` (veth peer of `p<i>`), address 10.77.0.<i+1>/24, and `lo`
@@ -8,8 +8,9 @@ Layout of one testbed (run id `tsb-<pid>-<tag>`):
 Both directions of every host link are shaped with `tc tbf` to the same rate: the host's
 `eth0` egress (host -> switch) and the switch port's `p<i>` egress (switch -> host). Nothing
 is created in, routed to or addressed from the root namespace: every device is made inside the
-switch namespace and its peer moved straight into the host's. The names carry the creating
-process id, so `cleanup_leftovers` can tell a killed run's namespaces from a live run's.
+switch namespace and its peer moved straight into the host's. What a run creates and starts is
+recorded in its ledger (ledger.py) before it exists; teardown and `cleanup_leftovers` remove
+only what a ledger records, never anything found by its name.
 Every command has a timeout; every loop is bounded by the (small) number of hosts.
 """
 
@@ -17,23 +18,17 @@ import os
 import re
 import secrets
 import shutil
-import signal
-import subprocess
 from dataclasses import dataclass, field
 
-from transitsim.base.errors import TransitsimError
+from transitsim.testbed import ledger
+from transitsim.testbed.shell import TestbedError
+from transitsim.testbed.shell import run as _run
 
 PREFIX = "tsb-"
-NAME_RE = re.compile(r"^tsb-(\d+)-([0-9a-f]{4})-(sw|h\d+)$")
 SUBNET = "10.77.0"
 MAX_HOSTS = 16
-COMMAND_TIMEOUT_S = 15.0
 
-
-class TestbedError(TransitsimError):
-    """The testbed cannot be built here (not root, tools missing, namespaces refused)."""
-
-    __test__ = False  # not a pytest test class despite the name
+__all__ = ["Shaping", "Testbed", "TestbedError", "cleanup_leftovers", "list_namespaces"]
 
 
 @dataclass(frozen=True)
@@ -61,19 +56,6 @@ class Shaping:
         ]
 
 
-def _run(argv: list[str], check: bool = True) -> subprocess.CompletedProcess:
-    try:
-        done = subprocess.run(
-            argv, capture_output=True, text=True, timeout=COMMAND_TIMEOUT_S, check=False
-        )
-    except subprocess.TimeoutExpired:
-        raise TestbedError(f"testbed: {' '.join(argv)!r} did not finish in 15 s") from None
-    if check and done.returncode != 0:
-        detail = (done.stderr or done.stdout).strip().splitlines()
-        raise TestbedError(f"testbed: {' '.join(argv)} failed: {detail[-1] if detail else '?'}")
-    return done
-
-
 def preflight() -> None:
     """One-line TestbedError unless this process can build a testbed: root, ip, tc."""
     if os.geteuid() != 0:
@@ -89,44 +71,10 @@ def list_namespaces() -> list[str]:
     return [line.split()[0] for line in done.stdout.splitlines() if line.strip()]
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def _kill_inside(namespace: str) -> None:
-    """SIGKILL every process still running in a namespace (left by a killed run)."""
-    done = _run(["ip", "netns", "pids", namespace], check=False)
-    for token in done.stdout.split()[:256]:
-        if token.isdigit() and int(token) != os.getpid():
-            try:
-                os.kill(int(token), signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-
-
-def delete_namespace(namespace: str) -> None:
-    """Kill what runs inside, then delete it (its veth ends go with it)."""
-    _kill_inside(namespace)
-    _run(["ip", "netns", "delete", namespace], check=False)
-
-
 def cleanup_leftovers(everything: bool = False) -> list[str]:
-    """Delete testbed namespaces whose creating process is gone (all of ours if `everything`)."""
-    removed = []
-    for name in list_namespaces():
-        match = NAME_RE.match(name)
-        if match is None:
-            continue
-        if everything or not _alive(int(match.group(1))):
-            delete_namespace(name)
-            removed.append(name)
-    return removed
+    """Delete the namespaces recorded by runs whose process is gone (by every other run too if
+    `everything`), killing only the processes those runs started. Returns what was deleted."""
+    return ledger.cleanup(everything)
 
 
 @dataclass
@@ -137,8 +85,9 @@ class Testbed:
 
     hosts: int
     shaping: Shaping
-    run_id: str = field(default_factory=lambda: f"{PREFIX}{os.getpid()}-{secrets.token_hex(2)}")
+    run_id: str = field(default_factory=lambda: f"{PREFIX}{os.getpid()}-{secrets.token_hex(4)}")
     created: list[str] = field(default_factory=list)
+    record: ledger.Ledger | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         if not 1 <= self.hosts <= MAX_HOSTS:
@@ -156,13 +105,19 @@ class Testbed:
         return f"{SUBNET}.{i + 1}"
 
     def _add_namespace(self, name: str) -> None:
+        assert self.record is not None
+        if ledger.identity(name) is not None:
+            raise TestbedError(f"testbed: a namespace named {name} exists already: not ours")
+        self.record.intend(name)
         done = _run(["ip", "netns", "add", name], check=False)
         if done.returncode != 0:
+            self.record.forget(name)  # whatever holds the name now is not this run's
             detail = done.stderr.strip().splitlines()
             raise TestbedError(
                 f"testbed: cannot create network namespace {name}: "
                 f"{detail[-1] if detail else 'refused'}"
             )
+        self.record.created(name)
         self.created.append(name)
         _run(["ip", "-n", name, "link", "set", "lo", "up"])
         # IPv6 autoconfiguration only adds chatter to the measured links.
@@ -172,6 +127,7 @@ class Testbed:
     def up(self) -> "Testbed":
         """Build the namespaces, bridge, veths, addresses and shaping; on failure, undo it."""
         preflight()
+        self.record = ledger.Ledger.begin(self.run_id)
         try:
             self._add_namespace(self.switch)
             sw = ["ip", "-n", self.switch]
@@ -213,10 +169,16 @@ class Testbed:
         """argv run inside host i's namespace."""
         return ["ip", "netns", "exec", self.host(i), *argv]
 
+    def started(self, pid: int) -> None:
+        """Record a process started inside this testbed (its teardown may kill it)."""
+        if self.record is not None:
+            self.record.started(pid)
+
     def down(self) -> None:
-        """Delete everything this testbed created (idempotent)."""
-        for name in reversed(self.created):
-            delete_namespace(name)
+        """Kill what this testbed started and delete what it created (idempotent)."""
+        if self.record is not None:
+            self.record.teardown()
+            self.record = None
         self.created.clear()
 
     def __enter__(self) -> "Testbed":

@@ -7,8 +7,9 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from transitsim.base.atomic import write_text_atomic
-from transitsim.report import Panel, render_html
-from transitsim.testbed import rate_label
+from transitsim.report import Panel, ReportContext, render_html
+from transitsim.report.common import text
+from transitsim.testbed import percent, rate_label, size_label
 
 RATE_COLOURS = {50e6: "#1f77b4", 200e6: "#ff7f0e", 1e9: "#2ca02c"}
 WORKER_SYMBOLS = {2: "circle", 4: "square", 8: "diamond"}
@@ -71,8 +72,51 @@ def figure(table: pd.DataFrame, collective: str) -> go.Figure:
     return fig
 
 
-def write_page(path: Path | str, table: pd.DataFrame, note: str) -> Path:
-    """The self-contained page (plotly.js inlined once)."""
+SHOWN = (
+    "rate",
+    "collective",
+    "P",
+    "payload",
+    "repeats",
+    "measured s",
+    "spread",
+    "simulated s",
+    "error",
+    "gloo algorithm",
+)
+
+
+def table_figure(table: pd.DataFrame) -> go.Figure:
+    """Every point as a plotly table (the page's summary table is the simulator's format, which
+    a testbed comparison is not, so the points travel as a figure of their own)."""
+    pairs = zip(table["rel_error"], table["fitted"], strict=True)
+    error = [f"{e:+.1%}" + (" (fitted)" if f else "") for e, f in pairs]
+    columns = [
+        [rate_label(r) for r in table["rate_bps"]],
+        [text(c) for c in table["collective"]],
+        [str(int(w)) for w in table["workers"]],
+        [size_label(int(b)) for b in table["bytes"]],
+        [str(int(r)) for r in table["repeats"]],
+        [f"{m:.4f}" for m in table["median_s"]],
+        [f"{x:.1%}" for x in table["spread"]],
+        [f"{x:.4f}" for x in table["simulated_s"]],
+        error,
+        [text(a) for a in table["gloo_algorithm"]],
+    ]
+    fig = go.Figure(
+        go.Table(
+            header={"values": list(SHOWN), "align": "left"},
+            cells={"values": columns, "align": "left"},
+            columnwidth=[7, 8, 3, 9, 5, 7, 6, 7, 9, 30],
+        )
+    )
+    fig.update_layout(height=min(200 + 24 * len(table), 1400), margin={"t": 10, "b": 10})
+    return fig
+
+
+def write_page(path: Path | str, table: pd.DataFrame, note: str, figures: dict) -> Path:
+    """The self-contained page (plotly.js inlined once): the figures per collective, every
+    point, and the model's parameters and errors per rate in words."""
     panels = [
         Panel(
             key=collective.replace("_", "-"),
@@ -82,19 +126,29 @@ def write_page(path: Path | str, table: pd.DataFrame, note: str) -> Path:
         )
         for collective in sorted(table["collective"].unique())
     ]
-    shown = table[
-        [
-            "rate_bps",
-            "collective",
-            "workers",
-            "bytes",
-            "median_s",
-            "spread",
-            "simulated_s",
-            "rel_error",
-            "fitted",
-            "gloo_algorithm",
-        ]
+    panels.append(
+        Panel(
+            "points", "Every measured point", "error: simulated / measured - 1", table_figure(table)
+        )  # fmt: skip
+    )
+    overall = figures["overall"]
+    fitted = overall["points"] - overall["predicted_points"]
+    verdict = [
+        f"{overall['predicted_points']} predicted points (and {fitted} fitted): median |error| "
+        f"{percent(overall['median_abs_error'])}, worst {percent(overall['worst_abs_error'])}."
     ]
-    page = render_html("transitsim testbed: gloo collectives measured and simulated", panels, shown)
-    return write_text_atomic(path, page)
+    assumptions = [
+        f"{label}: payload share {f['efficiency']:.4f} (measured by tbf's counters), latency "
+        f"{f['latency_s'] * 1e6:.1f} us (RTT/4, measured), alpha {f['alpha_s'] * 1e3:.3f} ms per "
+        f"gloo transfer (fitted); median |error| {percent(f['median_abs_error'])} over "
+        f"{f['predicted_points']} predicted points"
+        for label, f in figures["per_rate"].items()
+    ]
+    context = ReportContext(
+        question="Does transitsim's model of this network give the times real gloo collectives "
+        "take on it?",
+        verdict=verdict,
+        assumptions=assumptions,
+    )
+    title = "transitsim testbed: gloo collectives measured and simulated"
+    return write_text_atomic(path, render_html(title, panels, pd.DataFrame(), context=context))

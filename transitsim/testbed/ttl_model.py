@@ -27,12 +27,29 @@ import pandas as pd
 from transitsim.base.errors import TransitsimError
 from transitsim.replay.plan import replay
 from transitsim.testbed import gloo_algos
+from transitsim.testbed.flags import WORKER_RANGE
 from transitsim.testbed.model import fit_alpha, testbed_network
 from transitsim.traces.format import Trace, read_trace
 
 GLOO_COLLECTIVE = {"all_reduce": "all_reduce", "reduce_at_switch": "all_reduce",
                    "all_gather": "all_gather"}  # fmt: skip
 NEEDED = ("wall_s", "comm_s", "end_unix_s", "exchange_bytes")
+COLUMNS = [
+    "variant",
+    "rate_bps",
+    "target",
+    "step",
+    "measured_s",
+    "predicted_s",
+    "error",
+    "exchange_measured_s",
+    "exchange_predicted_s",
+    "exchange_share",
+    "predicted_no_alpha_s",
+    "net_efficiency",
+    "net_latency_s",
+    "net_alpha_s",
+]
 
 
 def network_parameters(calibration: pd.DataFrame) -> dict[float, dict[str, float]]:
@@ -47,6 +64,37 @@ def network_parameters(calibration: pd.DataFrame) -> dict[float, dict[str, float
     return out
 
 
+def check_timing(trace: Trace) -> None:
+    """One line unless the trace's clocks can be replayed: every step's wall and exchange times
+    finite, 0 < wall, 0 <= exchange <= wall (the exchange is part of the step), end times
+    finite and never going back, 2..16 workers and a collective gloo runs."""
+    steps, where = trace.steps, f"{trace.path}"
+    wall, comm, end = (steps[c].to_numpy(dtype=float, na_value=np.nan) for c in NEEDED[:3])
+    problems = {
+        "wall_s": ~np.isfinite(wall) | (wall <= 0),
+        "comm_s": ~np.isfinite(comm) | (comm < 0) | (comm > wall),
+        "end_unix_s": ~np.isfinite(end) | np.append(False, np.diff(end) < 0),
+    }
+    for name, bad in problems.items():
+        if bad.any():
+            k = int(np.flatnonzero(bad)[0])
+            raise TransitsimError(
+                f"{where}: step {int(steps['step'].iloc[k])}: {name} = "
+                f"{steps[name].iloc[k]!r} cannot be replayed (wall {wall[k]!r} s, "
+                f"exchange {comm[k]!r} s)"
+            )
+    workers = trace.meta.get("workers")
+    low, high = WORKER_RANGE
+    if not isinstance(workers, int) or not low <= workers <= high:
+        raise TransitsimError(f"{where}: {workers!r} workers: the testbed runs {low}..{high}")
+    last = steps.iloc[-1]
+    if str(last["collective"]) not in GLOO_COLLECTIVE or not last["payload_bytes"] > 0:
+        raise TransitsimError(
+            f"{where}: its last step sends {last['payload_bytes']!r} B by "
+            f"{last['collective']!r}: not an exchange gloo runs"
+        )
+
+
 def outside_exchange(trace: Trace) -> Trace:
     """The trace with each step's compute = rank 0's measured time outside the exchange."""
     steps = trace.steps
@@ -55,6 +103,7 @@ def outside_exchange(trace: Trace) -> Trace:
         raise TransitsimError(
             f"{trace.path}: not a torch.distributed trace (needs {', '.join(NEEDED)})"
         )
+    check_timing(trace)
     wall = steps["wall_s"].to_numpy(dtype=float)
     end = steps["end_unix_s"].to_numpy(dtype=float)
     gaps = np.diff(end, prepend=end[0] - wall[0]) - wall
@@ -96,6 +145,8 @@ def cells(
         k = int(hit[0])
         measured = float(steps["end_unix_s"].iloc[k]) - start
         predicted = float(timeline["time_s"].iloc[k])
+        if not (math.isfinite(predicted) and predicted > 0):
+            raise TransitsimError(f"{trace.path}: the replay gave {predicted!r} s to {target:g}")
         comm = float(steps["comm_s"].iloc[: k + 1].sum())
         rows.append(
             {
@@ -115,7 +166,8 @@ def cells(
 
 def compare(folder: Path, runs: pd.DataFrame, calibration: pd.DataFrame,
             targets: list[float]) -> pd.DataFrame:  # fmt: skip
-    """The table: every (variant, rate, target) cell of the runs recorded under `folder`."""
+    """The table: every (variant, rate, target) cell of the runs recorded under `folder`
+    (`runs` and `calibration` as tables.check_runs and check_measured return them)."""
     params = network_parameters(calibration)
     rows = []
     for run in runs.itertuples():
@@ -125,4 +177,4 @@ def compare(folder: Path, runs: pd.DataFrame, calibration: pd.DataFrame,
         trace = read_trace(folder / run.trace)
         for cell in cells(trace, rate, params[rate], targets):
             rows.append({**cell, **{f"net_{k}": v for k, v in params[rate].items()}})
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows).reindex(columns=COLUMNS)  # every column, also if none reached

@@ -8,24 +8,8 @@ from rich.console import Console
 from rich.table import Table
 
 from transitsim.base.atomic import atomic_path
-from transitsim.testbed import rate_label
-
-COLUMNS = [
-    "variant",
-    "rate_bps",
-    "target",
-    "step",
-    "measured_s",
-    "predicted_s",
-    "error",
-    "exchange_measured_s",
-    "exchange_predicted_s",
-    "exchange_share",
-    "predicted_no_alpha_s",
-    "net_efficiency",
-    "net_latency_s",
-    "net_alpha_s",
-]
+from transitsim.testbed import json_ready, rate_label
+from transitsim.testbed.ttl_model import COLUMNS
 
 
 def _num(value: float, fmt: str) -> str:
@@ -94,4 +78,4 @@ def write_table(table: pd.DataFrame, folder: Path) -> None:
     with atomic_path(folder / "time_to_loss.csv") as tmp:
         table.reindex(columns=COLUMNS).to_csv(tmp, index=False, float_format="%.6g")
     with atomic_path(folder / "time_to_loss.json") as tmp:
-        tmp.write_text(json.dumps(summary(table), indent=2) + "\n")
+        tmp.write_text(json.dumps(json_ready(summary(table)), indent=2) + "\n")
