@@ -32,7 +32,7 @@ import torch
 from trainer.config import RunConfig, is_local_sgd
 from trainer.variants.accounting import local_schedule
 from trainer.variants.chunking import Chunker, k_per_chunk, make_chunker
-from trainer.variants.exchange import Exchange, Message, sparse_wire
+from trainer.variants.exchange import Exchange, Message, sparse_wires
 from trainer.variants.local_sgd_codecs import e3m0, two_bit
 from trainer.variants.local_sgd_schedule import assign_fragments
 from trainer.variants.selection import topk_mask
@@ -146,7 +146,7 @@ class LocalSGD:
         began = time.perf_counter()
         deltas = [self.theta[n].unsqueeze(0) - self.replica[n] for n in names]
         if self.cfg.variant == "sparseloco":
-            messages = [self._sparse_message(n, d) for n, d in zip(names, deltas, strict=True)]
+            messages = [self._sparse_message(names, deltas)]
         else:
             if self.cfg.variant == "streaming_diloco":
                 deltas = [e3m0(d) for d in deltas]
@@ -156,8 +156,8 @@ class LocalSGD:
         comm_s, sent = self.exchange.take_comm()
         exchanged = time.perf_counter()
         if self.cfg.variant == "sparseloco":
-            for name, (values, _chosen) in zip(names, received, strict=True):
-                mean = values.sum(0) / self.workers  # (chunks, m): zeros where nobody sent
+            for i, name in enumerate(names):
+                mean = received[0][2 * i].sum(0) / self.workers  # (chunks, m): 0 where none sent
                 self.theta[name].sub_(
                     _from_chunks(self.chunkers[name], mean), alpha=self.cfg.outer_lr
                 )
@@ -175,20 +175,27 @@ class LocalSGD:
         velocity.mul_(mu).add_(delta)
         self.theta[name].sub_(delta.add(velocity, alpha=mu), alpha=lr)
 
-    def _sparse_message(self, name: str, delta: torch.Tensor) -> Message:
-        """L: feed delta into the error buffer, send its 2-bit top-k per chunk, keep the rest."""
-        error = self.error[name]
-        error.mul_(self.cfg.decay).add_(delta)
-        chunker = self.chunkers[name]
-        k, m = k_per_chunk(chunker.m, self.cfg.keep), chunker.m
-        chunks = chunker.to_chunks(error).reshape(self.local, chunker.chunks, m).contiguous()
-        chosen = topk_mask(chunks, k)
-        positions = chosen.reshape(-1, m).nonzero()[:, 1].reshape(self.local, chunker.chunks, k)
-        quantised = two_bit(chunks.gather(-1, positions))
-        sent = torch.zeros_like(chunks).scatter_(-1, positions, quantised)
-        error.sub_(_from_chunks(chunker, sent))
-        pack, unpack = sparse_wire(k, m)
-        return Message([sent, chosen], "gather", pack, unpack)
+    def _sparse_message(self, names: list[str], deltas: list[torch.Tensor]) -> Message:
+        """L: feed each delta into its error buffer, send its 2-bit top-k per chunk, keep the
+        rest in the buffer; one message for all tensors, [sent_1, chosen_1, sent_2, ...]."""
+        tensors: list[torch.Tensor] = []
+        shapes: list[tuple[int, int]] = []
+        for name, delta in zip(names, deltas, strict=True):
+            error = self.error[name]
+            error.mul_(self.cfg.decay).add_(delta)
+            chunker = self.chunkers[name]
+            k, m = k_per_chunk(chunker.m, self.cfg.keep), chunker.m
+            chunks = chunker.to_chunks(error).reshape(self.local, chunker.chunks, m).contiguous()
+            chosen = topk_mask(chunks, k)
+            positions = chosen.reshape(-1, m).nonzero()[:, 1]
+            positions = positions.reshape(self.local, chunker.chunks, k)
+            quantised = two_bit(chunks.gather(-1, positions))
+            sent = torch.zeros_like(chunks).scatter_(-1, positions, quantised)
+            error.sub_(_from_chunks(chunker, sent))
+            tensors += [sent, chosen]
+            shapes.append((k, m))
+        pack, unpack = sparse_wires(shapes)
+        return Message(tensors, "gather", pack, unpack)
 
     def _land(self, fragment: int) -> None:
         """The fragment's outer step (H, H-s), then its shared weights into every replica:
