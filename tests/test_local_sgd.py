@@ -10,6 +10,7 @@ states merged over processes; and short real runs whose traces say what the sche
 import math
 import random
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -317,3 +318,41 @@ def test_local_sgd_configs_refuse_what_they_cannot_run():
     with pytest.raises(TransitsimError, match="inner_steps"):
         cfg_for("H", inner_steps=500)
     assert make_config("synthetic", "h-S", steps=50).variant == "streaming_diloco"
+
+
+def test_one_replica_synced_every_step_with_outer_lr_1_is_adamw(tiny_corpus, tmp_path):
+    """H with W = 1, H = 1, lr_out = 1 and no momentum sets theta to the replica's AdamW step
+    each step: A's run (torch.optim.AdamW) to rounding. Checks the inner optimiser, the
+    replica's weights in the forward pass and the shared weights evaluated."""
+    common = dict(dataset=tiny_corpus, block=32, steps=12, eval_every=4, threads=1, workers=1)
+    adamw = make_config("synthetic", "A", **common)
+    diloco = make_config(
+        "synthetic", "H", inner_steps=1, outer_lr=1.0, outer_momentum=0.0, **common
+    )
+    a = read_trace(train(adamw, tmp_path / "a", say=lambda _: None).trace_path).steps
+    h = read_trace(train(diloco, tmp_path / "h", say=lambda _: None).trace_path).steps
+    for column in ("train_loss", "val_loss"):
+        sim, got = a[column].dropna().to_numpy(), h[column].dropna().to_numpy()
+        assert len(sim) == len(got) > 2
+        np.testing.assert_allclose(got, sim, rtol=1e-5)
+    assert a["train_loss"].iloc[-1] < a["train_loss"].iloc[0]
+
+
+def test_the_local_sgd_grid_lists_h10_h50_hs_and_l_at_three_seeds():
+    from trainer.cli import build_parser, config_from_args
+    from trainer.naming import run_name
+    from trainer.record import commands
+
+    runs = commands("shakespeare-mini", Path("out"), 50, 1, "local-sgd")
+    configs = [config_from_args(build_parser().parse_args(argv[3:])) for _, argv in runs]
+    names = [run_name(cfg) for cfg in configs]
+    assert len(runs) == 12 and len(set(names)) == 12
+    shapes = {(cfg.variant, cfg.inner_steps, cfg.fragments, cfg.overlap) for cfg in configs}
+    assert shapes == {
+        ("diloco", 10, 1, 0),
+        ("diloco", 50, 1, 0),
+        ("streaming_diloco", 50, 5, 5),
+        ("sparseloco", 10, 1, 0),
+    }
+    assert sorted(cfg.seed for cfg in configs) == [0] * 4 + [1] * 4 + [2] * 4
+    assert [cfg.seed for cfg in configs[:4]] == [0] * 4  # seed 0 of every configuration first
