@@ -90,7 +90,7 @@ def build_parser(prog: str = "python -m trainer") -> argparse.ArgumentParser:
         help=f"target chunk side (2d) or run length (1d) ({_by_variant('chunk', 64)})",
     )
     parser.add_argument(
-        "--keep", type=_fraction, help="kept fraction per chunk, e.g. 1/16 (default: 1/16)"
+        "--keep", type=_fraction, help="kept fraction per chunk, e.g. 1/16 (default: 1/16; L 1/64)"
     )
     # None is a value for these two (no readout noise / no quantisation), so "not given" is
     # argparse.SUPPRESS: the attribute is then absent.
