@@ -215,7 +215,7 @@ def test_bad_step_tables_are_refused_naming_the_file(tmp_path: Path, change, mes
 @pytest.mark.parametrize(
     ("changes", "message"),
     [
-        ({"variant": "H"}, "unknown variant"),
+        ({"variant": "Q"}, "unknown variant"),
         ({"seed": "0"}, "'seed' must be int"),
         ({"workers": True}, "'workers' must be int"),
         ({"rows": "some"}, "'rows' must be one of"),

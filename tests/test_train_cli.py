@@ -186,4 +186,4 @@ def test_help_shows_every_options_default():
         assert action.help and ("default" in action.help or "required" in action.help), name
     text = " ".join(build_help().split())
     assert "shakespeare-mini 400" in text and "(default: 0)" in text  # --steps, --seed
-    assert "A 0.003; B/C/D/E/E'/F/G 0.001" in text  # --lr per variant
+    assert "A/H/H-s/L 0.003; B/C/D/E/E'/F/G 0.001" in text  # --lr per variant

@@ -54,7 +54,8 @@ def build_parser(prog: str = "python -m trainer") -> argparse.ArgumentParser:
             "Variants: A adamw, B top-k, C low band, D calibrated band, E optics (1-D 256), "
             "E' optics summed at a switch (also written EP), F other band shapes, "
             "G moving bands without per-step comparisons (--band recal|rotating|subspace, "
-            "--select-every R). "
+            "--select-every R), H DiLoCo, H-s Streaming DiLoCo, L SparseLoCo (local SGD: "
+            "--set inner_steps=H, fragments=P, overlap=T; docs/local-sgd.md). "
             "Re-running the same command resumes from its checkpoint."
         ),
     )
@@ -65,7 +66,7 @@ def build_parser(prog: str = "python -m trainer") -> argparse.ArgumentParser:
         help=f"one of {', '.join(PRESETS)} (default: %(default)s)",
     )
     parser.add_argument(
-        "--variant", required=True, help="A, B, C, D, E, E' (or EP), F, G (required)"
+        "--variant", required=True, help="A, B, C, D, E, E' (or EP), F, G, H, H-s, L (required)"
     )
     parser.add_argument(
         "-o", "--out", type=Path, help="output folder for trace and checkpoint (required)"
@@ -89,7 +90,7 @@ def build_parser(prog: str = "python -m trainer") -> argparse.ArgumentParser:
         help=f"target chunk side (2d) or run length (1d) ({_by_variant('chunk', 64)})",
     )
     parser.add_argument(
-        "--keep", type=_fraction, help="kept fraction per chunk, e.g. 1/16 (default: 1/16)"
+        "--keep", type=_fraction, help="kept fraction per chunk, e.g. 1/16 (default: 1/16; L 1/64)"
     )
     # None is a value for these two (no readout noise / no quantisation), so "not given" is
     # argparse.SUPPRESS: the attribute is then absent.
@@ -405,7 +406,7 @@ def dry_run_report(cfg: RunConfig, cache_dir: Path | None) -> dict[str, Any]:
         "reducible": acc.reducible,
         "ratio_vs_dense": acc.dense_bytes / acc.payload_bytes,
         "ratio_vs_dense_int64": acc.dense_bytes / acc.payload_int64_bytes,
-    }
+    } | ({"sync_payload_bytes": [sync.payload_bytes for sync in acc.syncs]} if acc.syncs else {})
 
 
 def print_dry_run(report: dict[str, Any]) -> None:
@@ -429,6 +430,11 @@ def print_dry_run(report: dict[str, Any]) -> None:
         ("dense / payload", f"{report['ratio_vs_dense']:.6g}x"),
         ("dense / int64 payload", f"{report['ratio_vs_dense_int64']:.6g}x"),
     ]
+    if "sync_payload_bytes" in report:  # local SGD: the per-step figures above are means
+        means = ("payload per worker per step", "wire per worker per step")
+        rows = [(f"{label} (mean)" if label in means else label, v) for label, v in rows]
+        syncs = ", ".join(f"{b:,}" for b in report["sync_payload_bytes"])
+        rows.append(("payload per sync (per fragment)", syncs))
     table = Table(show_header=False, box=None)
     table.add_column(style="bold")
     table.add_column(justify="right")

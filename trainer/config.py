@@ -21,6 +21,10 @@ VARIANT_IDS: dict[str, tuple[str, str]] = {
     "E'": ("optics_switch", "low"),
     "F": ("band", "random"),
     "G": ("moving", "rotating"),
+    # Local SGD (trainer/variants/local_sgd.py, docs/local-sgd.md): each worker a replica.
+    "H": ("diloco", "low"),
+    "H-s": ("streaming_diloco", "low"),
+    "L": ("sparseloco", "low"),
 }
 # Beyond these a value is a typo, not a run: an int too wide for torch's seeds, a model that
 # cannot be allocated (one clear line instead of an overflow or an allocator traceback).
@@ -38,7 +42,17 @@ UPPER_BOUNDS: dict[str, int] = {
     "threads": 1024,
 }
 MAX_TRAIN_BYTES = 64 * 2**30
-ALGORITHMS = ("adamw", "topk", "band", "calib", "optics", "optics_switch", "moving")
+LOCAL_SGD_ALGORITHMS = ("diloco", "streaming_diloco", "sparseloco")
+ALGORITHMS = (
+    "adamw",
+    "topk",
+    "band",
+    "calib",
+    "optics",
+    "optics_switch",
+    "moving",
+    *LOCAL_SGD_ALGORITHMS,
+)
 # G's selections (trainer/variants/moving.py): bands that move without per-step comparisons.
 MOVING_SELECTIONS = ("recal", "rotating", "subspace")
 BANDS = ("low", "zigzag", "high", "random", "calib", *MOVING_SELECTIONS)
@@ -55,6 +69,13 @@ FEEDBACK_MODES = {
 # same pair is the default on every preset.
 ADAMW_LR = 3e-3
 DEMO_LR = 1e-3
+# The outer optimiser of DiLoCo and Streaming DiLoCo: SGD with Nesterov momentum, the papers'
+# outer lr 0.7 and momentum 0.9 (Douillard et al. 2023, 2025).
+OUTER_LR = 0.7
+OUTER_MOMENTUM = 0.9
+# Bits per value of the outer exchange: BF16 (H), the 4-bit E3M0 of Streaming DiLoCo (H-s), the
+# 2 bits of SparseLoCo (L); each variant supports only its own.
+OUTER_BITS = {"diloco": (16,), "streaming_diloco": (4,), "sparseloco": (2,)}
 
 # What each variant id means when the user gives nothing else (spec §1.3 grids, design table).
 # E defaults to feedback "sent": the design table's E is the fixed optics, where the sender feeds
@@ -78,6 +99,31 @@ VARIANT_DEFAULTS: dict[str, dict[str, Any]] = {
     "F": dict(variant="band", band="random", chunk_mode="2d", chunk=64, lr=DEMO_LR),
     # G in the module's shape (1-D 256, as C 1-D 256 and E), so it can be made by the optics.
     "G": dict(variant="moving", band="rotating", chunk_mode="1d", chunk=256, lr=DEMO_LR),
+    # Local SGD: inner AdamW at A's learning rate on every replica (docs/local-sgd.md).
+    "H": dict(variant="diloco", inner_steps=50, outer_bits=16, lr=ADAMW_LR),
+    # A fragment every H/P = 10 steps, each fragment every 50; its exchange overlaps 5 steps.
+    "H-s": dict(
+        variant="streaming_diloco",
+        inner_steps=50,
+        fragments=5,
+        overlap=5,
+        outer_bits=4,
+        lr=ADAMW_LR,
+    ),
+    # 64 of every 4,096 (1.5625 %) per 64 x 64 tile, as DeMo chunks; error feedback decay 0.95,
+    # outer lr 1 and no outer momentum (SparseLoCo's plain averaged step).
+    "L": dict(
+        variant="sparseloco",
+        inner_steps=10,
+        keep=1 / 64,
+        chunk_mode="2d",
+        chunk=64,
+        decay=0.95,
+        outer_lr=1.0,
+        outer_momentum=0.0,
+        outer_bits=2,
+        lr=ADAMW_LR,
+    ),
 }
 
 
@@ -111,6 +157,15 @@ class RunConfig:
     feedback: str = "exact"
     native: int = 256
     select_every: int = 50  # G: R, the steps between re-choices (recal, subspace) or new sets
+    # Local SGD (H, H-s, L; docs/local-sgd.md). keep, chunk_mode and chunk are L's top-k and
+    # chunking; decay is L's error-feedback decay.
+    inner_steps: int = 50  # H: inner AdamW steps between two syncs of the same parameters
+    outer_lr: float = OUTER_LR
+    outer_momentum: float = OUTER_MOMENTUM  # Nesterov; 0 = plain SGD (L)
+    fragments: int = 1  # H-s: P, fragments synchronised in turn, one every H/P steps
+    overlap: int = 0  # H-s: tau, inner steps a fragment's exchange overlaps before it lands
+    mix: float = 0.5  # H-s: alpha, share of the local fragment kept when the outer one lands
+    outer_bits: int = 16  # bits per value of the outer exchange (16 H, 4 H-s, 2 L)
     seed: int = 0
     eval_every: int = 50
     eval_batches: int = 8
@@ -256,6 +311,7 @@ def make_config(preset: str, variant_id: str, **overrides: Any) -> RunConfig:
     """
     if preset not in PRESETS:
         raise TransitsimError(f"unknown preset {preset!r} (choose from {', '.join(PRESETS)})")
+    variant_id = canonical_variant(variant_id)
     if variant_id not in VARIANT_DEFAULTS:
         raise TransitsimError(
             f"unknown variant {variant_id!r} (choose from {', '.join(VARIANT_DEFAULTS)})"
@@ -270,8 +326,14 @@ def make_config(preset: str, variant_id: str, **overrides: Any) -> RunConfig:
     return cfg
 
 
+def canonical_variant(text: str) -> str:
+    """A variant id as the table spells it, whatever its case ("h-S" -> "H-s")."""
+    by_upper = {vid.upper(): vid for vid in VARIANT_DEFAULTS}
+    return by_upper.get(text.upper(), text)
+
+
 def variant_id(cfg: RunConfig) -> str:
-    """The design-table id (A..G, E') of a config: band shapes other than low are F."""
+    """The design-table id (A..H, H-s, L, E') of a config: band shapes other than low are F."""
     if cfg.variant == "band":
         return "C" if cfg.band == "low" else "F"
     for vid, (algorithm, _band) in VARIANT_IDS.items():
@@ -280,9 +342,14 @@ def variant_id(cfg: RunConfig) -> str:
     raise TransitsimError(f"unknown algorithm {cfg.variant!r} (choose from {ALGORITHMS})")
 
 
+def is_local_sgd(cfg: RunConfig) -> bool:
+    """H, H-s and L: replicas that train apart and synchronise every few steps."""
+    return cfg.variant in LOCAL_SGD_ALGORITHMS
+
+
 def is_demo(cfg: RunConfig) -> bool:
-    """Every variant but AdamW runs DeMo (spec §6)."""
-    return cfg.variant != "adamw"
+    """Every variant but AdamW and the local-SGD ones runs DeMo (spec §6)."""
+    return cfg.variant != "adamw" and not is_local_sgd(cfg)
 
 
 def check_config(cfg: RunConfig) -> None:
@@ -343,6 +410,8 @@ def check_config(cfg: RunConfig) -> None:
         fail("vocab_size", "a byte-level BPE needs more than 256 tokens")
     if cfg.device not in DEVICES:
         fail("device", f"choose from {', '.join(DEVICES)}")
+    if is_local_sgd(cfg):
+        check_local_sgd(cfg)
     need = estimated_bytes(cfg)
     if need > MAX_TRAIN_BYTES:
         raise TransitsimError(
@@ -352,11 +421,43 @@ def check_config(cfg: RunConfig) -> None:
         )
 
 
+def check_local_sgd(cfg: RunConfig) -> None:
+    """The local-SGD knobs (docs/local-sgd.md): a schedule the trainer can run."""
+
+    def fail(name: str, why: str) -> None:
+        raise TransitsimError(f"bad value {name}={getattr(cfg, name)!r}: {why}")
+
+    if not 1 <= cfg.inner_steps <= cfg.steps:
+        fail("inner_steps", f"must lie in 1..steps ({cfg.steps}): --set inner_steps=N")
+    if not 0 < cfg.outer_lr <= 10:
+        fail("outer_lr", "must lie in (0, 10]")
+    if not 0 <= cfg.outer_momentum < 1:
+        fail("outer_momentum", "must lie in [0, 1)")
+    if cfg.outer_bits not in OUTER_BITS[cfg.variant]:
+        fail("outer_bits", f"variant {variant_id(cfg)} sends {OUTER_BITS[cfg.variant][0]} bits")
+    if cfg.variant == "streaming_diloco":
+        if not 1 <= cfg.fragments <= cfg.inner_steps or cfg.inner_steps % cfg.fragments:
+            fail("fragments", f"must divide inner_steps ({cfg.inner_steps})")
+        if not 0 <= cfg.overlap < cfg.inner_steps:
+            fail("overlap", f"must lie in 0..inner_steps-1 ({cfg.inner_steps - 1})")
+        if not 0 <= cfg.mix < 1:
+            fail("mix", "must lie in [0, 1)")
+    else:
+        if cfg.fragments != 1:
+            fail("fragments", "only H-s synchronises fragments")
+        if cfg.overlap != 0:
+            fail("overlap", "only H-s overlaps its exchange")
+    if cfg.variant == "sparseloco" and cfg.outer_momentum != 0:
+        fail("outer_momentum", "L has no outer momentum (its error feedback stands in for it)")
+
+
 def estimated_bytes(cfg: RunConfig) -> float:
     """A rough upper estimate of the memory a run needs: float32 weights with their gradients
     and two optimiser moments per worker copy, and one worker's activations and attention
     matrices (the trainer steps workers one after another)."""
     vocab = cfg.vocab_size if cfg.tokenizer == "bpe" else 256
     params = (vocab + cfg.block) * cfg.n_embd + 12 * cfg.n_layer * cfg.n_embd**2
+    if is_local_sgd(cfg):  # every replica its weights and AdamW moments (L: error feedback)
+        params *= 1 + cfg.workers
     activations = cfg.batch * cfg.block * cfg.n_layer * (16 * cfg.n_embd + cfg.n_head * cfg.block)
     return 4.0 * (4 * params + 2 * activations)

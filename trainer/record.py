@@ -5,6 +5,7 @@ checkpoint when this script is started again, and completed traces are skipped.
 
     python -m trainer.record --preset shakespeare-mini -o traces/shakespeare-mini --jobs 2
     python -m trainer.record --preset shakespeare -o traces/shakespeare --grid next-step --jobs 1
+    python -m trainer.record --preset shakespeare-mini -o traces/shakespeare-mini --grid local-sgd
 """
 
 import argparse
@@ -154,7 +155,27 @@ def next_step_grid(fs_every: int) -> list[tuple[str, list[str], tuple[int, ...]]
     return runs + [(label, options, CORE_SEEDS) for label, options in core]
 
 
-GRIDS = {"issue": grid, "cpu-check": cpu_check_grid, "next-step": next_step_grid}
+# Issue 26: the local-SGD family (docs/local-sgd.md), each at its variant's defaults but H.
+LOCAL_SGD_RUNS: tuple[tuple[str, list[str]], ...] = (
+    ("H h10", ["--variant", "H", "--set", "inner_steps=10"]),
+    ("H h50", ["--variant", "H", "--set", "inner_steps=50"]),
+    ("H-s h50 p5 t5", ["--variant", "H-s"]),
+    ("L h10 k64 2d64", ["--variant", "L"]),
+)
+
+
+def local_sgd_grid(fs_every: int) -> list[tuple[str, list[str], tuple[int, ...]]]:
+    """H every 10 and every 50 steps, H-s and L, 3 seeds; seed 0 of each first, then 1, 2."""
+    del fs_every  # no optics here
+    return [(label, options, (seed,)) for seed in CORE_SEEDS for label, options in LOCAL_SGD_RUNS]
+
+
+GRIDS = {
+    "issue": grid,
+    "cpu-check": cpu_check_grid,
+    "next-step": next_step_grid,
+    "local-sgd": local_sgd_grid,
+}
 
 
 def commands(

@@ -15,12 +15,13 @@ import numpy as np
 import pandas as pd
 import torch
 
-from trainer.config import RunConfig, variant_id
+from trainer.config import RunConfig, is_local_sgd, variant_id
 from trainer.data.corpus import Corpus
 from trainer.model import GPT
 from trainer.naming import run_name
 from trainer.variants.accounting import ByteAccounting
 from trainer.variants.exchange import Exchange
+from trainer.variants.local_sgd_schedule import Schedule
 from transitsim.traces.format import write_trace
 
 OPTICS_ALGORITHMS = ("optics", "optics_switch")
@@ -77,6 +78,8 @@ def variant_params(cfg: RunConfig) -> dict[str, Any]:
     params: dict[str, Any] = {"algorithm": cfg.variant, "lr": cfg.lr, "warmup": cfg.warmup}
     if cfg.variant == "adamw":
         return {**params, "weight_decay": cfg.weight_decay}
+    if is_local_sgd(cfg):
+        return {**params, **local_sgd_params(cfg)}
     params.update(
         band=cfg.band, chunk_mode=cfg.chunk_mode, chunk=cfg.chunk, keep=cfg.keep, decay=cfg.decay
     )
@@ -94,6 +97,67 @@ def variant_params(cfg: RunConfig) -> dict[str, Any]:
             native=cfg.native,
         )
     return params
+
+
+def local_sgd_params(cfg: RunConfig) -> dict[str, Any]:
+    """H, H-s, L: the inner optimiser's decay and the outer exchange's knobs (docs/local-sgd.md)."""
+    params: dict[str, Any] = {
+        "weight_decay": cfg.weight_decay,
+        "inner_steps": cfg.inner_steps,
+        "outer_lr": cfg.outer_lr,
+        "outer_momentum": cfg.outer_momentum,
+        "nesterov": cfg.outer_momentum > 0,
+        "outer_bits": cfg.outer_bits,
+    }
+    if cfg.variant == "streaming_diloco":
+        params.update(fragments=cfg.fragments, overlap=cfg.overlap, mix=cfg.mix)
+    if cfg.variant == "sparseloco":
+        params.update(keep=cfg.keep, chunk_mode=cfg.chunk_mode, chunk=cfg.chunk, decay=cfg.decay)
+    return params
+
+
+def sync_columns(schedule: Schedule, done: int) -> dict[str, Any]:
+    """A local-SGD step's exchange: whether one starts, of which fragment, where it lands.
+
+    outer_sync: an outer exchange starts when this step's inner update is done (payload_bytes
+    is its size; 0 on every other step); sync_fragment: its fragment (0 when none starts);
+    lands_step: the step at whose end its outer update is applied to the replicas (the step
+    itself for H and L, tau later for H-s; 0 when none starts)."""
+    fragment = schedule.sync_fragment(done)
+    return {
+        "outer_sync": fragment is not None,
+        "sync_fragment": 0 if fragment is None else fragment,
+        "lands_step": 0 if fragment is None else done + schedule.overlap,
+    }
+
+
+def local_sgd_meta(cfg: RunConfig, acc: ByteAccounting) -> dict[str, Any]:
+    """The schedule and per-fragment bytes replay needs to time H, H-s and L (the trace's
+    `local_sgd` key; docs/local-sgd.md)."""
+    schedule = acc.schedule
+    assert schedule is not None
+    return {
+        "replicas": cfg.workers,
+        "inner_steps": schedule.inner_steps,
+        "fragments": schedule.fragments,
+        "overlap_steps": schedule.overlap,
+        "mix": cfg.mix if cfg.variant == "streaming_diloco" else 0.0,
+        "value_bits": cfg.outer_bits,
+        "density": cfg.keep if cfg.variant == "sparseloco" else 1.0,
+        "outer_lr": cfg.outer_lr,
+        "outer_momentum": cfg.outer_momentum,
+        "nesterov": cfg.outer_momentum > 0,
+        "collective": acc.collective,
+        "fragment_offsets": [schedule.offset(p) for p in range(schedule.fragments)],
+        "fragment_tensors": [list(sync.tensors) for sync in acc.syncs],
+        "sync_payload_bytes": [sync.payload_bytes for sync in acc.syncs],
+        "sync_payload_int64_bytes": [sync.payload_int64_bytes for sync in acc.syncs],
+        "sync_wire_bytes": [sync.wire_bytes for sync in acc.syncs],
+        "rule": "fragment p starts an exchange at the end of each step t >= 1 with "
+        "t % inner_steps == fragment_offsets[p]; its outer update lands at the end of step "
+        "t + overlap_steps; payload_bytes is 0 on every other step",
+        "evaluated_on": "the shared (outer) weights; train_loss is the replicas' mean",
+    }
 
 
 def device_label(device: torch.device) -> str:
@@ -156,6 +220,7 @@ def trace_meta(trainer: TracedRun, status: str, revision: str) -> dict[str, Any]
         "collective": acc.collective,
         "reducible": bool(acc.reducible),
         "broadcast_bytes_per_choice": int(acc.broadcast_bytes),
+        **({"local_sgd": local_sgd_meta(cfg, acc)} if acc.schedule is not None else {}),
         "timing": TIMING_MEANING,
         "steps_planned": cfg.steps,
         "steps_done": trainer.done,

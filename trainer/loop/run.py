@@ -21,12 +21,17 @@ from typing import Any
 
 import torch
 
-from trainer.config import RunConfig, is_demo, same_config
+from trainer.config import RunConfig, is_demo, is_local_sgd, same_config
 from trainer.data.batches import WorkerBatches, eval_batches
 from trainer.data.corpus import Corpus, load_corpus
 from trainer.loop.checkpoint import checkpoint_path, load_checkpoint, save_checkpoint
 from trainer.loop.profile import BackwardProfiler, measured, profile_due
-from trainer.loop.records import OPTICS_ALGORITHMS, source_revision, write_run_trace
+from trainer.loop.records import (
+    OPTICS_ALGORITHMS,
+    source_revision,
+    sync_columns,
+    write_run_trace,
+)
 from trainer.model import GPT, ModelShape, padded_vocab
 from trainer.naming import run_name
 from trainer.variants.exchange import Exchange, LocalExchange, Message
@@ -132,7 +137,12 @@ class Trainer:
         }
         self.optimizer: torch.optim.Optimizer | None = None
         self.demo = None
-        if is_demo(cfg):
+        self.local_sgd = None
+        if is_local_sgd(cfg):  # H, H-s, L: a replica per worker (trainer/variants/local_sgd.py)
+            from trainer.variants.local_sgd import LocalSGD
+
+            self.local_sgd = LocalSGD(self.params, cfg, ex)
+        elif is_demo(cfg):
             from trainer.variants.demo import DeMo
 
             combine = "gather" if self.bytes.collective == "all_gather" else "sum"
@@ -179,14 +189,15 @@ class Trainer:
         # G recal / subspace: the chooser broadcasts the new band on the steps it re-chooses;
         # a ring broadcast has every worker forward it once, so it adds to payload and wire alike.
         broadcast = self.bytes.broadcast_bytes if self.demo is not None and self.demo.chose else 0
+        payload, payload_int64, wire = self.bytes.at_step(done)
         row = {
             "step": done,
             "train_loss": train_loss,
             "val_loss": val_loss,
             "lr": lr,
-            "payload_bytes": self.bytes.payload_bytes + broadcast,
-            "payload_int64_bytes": self.bytes.payload_int64_bytes + broadcast,
-            "wire_bytes": float(self.bytes.wire_bytes) + broadcast,
+            "payload_bytes": payload + broadcast,
+            "payload_int64_bytes": payload_int64 + broadcast,
+            "wire_bytes": wire + broadcast,
             "collective": self.bytes.collective,
             "reducible": bool(self.bytes.reducible),
             "compute_s": compute_s,
@@ -197,6 +208,8 @@ class Trainer:
         }
         if self.cfg.variant == "moving":
             row["broadcast_bytes"] = broadcast
+        if self.local_sgd is not None:
+            row.update(sync_columns(self.bytes.schedule, done))
         if self.optics:
             row.update(self._clip_rates(evaluated))
             row.update({name: math.nan for name in OOB_COLUMNS} | (self.demo.optics_diag or {}))
@@ -217,6 +230,8 @@ class Trainer:
         for i, w in enumerate(self.workers_here):
             x, y = self.batches.next_batch(w)
             x, y = x.to(self.device), y.to(self.device)
+            if self.local_sgd is not None:  # each worker at its own replica's weights
+                self.local_sgd.load_replica(i, self.params)
             self.model.zero_grad(set_to_none=True)
             self._sync()
             started = time.perf_counter()
@@ -246,7 +261,17 @@ class Trainer:
         share is 1/L of it (the replay charges compress_s per worker, like compute_s). The
         update (decode the aggregate, sign, step) is done once for the shared weights.
         """
-        if self.demo is not None:
+        if self.local_sgd is not None or self.demo is not None:
+            if self.local_sgd is not None:
+                self.local_sgd.step(self.grads, lr, step0)
+                self.local_sgd.load_shared(self.params)  # the model holds theta between steps
+                t = self.local_sgd.last_timing
+                return (
+                    float(t["compress_s"]),
+                    float(t["comm_s"]),
+                    int(t["exchange_bytes"]),
+                    float(t["update_s"]),
+                )
             self.demo.step(self.grads, lr, step0)
             t = self.demo.last_timing
             compress_s = float(t["compress_s"]) / self.exchange.local_workers
@@ -304,6 +329,7 @@ class Trainer:
             "model": self.model.state_dict(),
             "optimizer": self.optimizer.state_dict() if self.optimizer is not None else None,
             "demo": self.demo.state_dict() if self.demo is not None else None,
+            "local_sgd": self.local_sgd.state_dict() if self.local_sgd is not None else None,
             "generators": self.batches.state(),
             "torch_rng": torch.get_rng_state(),
             "rows": self.rows,
@@ -320,6 +346,9 @@ class Trainer:
             self.optimizer.load_state_dict(state["optimizer"])
         if self.demo is not None:
             self.demo.load_state_dict(state["demo"])
+        if self.local_sgd is not None:
+            self.local_sgd.load_state_dict(state["local_sgd"])
+            self.local_sgd.load_shared(self.params)
         self.batches.load_state(state["generators"])
         torch.set_rng_state(state["torch_rng"])
         self.done = int(state["step"])
@@ -353,6 +382,10 @@ def merge_states(states: list[dict[str, Any]]) -> dict[str, Any]:
     merged["held"] = [0, len(generators)]
     if merged["demo"] is not None:
         merged["demo"] = merge_demo([state["demo"] for state in states])
+    if merged.get("local_sgd") is not None:
+        from trainer.variants.local_sgd import merge_states as merge_local
+
+        merged["local_sgd"] = merge_local([state["local_sgd"] for state in states])
     return merged
 
 

@@ -135,3 +135,24 @@ def sparse_wire(k: int, m: int) -> tuple[Callable, Callable]:
         return [sent, chosen]
 
     return pack, unpack
+
+
+def sparse_wires(shapes: list[tuple[int, int]]) -> tuple[Callable, Callable]:
+    """Several top-k tensors' wire forms in one message: tensors [sent_1, chosen_1, ...,
+    sent_n, chosen_n] with (k_i, m_i) in `shapes` travel as [values_1 .. values_n, positions_1
+    .. positions_n], every float before every integer, so each float stays aligned to its size
+    in the byte buffer the torch.distributed exchange concatenates them into."""
+    wires = [sparse_wire(k, m) for k, m in shapes]
+
+    def pack(tensors: list[torch.Tensor]) -> list[torch.Tensor]:
+        pairs = [pk(tensors[2 * i : 2 * i + 2]) for i, (pk, _) in enumerate(wires)]
+        return [values for values, _ in pairs] + [positions for _, positions in pairs]
+
+    def unpack(wire: list[torch.Tensor]) -> list[torch.Tensor]:
+        n = len(wires)
+        out: list[torch.Tensor] = []
+        for i, (_, unpk) in enumerate(wires):
+            out += unpk([wire[i], wire[n + i]])
+        return out
+
+    return pack, unpack

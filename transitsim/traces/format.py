@@ -26,7 +26,7 @@ FORMAT_VERSION = 1
 META_KEY = b"transitsim.trace"
 DIAG_KEY = b"transitsim.diagnostics"
 
-VARIANTS = ("A", "B", "C", "D", "E", "E'", "F", "G")
+VARIANTS = ("A", "B", "C", "D", "E", "E'", "F", "G", "H", "H-s", "L")
 COLLECTIVES = ("all_reduce", "all_gather", "reduce_at_switch")
 ROW_KINDS = ("every_step", "evaluated_steps")
 ORIGINS = ("trainer", "import")
