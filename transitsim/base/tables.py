@@ -183,6 +183,14 @@ def variant_label(meta: dict[str, Any]) -> str:
     if variant == "G":
         selection = params.get("selection") or params.get("band", "moving")
         return f"{selection} band {chunks} every {params.get('select_every', '?')}{sparsity}"
+    if variant in ("H", "H-s", "L"):  # local SGD: how often it syncs, and what it sends
+        every = f"h{params.get('inner_steps', '?')}"
+        if variant == "H":
+            return f"DiLoCo {every}"
+        if variant == "H-s":
+            fragments, overlap = params.get("fragments", "?"), params.get("overlap", "?")
+            return f"Streaming DiLoCo {every} p{fragments} t{overlap}"
+        return f"SparseLoCo {every} {chunks}{sparsity}"
     if variant in ("E", "E'"):
         enob = params.get("enob")
         planes = params.get("planes")

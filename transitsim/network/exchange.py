@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from transitsim.base.errors import TransitsimError
-from transitsim.network.des.engine import Timing, assign_paths, run_des
+from transitsim.network.des.engine import Timing, assign_paths, run_des, unshared_timing
 from transitsim.network.fabric import PLAIN, XFORM_PLUGGABLE, XFORM_SWITCH, Fabric, Path, Weights
 from transitsim.network.fast.hierarchical import MessageTable, run_fast_hier
 from transitsim.network.fast.maxplus import Linear, ring_linear, switch_linear
@@ -326,6 +326,8 @@ def simulate_exchange(
     validate_exchange(network, exchange)
     start = _start_times(start_s, network.workers)
     resource_faults = resolve_faults(fabric, faults)
+    if sends_nothing(exchange):
+        return _nothing_sent(fabric, start)
     weights = transform_weights(network, exchange)
     if fabric.greedy:  # rates depend on how many training flows share each link: the DES
         if method == "fast":
@@ -397,6 +399,34 @@ def _des(fabric, exchange, weights, start, faults, record, clock_s=0.0) -> Excha
 _LINEAR: dict[tuple, Linear | HierForm | None] = {}
 
 
+def sends_nothing(exchange: Exchange) -> bool:
+    """An exchange of no bytes (a local-SGD inner step): no message is sent, as NCCL returns at
+    once from a collective of count 0, so each worker holds its (unchanged) result at its start."""
+    return exchange.payload_bytes == 0 and exchange.dense_bytes == 0
+
+
+def _nothing_sent(fabric: Fabric, start: np.ndarray) -> ExchangeResult:
+    """The result of an exchange that sends nothing: every worker done at its own start."""
+    none = np.zeros(0)
+    timing = unshared_timing(
+        none, none, none, 0, np.zeros(len(fabric.resources)), np.zeros(len(fabric.resources))
+    )
+    time_s = float(start.max() - start.min())
+    return ExchangeResult(
+        finish_s=start.copy(),
+        time_s=time_s,
+        transform_s=0.0,
+        wire_s=0.0,
+        wait_s=time_s,
+        bytes_sent=np.zeros(len(start)),
+        bytes_received=np.zeros(len(start)),
+        events=0,
+        method="fast",
+        bottleneck="wait" if time_s > 0 else "none",
+        frames=functools.partial(_frames, fabric, timing, time_s),
+    )
+
+
 def linear_exchange(network: NetworkSpec, exchange: Exchange) -> Linear | None:
     """The exchange's max-plus linear form (linear.py), where it has one; cached.
 
@@ -404,6 +434,8 @@ def linear_exchange(network: NetworkSpec, exchange: Exchange) -> Linear | None:
     a summing rate that binds, a background share that changes in time) or no fast path
     exists: then simulate each start vector.
     """
+    if sends_nothing(exchange):  # finish = max(start): nothing depends on another worker
+        return Linear(np.full(network.workers, -np.inf))
     key = (repr(network), exchange)
     if key not in _LINEAR:
         if len(_LINEAR) >= 16:

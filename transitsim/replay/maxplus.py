@@ -83,7 +83,9 @@ def linear_block(
     first_step = np.asarray(columns["step"], dtype=np.int64)[row_of] - np.repeat(counts, counts)
     within = np.arange(len(row_of)) - np.repeat(np.cumsum(counts) - counts, counts)
     finish = form.finish_s(relative)
-    moving = form.d_s[form.critical(relative)] if isinstance(form, Linear) else None
+    moving = None
+    if isinstance(form, Linear):  # d is -inf where the exchange sends nothing: no path, 0 s
+        moving = np.maximum(form.d_s[form.critical(relative)], 0.0)
     return LinearBlock(
         rows=rows,
         row_of=row_of,
