@@ -14,6 +14,7 @@ from transitsim.network.closed_form import closed_form_time_s
 from transitsim.network.exchange import linear_exchange
 from transitsim.replay.compute import Stragglers
 from transitsim.replay.plan import replay
+from transitsim.traces.format import read_trace, write_trace
 
 SYNC_BYTES = 2_000_000  # a dense BF16 pseudo-gradient of 1M parameters
 
@@ -81,3 +82,39 @@ def test_local_sgd_variants_have_labels_that_say_how_often_they_sync():
         "hs": "H-s Streaming DiLoCo h50 p5 t5",
         "l": "L SparseLoCo h10 2d64 k64",
     }
+
+
+def _streaming_trace(tmp_path, sync_bytes: int, tau: int = 2):
+    """H-s-like: fragments sync at steps 5 and 15 and land tau steps later."""
+    trace = make_trace(tmp_path, variant="H-s", steps=list(range(1, 21)), payload_bytes=0)
+    frame = trace.steps.copy()
+    syncs = frame["step"].isin([5, 15])
+    frame.loc[syncs, "payload_bytes"] = sync_bytes
+    frame["outer_sync"] = syncs
+    frame["sync_fragment"] = np.where(frame["step"] == 15, 1, 0)
+    frame["lands_step"] = np.where(syncs, frame["step"] + tau, 0)
+    meta = {**trace.meta, "local_sgd": {"overlap_steps": tau, "fragments": 2, "inner_steps": 20}}
+    return read_trace(write_trace(tmp_path / "H-s-stream-s0.parquet", frame, meta))
+
+
+@pytest.mark.parametrize("sync_bytes", [2_000_000, 8_000_000_000])
+def test_streaming_exchanges_overlap_the_next_inner_steps(tmp_path, sync_bytes):
+    """By hand: the sync step costs its compute only; the landing step (tau = 2 later) waits for
+    max(0, X - the two steps between), X the exchange alone."""
+    trace = _streaming_trace(tmp_path, sync_bytes)
+    timeline = replay(trace, SWITCH).timeline
+    stepped = replay(trace, SWITCH, reuse=False).timeline  # the stepping, not the arrays
+    np.testing.assert_allclose(stepped["time_s"], timeline["time_s"], rtol=1e-12)
+    compute = 0.05 + 0.002
+    exchange = closed_form_time_s(SWITCH, Exchange("ring_allreduce", sync_bytes))
+    left = max(exchange - 2 * compute, 0.0)
+    expected = np.full(20, compute)
+    expected[[6, 16]] += left  # steps 7 and 17 (rows 6 and 16) are where the syncs land
+    np.testing.assert_allclose(timeline["step_s"], expected, rtol=1e-9)
+    np.testing.assert_allclose(timeline["time_s"], np.cumsum(expected), rtol=1e-9)
+    np.testing.assert_allclose(timeline.loc[[4, 14], "hidden_s"], exchange - left, rtol=1e-9)
+    parts = timeline[["compute_s", "compress_s", "transform_s", "wire_s", "wait_s", "update_s"]]
+    np.testing.assert_allclose(parts.sum(axis=1), timeline["step_s"], rtol=1e-9)
+    assert (left > 0) == (sync_bytes > 1e9)  # the small sync hides whole, the huge one not
+    ring_bytes = 2 * (WORKERS - 1) / WORKERS * sync_bytes
+    assert timeline["wire_bytes"].iloc[-1] == pytest.approx(2 * ring_bytes, rel=1e-12)

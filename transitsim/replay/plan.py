@@ -28,6 +28,7 @@ from transitsim.replay.keys import first_appearance_codes
 from transitsim.replay.overlap import OverlapPlan
 from transitsim.replay.step import Run, StepPlan
 from transitsim.replay.steps import replay_rows
+from transitsim.replay.streaming import stream_exchanges
 from transitsim.traces.format import Trace
 
 __all__ = ["TIMELINE_COLUMNS", "Replay", "needs_loopback", "placement_for", "replay"]
@@ -123,6 +124,7 @@ def replay(
     if overlap == "buckets":
         run.overlap = _overlap_plan(trace, network, ratio, bucket_bytes, notes)
     rows = replay_rows(run, plan, stragglers, np.random.default_rng(seed))
+    stream_exchanges(rows, trace, notes)  # H-s: exchanges overlap the next inner steps
     rows["overlap"] = [overlap] * len(rows["step"])
     if run.overlap is not None:
         notes.extend(run.overlap.notes)
