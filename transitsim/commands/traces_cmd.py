@@ -202,17 +202,23 @@ def _import_profile(
         return 0
     for note in result.notes:
         print(f"transitsim: note: {one_line(note)}", file=sys.stderr)
-    emit_table(profile_summary(result), fmt, title=f"Imported {result.trace.path}")
+    emit_table(
+        profile_summary(result, fmt_raw=fmt in ("csv", "json")),
+        fmt,
+        title=f"Imported {result.trace.path}",
+    )
     if result.stragglers and fmt == "table":
         fitted = result.stragglers
+        factors = ", ".join(f"{f:g}" for f in fitted["worker_factors"])
         print(
             f"stragglers fitted from {fitted['fitted_from']}: {{distribution: "
-            f"{fitted['distribution']}, scale: {fitted['scale']}, mode: {fitted['mode']}}}"
+            f"{fitted['distribution']}, scale: {fitted['scale']:g}, mode: {fitted['mode']}, "
+            f"worker_factors: [{factors}]}}"
         )
     return 0
 
 
-def profile_summary(result: ProfileImport) -> pd.DataFrame:
+def profile_summary(result: ProfileImport, fmt_raw: bool = False) -> pd.DataFrame:
     """The imported template, field by field: what the profile measured per step."""
     meta = result.trace.meta
     template = meta["profile"]["template"]
@@ -233,9 +239,10 @@ def profile_summary(result: ProfileImport) -> pd.DataFrame:
         "collective": template["collective"],
         "buckets": len(backward["tensors"]) if backward else 0,
     }
-    return pd.DataFrame(
-        {"field": list(fields), "value": [format_cell(k, v) for k, v in fields.items()]}
-    )
+    if fmt_raw:
+        return pd.DataFrame({"field": list(fields), "value": list(fields.values())})
+    shown = [f"{v:.4g}" if isinstance(v, float) else format_cell(k, v) for k, v in fields.items()]
+    return pd.DataFrame({"field": list(fields), "value": shown})
 
 
 def list_command(

@@ -120,7 +120,7 @@ def _header(document: dict[str, Any]) -> tuple[int | None, int | None, str | Non
     device = "cpu"
     if isinstance(devices, list) and devices and isinstance(devices[0], dict):
         device = str(devices[0].get("name") or "gpu")
-    return rank, world, backend, device
+    return rank, world, backend, device[:80]
 
 
 def read_raw_profile(path: Path | str) -> RawProfile:
@@ -157,6 +157,8 @@ def read_raw_profile(path: Path | str) -> RawProfile:
         )
     events.sort(key=lambda e: (e.ts, -e.dur))
     rank, world, backend, device = _header(document)
+    if device == "cpu" and any(e.cat == "kernel" for e in events):
+        device = "gpu"  # GPU kernels, but no deviceProperties to name the GPU
     if world is not None and not 1 <= world <= 10**7:
         raise TransitsimError(f"{path}: distributedInfo.world_size {world} is not a job size")
     return RawProfile(path, events, rank, world, backend, device, skipped)

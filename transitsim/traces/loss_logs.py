@@ -141,7 +141,7 @@ def _tensorboard_frame(path: Path) -> pd.DataFrame:
     wide = scalars.pivot_table(index="step", columns="tag", values="value", aggfunc="last")
     wide = wide.reset_index()
     wide.columns = [str(c) for c in wide.columns]
-    return wide
+    return wide.astype(object).where(wide.notna(), None)  # a tag not logged at a step: missing
 
 
 def _is_tensorboard(path: Path) -> bool:
@@ -165,22 +165,39 @@ def _pick(frame: pd.DataFrame, role: str, given: dict[str, str], path: Path) -> 
     return None
 
 
-def _numbers(frame: pd.DataFrame, column: str, path: Path) -> pd.Series:
+def _number(value: Any, nan: float) -> float | None:
+    """One cell as a float (None: not a number). Empty cells and nulls are missing (NaN); a
+    logged 'nan' is what a diverged run writes, returned as `nan` (inf for losses); bools and
+    other text are not numbers."""
+    if value is None:
+        return math.nan
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int | float | np.integer | np.floating):
+        number = float(value)
+    elif isinstance(value, str):
+        if not value.strip():
+            return math.nan
+        try:
+            number = float(value)
+        except ValueError:
+            return None
+    else:
+        return None
+    return nan if math.isnan(number) else number
+
+
+def _numbers(frame: pd.DataFrame, column: str, path: Path, nan: float = math.nan) -> pd.Series:
     """A column as floats: empty cells NaN; 'nan', 'inf' as numbers; other text an error."""
     values = frame[column]
-    if not pd.api.types.is_numeric_dtype(values.dtype):
-        values = values.astype(object).map(
-            lambda v: np.nan if v is None or (isinstance(v, str) and not v.strip()) else v
-        )
-    converted = pd.to_numeric(values, errors="coerce")
-    bad = converted.isna() & values.notna()
-    if bad.any():
-        row = int(np.flatnonzero(bad.to_numpy())[0])
+    converted = [_number(v, nan) for v in values.astype(object)]
+    bad = [i for i, v in enumerate(converted) if v is None]
+    if bad:
         raise TransitsimError(
-            f"{path}: column {column!r} holds {str(values.iloc[row])[:40]!r} at row {row + 1}: "
-            "not a number"
+            f"{path}: column {column!r} holds {str(values.iloc[bad[0]])[:40]!r} at row "
+            f"{bad[0] + 1}: not a number"
         )
-    return converted.astype("float64")
+    return pd.Series(converted, index=values.index, dtype="float64")
 
 
 def read_loss_log(path: Path | str, columns: dict[str, str] | None = None) -> LossLog:
@@ -200,7 +217,11 @@ def read_loss_log(path: Path | str, columns: dict[str, str] | None = None) -> Lo
             records = _jsonl_records(path, text)
             if not records:
                 raise TransitsimError(f"{path}: no records in the JSONL loss log")
-            frame = pd.DataFrame.from_records(records)
+            keys = list(dict.fromkeys(k for record in records for k in record))
+            # a key a record lacks is None (missing), a logged NaN stays NaN (diverged)
+            frame = pd.DataFrame(
+                {str(k): [record.get(k) for record in records] for k in keys}, dtype=object
+            )
         else:
             frame = _csv_frame(path, text)
     if len(frame) == 0:
@@ -218,7 +239,8 @@ def read_loss_log(path: Path | str, columns: dict[str, str] | None = None) -> Lo
     table = pd.DataFrame({"step": _numbers(frame, picked["step"], path)})  # type: ignore[index]
     for role in ROLES[1:]:
         name = picked[role]
-        table[role] = _numbers(frame, name, path) if name is not None else np.nan
+        diverged = math.inf if role.endswith("loss") else math.nan
+        table[role] = _numbers(frame, name, path, diverged) if name is not None else np.nan
     table = table.dropna(subset=["step"])
     steps = table["step"].to_numpy()
     if not len(steps):

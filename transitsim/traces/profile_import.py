@@ -133,22 +133,28 @@ def _bucket_profile(steps: list[_JobStep]) -> tuple[dict[str, Any] | None, str |
 
 
 def _fit_stragglers(steps: list[_JobStep]) -> dict[str, Any] | None:
-    """Per-step compute spread between ranks as exponential multiplicative jitter: for X ~
-    Exp(mean s), E|c_i - c_j| = base * s, so s = mean pairwise |c_i - c_j| / fastest rank."""
-    spreads = []
-    for step in steps:
-        computes = [s.compute_s for s in step.per_rank.values()]
-        if len(computes) < 2 or min(computes) <= 0:
-            continue
-        pairs = [abs(a - b) for i, a in enumerate(computes) for b in computes[i + 1 :]]
-        spreads.append(statistics.fmean(pairs) / min(computes))
-    if not spreads:
+    """The ranks' compute spread as the replay's Stragglers: fixed per-rank factors (each
+    rank's median compute over the fastest rank's) and, on top, exponential multiplicative
+    jitter fitted to what the factors leave: for X ~ Exp(mean s), E|X_i - X_j| = s, so s is the
+    mean pairwise difference of the per-step compute divided by its rank's factor and base."""
+    ranks = sorted(steps[0].per_rank)
+    computes = np.array([[s.per_rank[r].compute_s for r in ranks] for s in steps])
+    medians = np.median(computes, axis=0)
+    if len(ranks) < 2 or (medians <= 0).any() or (computes <= 0).any():
         return None
+    factors = medians / medians.min()
+    relative = computes / (factors * medians.min())  # 1 + jitter, per step and rank
+    pairs = [
+        float(np.mean(np.abs(relative[:, i] - relative[:, j])))
+        for i in range(len(ranks))
+        for j in range(i + 1, len(ranks))
+    ]
     return {
         "distribution": "exponential",
-        "scale": round(statistics.fmean(spreads), 6),
+        "scale": round(float(np.mean(pairs)), 6),
         "mode": "multiplicative",
-        "fitted_from": f"{len(steps[0].per_rank)} ranks x {len(spreads)} profiled steps",
+        "worker_factors": [round(float(f), 6) for f in factors],
+        "fitted_from": f"{len(ranks)} ranks x {len(steps)} profiled steps",
     }
 
 
