@@ -2,6 +2,7 @@
 whose per-step payload, wall time and bucket launches agree with the raw events, computed here
 independently of the reader (plain json over the file, no transitsim code)."""
 
+import functools
 import gzip
 import json
 import re
@@ -30,6 +31,7 @@ def fixture(name: str) -> Path:
     pytest.skip(f"real Kineto trace {name} not present (tests/fixtures/kineto/README.md)")
 
 
+@functools.lru_cache(maxsize=8)
 def raw_events(path: Path) -> list[dict]:
     with gzip.open(path, "rt", encoding="utf-8") as handle:
         return json.load(handle)["traceEvents"]
@@ -60,7 +62,8 @@ def allreduce_bytes_by_span(events: list[dict]) -> list[int]:
         lo, hi = span["ts"], span["ts"] + span["dur"]
         if rpcs:
             inside = [e for e in rpcs if lo <= e["ts"] <= hi]
-            totals.append(sum(e["args"]["In msg nelems"] * size[e["args"]["dtype"]] for e in inside))
+            sizes = [e["args"]["In msg nelems"] * size[e["args"]["dtype"]] for e in inside]
+            totals.append(sum(sizes))
         else:
             # the op's own span start: gloo's worker thread may start it after the step's launch
             total = 0

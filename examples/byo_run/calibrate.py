@@ -18,8 +18,8 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-SIZES = [2**k for k in range(16, 25)]  # 64 KiB .. 16 MiB
-REPEATS = 9
+SIZES = [2**k for k in range(16, 24)]  # 64 KiB .. 8 MiB
+REPEATS = 15
 
 
 def measure(sizes: list[int] = SIZES, repeats: int = REPEATS) -> list[tuple[int, float]]:
@@ -42,7 +42,8 @@ def fit(points: list[tuple[int, float]], workers: int) -> tuple[float, float]:
     xs = [float(s) for s, _ in points]
     ys = [t for _, t in points]
     mx, my = statistics.fmean(xs), statistics.fmean(ys)
-    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
+    covariance = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True))
+    slope = covariance / sum((x - mx) ** 2 for x in xs)
     intercept = my - slope * mx
     messages = 2 * (workers - 1)
     rate = messages / workers * 8.0 / slope

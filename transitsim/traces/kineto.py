@@ -196,9 +196,10 @@ def _ancestors(events: list[Event]) -> dict[int, list[Event]]:
     return out
 
 
-def _collectives(host: list[Event], world: int | None, notes: list[str]) -> list[Collective]:
+def _collectives(
+    host: list[Event], ancestors: dict[int, list[Event]], world: int | None, notes: list[str]
+) -> list[Collective]:
     """Every collective on the host side, once each, in launch order."""
-    ancestors = _ancestors(host)
     backend_ops = [e for e in host if _BACKEND_OP.match(e.name) and collective_kind(e.name)]
     launchers = [e for e in host if e.name.startswith("c10d::") and collective_kind(e.name)]
     if not backend_ops:
@@ -303,12 +304,12 @@ def read_rank_profile(path: Path | str) -> RankProfile:
     if raw.skipped:
         notes.append(f"{raw.skipped} event(s) without a time span skipped")
     host = [e for e in raw.events if not is_gpu(e)]
-    collectives = _collectives(host, raw.world_size, notes)
+    ancestors = _ancestors(host)
+    collectives = _collectives(host, ancestors, raw.world_size, notes)
     gpu = any(e.cat == "kernel" for e in raw.events)
     if gpu:
         comm_gpu, work_gpu = _gpu_work(raw, spans)
     comm_threads = {(str(e.pid), str(e.tid)) for e in host if _BACKEND_OP.match(e.name)}
-    ancestors = _ancestors(host)
     steps = []
     for index, (number, span) in enumerate(spans):
         inside = [e for e in host if span.ts <= e.ts and e.end <= span.end + 1.0]
