@@ -152,9 +152,10 @@ def test_recorder_refuses_what_a_trace_cannot_hold(tmp_path) -> None:
 
 
 def test_a_recorder_left_by_an_exception_writes_an_incomplete_trace(tmp_path) -> None:
-    with pytest.raises(RuntimeError), TraceRecorder(
-        tmp_path / "r.parquet", workers=2, model=make_model()
-    ) as recorder:
+    with (
+        pytest.raises(RuntimeError),
+        TraceRecorder(tmp_path / "r.parquet", workers=2, model=make_model()) as recorder,
+    ):
         recorder.step(loss=2.0, payload_bytes=100, compute_s=0.1, exchange_s=0.02)
         raise RuntimeError("the loop crashed")
     trace = read_trace(tmp_path / "r.parquet")

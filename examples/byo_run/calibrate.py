@@ -7,7 +7,7 @@ switch to it. For P hosts the ring sends 2(P-1) messages of S/P bytes one after 
     T(S) = 2(P-1) * overhead + 2(P-1)/P * S * 8 / rate
 
 a straight line in S: its slope gives the host link's rate, its intercept the per-message
-overhead (two physical parameters, least squares). The network YAML is what `transitsim replay
+overhead (two physical parameters, a Theil-Sen line: robust to a slowed point). The network YAML is what `transitsim replay
 --network` takes; its comment block holds the measured points.
 """
 
@@ -38,13 +38,17 @@ def measure(sizes: list[int] = SIZES, repeats: int = REPEATS) -> list[tuple[int,
 
 
 def fit(points: list[tuple[int, float]], workers: int) -> tuple[float, float]:
-    """(rate in bits/s, per-message overhead in s) of the line through the points."""
-    xs = [float(s) for s, _ in points]
-    ys = [t for _, t in points]
-    mx, my = statistics.fmean(xs), statistics.fmean(ys)
-    covariance = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True))
-    slope = covariance / sum((x - mx) ** 2 for x in xs)
-    intercept = my - slope * mx
+    """(rate in bits/s, per-message overhead in s) of the line through the points: Theil-Sen
+    (the median of the pairwise slopes, then the median intercept), so that one size slowed by
+    another user's burst on a shared machine does not tilt the line."""
+    slopes = [
+        (t2 - t1) / (s2 - s1)
+        for i, (s1, t1) in enumerate(points)
+        for s2, t2 in points[i + 1 :]
+        if s2 != s1
+    ]
+    slope = statistics.median(slopes)
+    intercept = statistics.median(t - slope * s for s, t in points)
     messages = 2 * (workers - 1)
     rate = messages / workers * 8.0 / slope
     return rate, max(intercept, 0.0) / messages

@@ -213,10 +213,12 @@ def _collectives(
     out = []
     unsized = 0
     for op in backend_ops:
-        kind = collective_kind(str(op.args.get("Collective name") or op.name))
-        assert kind is not None
+        is_rpc = op.name == "record_param_comms"
+        kind = collective_kind(str(op.args["Collective name"]) if is_rpc else op.name)
+        if kind is None:  # both lists hold only ops whose name gives a kind
+            continue
         elements, nbytes = _shape_size(op.args)
-        if op.name == "record_param_comms":
+        if is_rpc:
             elements, nbytes = _msg_size(op.args)
         group = _group(op.args)
         launch = None
