@@ -82,8 +82,8 @@ def assert_refused(argv: list[str], code: int, stderr: str, out: Path | None = N
 def test_profile_and_loss_log_become_one_trace_that_replays(tmp_path) -> None:
     profile = write_profile(tmp_path / "rank0.json.gz", make_profile())
     loss = tmp_path / "losses.csv"
-    loss.write_text("step,train_loss,val_loss\n" + "".join(
-        f"{s},{3 - s / 100},{'' if s % 10 else 3.1 - s / 100}\n" for s in range(1, 41)))  # fmt: skip
+    rows = [f"{s},{3 - s / 100},{'' if s % 10 else 3.1 - s / 100}\n" for s in range(1, 41)]
+    loss.write_text("step,train_loss,val_loss\n" + "".join(rows))
     out = tmp_path / "traces"
     argv = ["traces", "import", "--profile", str(profile), "--loss", str(loss), "-o", str(out)]
     code, stdout, stderr = run_cli(argv + ["--name", "mine"])
@@ -139,9 +139,9 @@ def test_two_ranks_print_the_fitted_stragglers(tmp_path) -> None:
     code, stdout, stderr = run_cli(argv)
     assert code == 0, stderr
     assert "stragglers fitted from 2 ranks x 3 profiled steps" in stdout
-    code, _, stderr = run_cli(argv[:3] + [str(tmp_path / "u"), "--profile", str(paths[0])] * 1
-                              + ["--profile", str(paths[0])])  # fmt: skip
-    assert_refused(argv, code, stderr, tmp_path / "u")
+    twice = ["traces", "import", "-o", str(tmp_path / "u")] + ["--profile", str(paths[0])] * 2
+    code, _, stderr = run_cli(twice)
+    assert_refused(twice, code, stderr, tmp_path / "u")
     assert "same rank" in stderr
 
 

@@ -88,8 +88,8 @@ CELLS = st.one_of(
 @st.composite
 def hostile_loss_log(draw) -> tuple[str, bytes]:
     """A CSV or JSONL loss log with hostile cells, headers and steps."""
-    header = draw(st.sampled_from([["step", "loss"], ["iter", "train_loss", "val_loss"],
-                                   ["epoch", "acc"], ["step", "loss", "loss"], ["step"]]))  # fmt: skip
+    headers = [["step", "loss"], ["iter", "train_loss", "val_loss"], ["epoch", "acc"]]
+    header = draw(st.sampled_from([*headers, ["step", "loss", "loss"], ["step"]]))
     rows = draw(st.lists(st.lists(CELLS, min_size=len(header), max_size=len(header)), max_size=6))
     if draw(st.booleans()):
         text = "\n".join([",".join(header), *(",".join(r) for r in rows)]) + "\n"

@@ -7,8 +7,9 @@ switch to it. For P hosts the ring sends 2(P-1) messages of S/P bytes one after 
     T(S) = 2(P-1) * overhead + 2(P-1)/P * S * 8 / rate
 
 a straight line in S: its slope gives the host link's rate, its intercept the per-message
-overhead (two physical parameters, a Theil-Sen line: robust to a slowed point). The network YAML is what `transitsim replay
---network` takes; its comment block holds the measured points.
+overhead (two physical parameters, a Theil-Sen line: robust to one slowed point). The network
+YAML is what `transitsim replay --network` takes; its comment block holds the measured points
+beside the fitted line.
 """
 
 import statistics
@@ -56,11 +57,19 @@ def fit(points: list[tuple[int, float]], workers: int) -> tuple[float, float]:
 
 def network_yaml(points: list[tuple[int, float]], workers: int) -> str:
     rate, overhead = fit(points, workers)
+    messages = 2 * (workers - 1)
+
+    def line(size: int) -> float:
+        return messages * overhead + messages / workers * size * 8.0 / rate
+
     lines = [
         "# The loopback link of examples/byo_run, calibrated by examples/byo_run/calibrate.py:",
         f"# gloo all_reduce on {workers} processes of this machine, median of {REPEATS} each.",
-        "# bytes, measured seconds:",
-        *[f"#   {size}, {seconds:.6f}" for size, seconds in points],
+        "# bytes, measured seconds, the fitted line's seconds, its error:",
+        *[
+            f"#   {size}, {seconds:.6f}, {line(size):.6f}, {(line(size) - seconds) / seconds:+.1%}"
+            for size, seconds in points
+        ],
         "name: loopback-gloo",
         "topology: switch",
         f"workers: {workers}",

@@ -3,9 +3,9 @@ prediction on the network it ran on (the calibrated loopback), with the machine'
 
     python examples/byo_run/compare.py out/byo_run
 
-Measured: the median over the profiled steps of the job's step (each step the slower rank's
-ProfilerStep span), as `traces import` stored it (compute, optimizer and communication are
-medians each, so they need not add up to it exactly). Predicted: `transitsim replay` of the
+Measured: the mean over the profiled steps of the job's step (each step the slower rank's
+ProfilerStep span), as `traces import` stored it: compute + exposed communication + optimizer.
+Predicted: `transitsim replay` of the
 imported trace on `loopback.yaml` with `--overlap buckets` (each bucket's all-reduce starts
 where the profile saw it launched), mean step time over the run.
 """
@@ -28,7 +28,7 @@ def main() -> None:
     error = (predicted - measured) / measured
     load = Path("/proc/loadavg").read_text().split()[:3]
     lines = [
-        f"measured step (profile, median of {len(meta['profile']['steps'])} steps x "
+        f"measured step (profile, mean of {len(meta['profile']['steps'])} steps x "
         f"{len(meta['profile']['files'])} ranks): {measured * 1e3:.2f} ms",
         f"  compute {template['compute_s'] * 1e3:.2f} ms, "
         f"optimizer {template['update_s'] * 1e3:.2f} ms, "

@@ -91,7 +91,7 @@ def worker(rank: int, world: int, port: int, args: argparse.Namespace) -> None:
             loss.backward()
             optimizer.step()
             prof.step()
-            row: dict[str, object] = {"step": step, "train_loss": float(loss), "val_loss": ""}
+            row: dict[str, object] = {"step": step, "train_loss": loss.item(), "val_loss": ""}
             if step % args.eval_every == 0 or step == args.steps:
                 with torch.no_grad():
                     vals = [nn.functional.cross_entropy(model(vx), vy) for vx, vy in val]

@@ -3,7 +3,8 @@
 The profile is a timing template of a few steps; the loss log gives the convergence of every
 step. Each row of the trace is one logged step with its losses, and the template's figures:
 payload bytes and collective from the profiled collectives, compute_s / update_s / comm_s /
-wall_s the median over the profiled steps. With several ranks' files, each profiled step takes
+wall_s the mean over the profiled steps (means keep wall = compute + exposed
+communication + optimiser, step by step). With several ranks' files, each profiled step takes
 the slowest rank's compute (a synchronous step waits for it), so that a replay on the network
 the job ran on reproduces the measured step. Without a loss log the rows are the profiled steps
 themselves, each with its own figures, and the losses are unknown (stored as inf).
@@ -180,11 +181,12 @@ def _template(steps: list[_JobStep], notes: list[str]) -> dict[str, Any]:
     if len(set(payloads)) > 1:
         notes.append(
             f"payload differs between profiled steps ({min(payloads):,}..{max(payloads):,} "
-            "bytes): the median is used"
+            "bytes): their median is used"
         )
     kinds = Counter(s.collective for s in steps).most_common(1)[0][0]
+    # means, not medians: per step wall = compute + exposed + update, and means keep that sum
     med = {
-        key: float(np.median([getattr(s.critical, key) for s in steps]))
+        key: float(np.mean([getattr(s.critical, key) for s in steps]))
         for key in ("wall_s", "compute_s", "update_s", "comm_s", "exposed_s", "hidden_s")
     }
     med["payload_bytes"] = int(np.median(payloads))
@@ -315,7 +317,7 @@ def build_trace(
         if loss.table["lr"].isna().all():
             notes.append(f"{loss.path.name}: no learning-rate column: lr stored as 0")
         notes.append(
-            f"every row timed by the profile's template: the median of {len(steps)} profiled "
+            f"every row timed by the profile's template: the mean of {len(steps)} profiled "
             f"step(s) x {len(profiles)} rank(s)"
         )
     name = options.name or _stem(profiles[0].path)
