@@ -20,7 +20,9 @@ from test_byo_cli import assert_refused, make_profile, run_cli
 from transitsim.traces.format import read_trace
 
 FUZZ = settings(
-    max_examples=int(os.environ.get("TRANSITSIM_FUZZ_EXAMPLES", "40")),
+    # 20 a test keeps the suite quick (each import that succeeds is also replayed);
+    # TRANSITSIM_FUZZ_EXAMPLES=500 for a longer hunt
+    max_examples=int(os.environ.get("TRANSITSIM_FUZZ_EXAMPLES", "20")),
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
