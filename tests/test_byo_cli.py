@@ -218,3 +218,16 @@ def test_a_backend_op_with_a_collective_name_argument_that_is_not_text_imports(t
     code, _, stderr = run_cli(["traces", "import", "--profile", str(profile), "-o", str(tmp_path)])
     assert code == 0, stderr
     assert read_trace(tmp_path / "p-s0.parquet").steps["payload_bytes"].iloc[0] == 6000
+
+
+def test_a_collective_running_past_the_steps_end_counts_up_to_it(tmp_path) -> None:
+    """A gloo op that starts in the step and ends after its span (an async all-reduce) adds
+    its part inside the span to the step's communication, not nothing."""
+    document = make_profile(steps=1)
+    last = [e for e in document["traceEvents"] if e["name"] == "gloo:all_reduce"][-1]
+    last["dur"] = 10_000  # 6050 us into the 8000 us step: 1950 us of it inside
+    profile = write_profile(tmp_path / "p.json.gz", document)
+    code, _, stderr = run_cli(["traces", "import", "--profile", str(profile), "-o", str(tmp_path)])
+    assert code == 0, stderr
+    steps = read_trace(tmp_path / "p-s0.parquet").steps
+    assert steps["comm_s"].iloc[0] == pytest.approx((8000 - 3550) * 1e-6)

@@ -311,7 +311,8 @@ def read_rank_profile(path: Path | str) -> RankProfile:
     gpu = any(e.cat == "kernel" for e in raw.events)
     if gpu:
         comm_gpu, work_gpu = _gpu_work(raw, spans)
-    comm_threads = {(str(e.pid), str(e.tid)) for e in host if _BACKEND_OP.match(e.name)}
+    backend_ops = [e for e in host if _BACKEND_OP.match(e.name) and collective_kind(e.name)]
+    comm_threads = {(str(e.pid), str(e.tid)) for e in backend_ops}
     steps = []
     for index, (number, span) in enumerate(spans):
         inside = [e for e in host if span.ts <= e.ts and e.end <= span.end + 1.0]
@@ -319,10 +320,10 @@ def read_rank_profile(path: Path | str) -> RankProfile:
         if gpu:
             comm, work = comm_gpu.get(index, []), work_gpu.get(index, [])
         else:
-            comm = [
+            comm = [  # clipped to the span: an op may run on past the step's end
                 (max(e.ts, span.ts), min(e.end, span.end))
-                for e in inside
-                if _BACKEND_OP.match(e.name) and collective_kind(e.name)
+                for e in backend_ops
+                if e.ts < span.end and e.end > span.ts
             ]
             work = [
                 (e.ts, e.end)
