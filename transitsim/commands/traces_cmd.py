@@ -8,11 +8,13 @@ import pandas as pd
 import typer
 
 from transitsim.analysis.metrics import run_sort_key, wire_bytes_per_step
-from transitsim.base.errors import one_line
+from transitsim.base.errors import TransitsimError, one_line
 from transitsim.base.tables import emit_json, emit_table, format_cell, output_format, variant_label
 from transitsim.commands import QUIET_HELP
 from transitsim.traces.experiment_logs import import_logs
 from transitsim.traces.format import Trace, find_traces, read_trace
+from transitsim.traces.loss_logs import parse_columns, read_loss_log
+from transitsim.traces.profile_import import ImportOptions, ProfileImport, import_profile
 
 DEFAULT_TRACES = Path("traces")
 CSV = typer.Option(False, "--csv", help="Print CSV (raw numbers).")
@@ -113,8 +115,30 @@ def trace_summary(trace: Trace) -> dict[str, Any]:
 
 
 def import_command(
-    logs: list[Path] = typer.Argument(..., help="Published-format .jsonl logs or folders of them."),
+    logs: list[Path] = typer.Argument(
+        None, help="Published-format .jsonl logs or folders of them (or use --profile)."
+    ),
     out: Path = typer.Option(DEFAULT_TRACES, "-o", "--out", help="Folder for the traces."),
+    profile: list[Path] = typer.Option(
+        [],
+        "--profile",
+        help="A torch.profiler (Kineto) trace, .json or .json.gz; repeat for each rank's file.",
+    ),
+    loss: Path | None = typer.Option(
+        None, "--loss", help="With --profile: the run's loss log (CSV, JSONL, TensorBoard events)."
+    ),
+    columns: str | None = typer.Option(
+        None, "--columns", help="The loss log's columns: step=iter,train_loss=loss,val_loss=..."
+    ),
+    variant: str = typer.Option("A", "--variant", help="With --profile: the run's variant."),
+    name: str | None = typer.Option(None, "--name", help="With --profile: the run's name."),
+    seed: int = typer.Option(0, "--seed", help="With --profile: the run's seed."),
+    workers: int | None = typer.Option(
+        None, "--workers", help="With --profile: workers, if the profile does not say."
+    ),
+    params: int | None = typer.Option(
+        None, "--params", help="With --profile: model parameters (default: the elements sent)."
+    ),
     csv: bool = CSV,
     markdown: bool = MARKDOWN,
     json_: bool = JSON,
@@ -122,8 +146,18 @@ def import_command(
         False, "--quiet", "-q", help="Only errors: no warnings, no table (the traces are written)."
     ),
 ) -> int:
-    """Convert the experiment's JSONL logs into traces (<run name>.parquet in the out folder)."""
+    """Convert the experiment's JSONL logs, or a profiler trace and a loss log, into traces
+    (<run name>.parquet in the out folder)."""
     fmt = output_format(csv, markdown, json_)
+    if profile:
+        if logs:
+            raise TransitsimError("give either LOGS or --profile, not both")
+        return _import_profile(profile, loss, columns, out, fmt, quiet, variant, name, seed,
+                               workers, params)  # fmt: skip
+    if loss is not None or columns is not None:
+        raise TransitsimError("--loss and --columns go with --profile")
+    if not logs:
+        raise TransitsimError("nothing to import: give LOGS or --profile PROFILE.json[.gz]")
     results = import_logs(logs, out)
     if quiet:
         return 0
@@ -145,6 +179,70 @@ def import_command(
     )
     emit_table(table, fmt, title=f"Imported {len(results)} log(s) into {out}")
     return 0
+
+
+def _import_profile(
+    profiles: list[Path],
+    loss: Path | None,
+    columns: str | None,
+    out: Path,
+    fmt: str,
+    quiet: bool,
+    variant: str,
+    name: str | None,
+    seed: int,
+    workers: int | None,
+    params: int | None,
+) -> int:
+    """`traces import --profile ... [--loss ...]`: one trace from a profile and a loss log."""
+    log = read_loss_log(loss, parse_columns(columns)) if loss is not None else None
+    options = ImportOptions(name=name, variant=variant, seed=seed, workers=workers, params=params)
+    result = import_profile(profiles, log, out, options)
+    if quiet:
+        return 0
+    for note in result.notes:
+        print(f"transitsim: note: {one_line(note)}", file=sys.stderr)
+    emit_table(
+        profile_summary(result, fmt_raw=fmt in ("csv", "json")),
+        fmt,
+        title=f"Imported {result.trace.path}",
+    )
+    if result.stragglers and fmt == "table":
+        fitted = result.stragglers
+        factors = ", ".join(f"{f:g}" for f in fitted["worker_factors"])
+        print(
+            f"stragglers fitted from {fitted['fitted_from']}: {{distribution: "
+            f"{fitted['distribution']}, scale: {fitted['scale']:g}, mode: {fitted['mode']}, "
+            f"worker_factors: [{factors}]}}"
+        )
+    return 0
+
+
+def profile_summary(result: ProfileImport, fmt_raw: bool = False) -> pd.DataFrame:
+    """The imported template, field by field: what the profile measured per step."""
+    meta = result.trace.meta
+    template = meta["profile"]["template"]
+    backward = meta.get("backward_profile")
+    fields = {
+        "run": meta["name"],
+        "rows": f"{len(result.trace.steps)} ({meta['rows']})",
+        "workers": meta["workers"],
+        "profiled steps": len(meta["profile"]["steps"]),
+        "ranks profiled": len(meta["profile"]["files"]),
+        "step wall (s)": template["wall_s"],
+        "compute (s)": template["compute_s"],
+        "optimizer (s)": template["update_s"],
+        "communication (s)": template["comm_s"],
+        "exposed (s)": template["exposed_s"],
+        "hidden (s)": template["hidden_s"],
+        "payload/step (B)": template["payload_bytes"],
+        "collective": template["collective"],
+        "buckets": len(backward["tensors"]) if backward else 0,
+    }
+    if fmt_raw:
+        return pd.DataFrame({"field": list(fields), "value": list(fields.values())})
+    shown = [f"{v:.4g}" if isinstance(v, float) else format_cell(k, v) for k, v in fields.items()]
+    return pd.DataFrame({"field": list(fields), "value": shown})
 
 
 def list_command(

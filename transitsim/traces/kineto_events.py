@@ -1,0 +1,218 @@
+"""A Kineto trace's events as arrays: the JSON `torch.profiler` writes, read without its tools.
+
+`export_chrome_trace` and `tensorboard_trace_handler` write one JSON object per rank (often
+gzipped): `traceEvents` (Chrome trace events: complete "X" events with `ts` and `dur` in
+microseconds, `cat`, `pid`, `tid`, `args`) and a few top-level keys (`distributedInfo` with the
+rank, world size and backend; `deviceProperties` with the GPUs). Only complete events carry the
+time spans read here; flow arrows, counters and metadata are skipped. Plain `json` reads the
+file (Holistic Trace Analysis and Perfetto's trace processor read it too, but each brings a
+large dependency, and the second a binary of its own, for what is a list of spans).
+
+Everything wrong with the file is one TransitsimError line naming it: not JSON, not a trace,
+no ProfilerStep spans, numbers that are not numbers.
+"""
+
+import gzip
+import json
+import math
+import re
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from transitsim.base.errors import TransitsimError
+
+MAX_PROFILE_BYTES = 1 << 31  # 2 GiB of JSON: a few steps of a large job, not /dev/zero
+STEP_NAME = re.compile(r"^ProfilerStep#(\d{1,12})$")
+# Events that run on a GPU (their pid is a device); the rest ran on the host.
+GPU_CATS = frozenset({"kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation"})
+
+
+@dataclass(frozen=True)
+class Event:
+    """One complete ("X") event: times in microseconds, as the trace writes them."""
+
+    name: str
+    cat: str
+    ts: float
+    dur: float
+    pid: Any
+    tid: Any
+    args: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
+
+    @property
+    def end(self) -> float:
+        return self.ts + self.dur
+
+    def contains(self, other: "Event", slack: float = 0.0) -> bool:
+        """Whether `other` lies inside this span (same thread is the caller's business)."""
+        return self.ts - slack <= other.ts and other.end <= self.end + slack
+
+
+@dataclass
+class RawProfile:
+    """One rank's file: its complete events and what its header says about the job."""
+
+    path: Path
+    events: list[Event]
+    rank: int | None
+    world_size: int | None
+    backend: str | None
+    device: str
+    skipped: int = 0  # complete events without a usable time span
+
+
+def _read_bytes(path: Path) -> bytes:
+    """The file's JSON text as bytes, gunzipped when it is gzip (by its magic, not its name)."""
+    if not path.exists():
+        raise TransitsimError(f"{path}: no such file")
+    if path.is_dir():
+        raise TransitsimError(f"{path}: is a folder, not a profiler trace")
+    try:
+        with path.open("rb") as handle:
+            head = handle.read(2)
+            handle.seek(0)
+            if head == b"\x1f\x8b":
+                with gzip.GzipFile(fileobj=handle) as unzipped:
+                    raw = unzipped.read(MAX_PROFILE_BYTES + 1)
+            else:
+                raw = handle.read(MAX_PROFILE_BYTES + 1)
+    except (OSError, EOFError, zlib.error) as exc:
+        text = str(exc).splitlines()[0] if str(exc) else "broken gzip"
+        reason = getattr(exc, "strerror", None) or text
+        raise TransitsimError(f"{path}: cannot read the profile ({reason})") from None
+    if len(raw) > MAX_PROFILE_BYTES:
+        raise TransitsimError(f"{path}: more than {MAX_PROFILE_BYTES:,} bytes of JSON")
+    return raw
+
+
+def _load_json(path: Path) -> Any:
+    raw = _read_bytes(path)
+    try:
+        return json.loads(raw)
+    except (ValueError, RecursionError):
+        raise TransitsimError(
+            f"{path}: not a profiler trace (not JSON; torch.profiler writes JSON or .json.gz)"
+        ) from None
+
+
+def _number(value: Any) -> float | None:
+    """A finite number, or None (bools, text, NaN and inf are not times)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    number = float(value)
+    return number if math.isfinite(number) else None
+
+
+def _whole(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _header(document: dict[str, Any]) -> tuple[int | None, int | None, str | None, str]:
+    info = document.get("distributedInfo")
+    info = info if isinstance(info, dict) else {}
+    rank, world = _whole(info.get("rank")), _whole(info.get("world_size"))
+    backend = info.get("backend") if isinstance(info.get("backend"), str) else None
+    devices = document.get("deviceProperties")
+    device = "cpu"
+    if isinstance(devices, list) and devices and isinstance(devices[0], dict):
+        device = str(devices[0].get("name") or "gpu")
+    return rank, world, backend, device[:80]
+
+
+def read_raw_profile(path: Path | str) -> RawProfile:
+    """Read one rank's Kineto trace (JSON or gzipped JSON) into its complete events."""
+    path = Path(path)
+    document = _load_json(path)
+    if isinstance(document, list):  # the Chrome format also allows a bare array of events
+        document = {"traceEvents": document}
+    if not isinstance(document, dict) or not isinstance(document.get("traceEvents"), list):
+        raise TransitsimError(f"{path}: not a profiler trace (no 'traceEvents' list)")
+    events: list[Event] = []
+    skipped = 0
+    for raw in document["traceEvents"]:
+        if not isinstance(raw, dict):
+            raise TransitsimError(f"{path}: not a profiler trace (an event is not an object)")
+        if raw.get("ph") != "X":
+            continue
+        ts, dur = _number(raw.get("ts")), _number(raw.get("dur"))
+        name = raw.get("name")
+        if ts is None or dur is None or dur < 0 or not isinstance(name, str):
+            skipped += 1
+            continue
+        args = raw.get("args")
+        events.append(
+            Event(
+                name=name,
+                cat=str(raw.get("cat") or ""),
+                ts=ts,
+                dur=dur,
+                pid=raw.get("pid"),
+                tid=raw.get("tid"),
+                args=args if isinstance(args, dict) else {},
+            )
+        )
+    events.sort(key=lambda e: (e.ts, -e.dur))
+    rank, world, backend, device = _header(document)
+    if device == "cpu" and any(e.cat == "kernel" for e in events):
+        device = "gpu"  # GPU kernels, but no deviceProperties to name the GPU
+    if world is not None and not 1 <= world <= 10**7:
+        raise TransitsimError(f"{path}: distributedInfo.world_size {world} is not a job size")
+    return RawProfile(path, events, rank, world, backend, device, skipped)
+
+
+def is_gpu(event: Event) -> bool:
+    return event.cat in GPU_CATS
+
+
+def step_spans(profile: RawProfile) -> list[tuple[int, Event]]:
+    """(N, span) of every `ProfilerStep#N` on the host, in time order; one line when none."""
+    spans = []
+    for event in profile.events:
+        match = STEP_NAME.match(event.name)
+        if match and not is_gpu(event):
+            spans.append((int(match.group(1)), event))
+    if not spans:
+        raise TransitsimError(
+            f"{profile.path}: no ProfilerStep#N spans (profile with torch.profiler's schedule "
+            "and call prof.step() once per training step)"
+        )
+    numbers = [n for n, _ in spans]
+    if len(set(numbers)) != len(numbers):
+        raise TransitsimError(f"{profile.path}: ProfilerStep numbers repeat: not one rank's file")
+    return spans
+
+
+def union_length(intervals: list[tuple[float, float]]) -> float:
+    """Total length covered by the intervals (overlaps counted once)."""
+    return sum(b - a for a, b in merge(intervals))
+
+
+def merge(intervals: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """The intervals' union as disjoint sorted intervals."""
+    out: list[tuple[float, float]] = []
+    for a, b in sorted(intervals):
+        if out and a <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], b))
+        else:
+            out.append((a, b))
+    return out
+
+
+def overlap_length(first: list[tuple[float, float]], second: list[tuple[float, float]]) -> float:
+    """Length of the intersection of two unions of intervals."""
+    a, b = merge(first), merge(second)
+    if not a or not b:
+        return 0.0
+    starts = np.array([s for s, _ in b])
+    ends = np.array([e for _, e in b])
+    total = 0.0
+    for s, e in a:
+        lo = np.searchsorted(ends, s, side="right")
+        hi = np.searchsorted(starts, e, side="left")
+        if hi > lo:
+            total += float(np.sum(np.minimum(ends[lo:hi], e) - np.maximum(starts[lo:hi], s)))
+    return total

@@ -1,0 +1,380 @@
+"""A researcher's profile (+ loss log) -> one transitsim trace (issue 23, items 1 and 2).
+
+The profile is a timing template of a few steps; the loss log gives the convergence of every
+step. Each row of the trace is one logged step with its losses, and the template's figures:
+payload bytes and collective from the profiled collectives, compute_s / update_s / comm_s /
+wall_s the mean over the profiled steps (means keep wall = compute + exposed
+communication + optimiser, step by step). With several ranks' files, each profiled step takes
+the slowest rank's compute (a synchronous step waits for it), so that a replay on the network
+the job ran on reproduces the measured step. Without a loss log the rows are the profiled steps
+themselves, each with its own figures, and the losses are unknown (stored as inf).
+
+New metadata (documented in docs/bring-your-own-run.md): `profile` holds the source files, the
+per-step and per-rank figures, the collectives of each step and the straggler spread fitted from
+the ranks; `backward_profile` holds the measured bucket launches (one entry per all-reduce, in
+the reverse of their launch order, as DDP's registration order would list them).
+"""
+
+import math
+import statistics
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from transitsim.base.atomic import check_writable_folder
+from transitsim.base.errors import TransitsimError
+from transitsim.traces.format import (
+    STEP_COLUMNS,
+    VARIANTS,
+    Trace,
+    check_run_name,
+    config_name,
+    read_meta,
+    validate_meta,
+    validate_steps,
+    write_trace,
+)
+from transitsim.traces.kineto import RankProfile, StepTiming, read_job_profiles
+from transitsim.traces.loss_logs import LossLog
+
+GRADIENT_KINDS = ("all_reduce", "all_gather")
+BYTES_PER_PARAM = 4  # fp32 gradients, where the profile cannot say
+
+
+@dataclass
+class ImportOptions:
+    """What the user says about the run that the files do not (None: from the files)."""
+
+    name: str | None = None
+    variant: str = "A"
+    seed: int = 0
+    workers: int | None = None
+    params: int | None = None
+
+
+@dataclass
+class ProfileImport:
+    """A trace built from a profile (unwritten until import_profile writes it)."""
+
+    trace: Trace
+    notes: list[str] = field(default_factory=list)
+    stragglers: dict[str, Any] | None = None
+
+
+@dataclass
+class _JobStep:
+    """One profiled step of the whole job: the slowest rank's figures and every rank's times."""
+
+    number: int
+    critical: StepTiming
+    payload_bytes: int
+    collective: str
+    per_rank: dict[int, StepTiming]
+
+
+def _step_kind(step: StepTiming) -> tuple[int, str]:
+    """(payload bytes, collective) of a step: its all-reduces, else its all-gathers."""
+    for kind in GRADIENT_KINDS:
+        total = step.bytes_of(kind)
+        if total:
+            return total, kind
+    return 0, "all_reduce"
+
+
+def _job_steps(profiles: list[RankProfile]) -> list[_JobStep]:
+    numbers = sorted(set.intersection(*({s.number for s in p.steps} for p in profiles)))
+    out = []
+    for number in numbers:
+        per_rank = {p.rank or 0: next(s for s in p.steps if s.number == number) for p in profiles}
+        critical = max(per_rank.values(), key=lambda s: s.compute_s)
+        payload, kind = _step_kind(per_rank[min(per_rank)])
+        out.append(_JobStep(number, critical, payload, kind, per_rank))
+    return out
+
+
+def _bucket_profile(steps: list[_JobStep]) -> tuple[dict[str, Any] | None, str | None]:
+    """The backward profile from the bucket launches of the slowest rank, averaged over steps
+    with the usual bucket count; (None, why) when the profile cannot give one."""
+    usable = []
+    for step in steps:
+        s = step.critical
+        buckets = [c for c in s.collectives if c.kind == step.collective]
+        start = s.backward_start_s
+        if not buckets or start is None or s.compute_s <= start:
+            continue
+        if any(not c.elements for c in buckets):
+            return None, "a bucket's element count is unreadable: no backward profile"
+        span = s.compute_s - start
+        ready = [
+            min(max(((c.launch_us - s.start_us) * 1e-6 - start) / span, 0.0), 1.0) for c in buckets
+        ]
+        usable.append(([int(c.elements or 0) for c in buckets], ready, span / s.compute_s))
+    if not usable:
+        return None, "no step with both backward ops and bucket launches: no backward profile"
+    common = Counter(tuple(n) for n, _, _ in usable).most_common(1)[0][0]
+    chosen = [(r, share) for n, r, share in usable if tuple(n) == common]
+    ready = [statistics.fmean(r[i] for r, _ in chosen) for i in range(len(common))]
+    share = statistics.fmean(share for _, share in chosen)
+    tensors = [
+        {"name": f"bucket {i}", "numel": common[i], "ready": ready[i]}
+        for i in reversed(range(len(common)))  # DDP registration order: last launched first
+    ]
+    profile = {
+        "version": 1,
+        "window": f"{len(chosen)} profiled step(s): collective launches of the slowest rank",
+        "source": "kineto",
+        "backward_share": min(max(share, 1e-9), 1.0),
+        "tensors": tensors,
+    }
+    return profile, None
+
+
+def _fit_stragglers(steps: list[_JobStep]) -> dict[str, Any] | None:
+    """The ranks' compute spread as the replay's Stragglers: fixed per-rank factors (each
+    rank's median compute over the fastest rank's) and, on top, exponential multiplicative
+    jitter fitted to what the factors leave: for X ~ Exp(mean s), E|X_i - X_j| = s, so s is the
+    mean pairwise difference of the per-step compute divided by its rank's factor and base."""
+    ranks = sorted(steps[0].per_rank)
+    computes = np.array([[s.per_rank[r].compute_s for r in ranks] for s in steps])
+    medians = np.median(computes, axis=0)
+    if len(ranks) < 2 or (medians <= 0).any() or (computes <= 0).any():
+        return None
+    factors = medians / medians.min()
+    relative = computes / (factors * medians.min())  # 1 + jitter, per step and rank
+    pairs = [
+        float(np.mean(np.abs(relative[:, i] - relative[:, j])))
+        for i in range(len(ranks))
+        for j in range(i + 1, len(ranks))
+    ]
+    return {
+        "distribution": "exponential",
+        "scale": round(float(np.mean(pairs)), 6),
+        "mode": "multiplicative",
+        "worker_factors": [round(float(f), 6) for f in factors],
+        "fitted_from": f"{len(ranks)} ranks x {len(steps)} profiled steps",
+    }
+
+
+def _workers(profiles: list[RankProfile], options: ImportOptions, notes: list[str]) -> int:
+    if options.workers is not None:
+        if options.workers < 1:
+            raise TransitsimError(f"--workers must be at least 1, got {options.workers}")
+        return options.workers
+    world = profiles[0].world_size
+    if world:
+        return world
+    groups = [c.group_size for p in profiles for s in p.steps for c in s.collectives]
+    groups = [g for g in groups if g]
+    if groups:
+        notes.append("no distributedInfo in the profile: workers from the collectives' group size")
+        return max(groups)
+    notes.append(f"no distributedInfo: workers = the {len(profiles)} profile file(s) given")
+    return len(profiles)
+
+
+def _template(steps: list[_JobStep], notes: list[str]) -> dict[str, Any]:
+    payloads = [s.payload_bytes for s in steps]
+    if len(set(payloads)) > 1:
+        notes.append(
+            f"payload differs between profiled steps ({min(payloads):,}..{max(payloads):,} "
+            "bytes): their median is used"
+        )
+    kinds = Counter(s.collective for s in steps).most_common(1)[0][0]
+    # means, not medians: per step wall = compute + exposed + update, and means keep that sum
+    med = {
+        key: float(np.mean([getattr(s.critical, key) for s in steps]))
+        for key in ("wall_s", "compute_s", "update_s", "comm_s", "exposed_s", "hidden_s")
+    }
+    med["payload_bytes"] = int(np.median(payloads))
+    med["collective"] = kinds
+    return med
+
+
+def _other_collectives(steps: list[_JobStep], kind: str, notes: list[str]) -> None:
+    others = Counter(c.kind for s in steps for c in s.critical.collectives if c.kind != kind)
+    if others:
+        listed = ", ".join(f"{n} {k}" for k, n in sorted(others.items()))
+        notes.append(f"not in the payload (not the gradient exchange replayed): {listed}")
+
+
+def _rows(
+    steps: list[_JobStep], loss: LossLog | None, template: dict[str, Any], variant: str
+) -> pd.DataFrame:
+    reducible = template["collective"] == "all_reduce" and variant != "B"
+    if loss is None:
+        shift = 1 if steps[0].number == 0 else 0
+        rows = pd.DataFrame(
+            {
+                "step": [s.number + shift for s in steps],
+                "train_loss": math.inf,
+                "val_loss": math.nan,
+                "lr": 0.0,
+                "payload_bytes": [s.payload_bytes for s in steps],
+                "compute_s": [s.critical.compute_s for s in steps],
+                "update_s": [s.critical.update_s for s in steps],
+                "comm_s": [s.critical.comm_s for s in steps],
+                "wall_s": [s.critical.wall_s for s in steps],
+            }
+        )
+    else:
+        table = loss.table
+        rows = pd.DataFrame(
+            {
+                "step": table["step"].to_numpy(),
+                "train_loss": table["train_loss"].to_numpy(),
+                "val_loss": table["val_loss"].to_numpy(),
+                "lr": table["lr"].fillna(0.0).to_numpy(),
+            }
+        )
+        for key in ("payload_bytes", "compute_s", "update_s", "comm_s", "wall_s"):
+            rows[key] = template[key]
+    rows["collective"] = template["collective"]
+    rows["reducible"] = reducible
+    rows["compress_s"] = 0.0
+    rows["payload_bytes"] = rows["payload_bytes"].astype("int64")
+    return rows[list(STEP_COLUMNS) + ["update_s", "comm_s", "wall_s"]]
+
+
+def _profile_meta(
+    profiles: list[RankProfile], steps: list[_JobStep], template: dict[str, Any]
+) -> dict[str, Any]:
+    def figures(s: StepTiming) -> dict[str, float]:
+        keys = ("wall_s", "compute_s", "update_s", "comm_s", "exposed_s", "hidden_s")
+        return {key: round(getattr(s, key), 9) for key in keys}
+
+    return {
+        "files": [p.path.name for p in profiles],
+        "ranks": [p.rank for p in profiles],
+        "device": profiles[0].device,
+        "backend": profiles[0].backend,
+        "template": {k: v for k, v in template.items()},
+        "typical_compute_s": float(
+            np.median([s.compute_s for step in steps for s in step.per_rank.values()])
+        ),
+        "steps": [
+            {
+                "number": step.number,
+                **figures(step.critical),
+                "payload_bytes": step.payload_bytes,
+                "slowest_rank": next(r for r, s in step.per_rank.items() if s is step.critical),
+                "per_rank": {str(r): figures(s) for r, s in step.per_rank.items()},
+                "collectives": [
+                    {
+                        "kind": c.kind,
+                        "bytes": c.nbytes,
+                        "elements": c.elements,
+                        "group_size": c.group_size,
+                        "launch_s": round((c.launch_us - step.critical.start_us) * 1e-6, 9),
+                    }
+                    for c in step.critical.collectives
+                ],
+            }
+            for step in steps
+        ],
+    }
+
+
+def build_trace(
+    profile_paths: list[Path | str], loss: LossLog | None, options: ImportOptions
+) -> ProfileImport:
+    """Read the profile(s) and build the validated, unwritten trace (trace.path is None)."""
+    if options.variant not in VARIANTS:
+        raise TransitsimError(f"--variant {options.variant!r} is not one of {', '.join(VARIANTS)}")
+    profiles = read_job_profiles(profile_paths)
+    notes = [f"{p.path.name}: {note}" for p in profiles for note in p.notes]
+    steps = _job_steps(profiles)
+    template = _template(steps, notes)
+    _other_collectives(steps, template["collective"], notes)
+    workers = _workers(profiles, options, notes)
+    elements = sum(
+        c.elements or 0 for c in steps[0].critical.collectives if c.kind == template["collective"]
+    )
+    n_params = options.params or elements
+    if not n_params:
+        raise TransitsimError(
+            f"{profiles[0].path}: no gradient all-reduce or all-gather of readable size: "
+            "give the model's size with --params"
+        )
+    if options.params is None:
+        notes.append(
+            f"n_params = the {elements:,} elements the step's {template['collective']} sends"
+        )
+    dense = template["payload_bytes"] if options.variant == "A" else 0
+    if not dense:
+        dense = n_params * BYTES_PER_PARAM
+        notes.append(f"dense bytes per step assumed {BYTES_PER_PARAM} per parameter (fp32)")
+    backward, why = _bucket_profile(steps)
+    if why:
+        notes.append(why)
+    if loss is None:
+        notes.append("no loss log: losses unknown (stored as inf): this trace times steps only")
+    else:
+        notes.extend(f"{loss.path.name}: {note}" for note in loss.notes)
+        if loss.table["lr"].isna().all():
+            notes.append(f"{loss.path.name}: no learning-rate column: lr stored as 0")
+        notes.append(
+            f"every row timed by the profile's template: the mean of {len(steps)} profiled "
+            f"step(s) x {len(profiles)} rank(s)"
+        )
+    name = options.name or _stem(profiles[0].path)
+    if config_name(name) == name:
+        name = f"{name}-s{options.seed}"
+    check_run_name(name, str(profiles[0].path))
+    stragglers = _fit_stragglers(steps) if len(profiles) > 1 else None
+    profile = _profile_meta(profiles, steps, template)
+    profile["stragglers"] = stragglers
+    if loss is not None:
+        profile["loss_log"] = {"file": loss.path.name, "columns": loss.columns}
+    meta: dict[str, Any] = {
+        "name": name,
+        "variant": options.variant,
+        "variant_params": {},
+        "seed": options.seed,
+        "workers": workers,
+        "n_params": int(n_params),
+        "dense_bytes_per_step": int(dense),
+        "payload_bytes_per_step": int(template["payload_bytes"]),
+        "rows": "every_step" if loss is None or loss.every_step else "evaluated_steps",
+        "origin": "import",
+        "status": "complete",
+        "hardware": {"device": profiles[0].device, "backend": profiles[0].backend},
+        "timing": "measured: torch.profiler (Kineto) trace; see profile",
+        "source_log": ", ".join(
+            [p.path.name for p in profiles] + ([loss.path.name] if loss else [])
+        ),
+        "notes": notes,
+        "profile": profile,
+    }
+    if backward is not None:
+        meta["backward_profile"] = backward
+    steps_table = _rows(steps, loss, template, options.variant)
+    validate_meta(meta, name)
+    validate_steps(steps_table, name)
+    trace = Trace(meta=meta, steps=steps_table, path=None)
+    return ProfileImport(trace=trace, notes=notes, stragglers=stragglers)
+
+
+def _stem(path: Path) -> str:
+    name = path.name
+    for suffix in (".gz", ".json", ".trace", ".pt"):
+        name = name.removesuffix(suffix)
+    return name or "profile"
+
+
+def import_profile(
+    profile_paths: list[Path | str],
+    loss: LossLog | None,
+    out_dir: Path | str,
+    options: ImportOptions,
+) -> ProfileImport:
+    """Build the trace, then write `<name>.parquet` in out_dir (nothing written on any error)."""
+    check_writable_folder(out_dir, what="traces folder")
+    result = build_trace(profile_paths, loss, options)
+    trace = result.trace
+    trace.path = write_trace(Path(out_dir) / f"{trace.name}.parquet", trace.steps, trace.meta)
+    trace.meta = read_meta(trace.path)
+    return result
