@@ -44,9 +44,7 @@ def test_one_winner_everywhere() -> None:
     frame = summary_1d()
     frame.loc[frame.config == "B-run", "time_to_target_s"] = 1.0
     (line,) = verdict_sentences(frame, ["host_link.rate"], LABELS)
-    assert line.startswith(
-        "To loss 3.3, B top-k is fastest at every host_link.rate value swept (4)"
-    )
+    assert line.startswith("To loss 3.3, B top-k is fastest at all 4 host_link.rate values")
     assert "A AdamW and C band never win" in line
 
 
@@ -86,7 +84,7 @@ def test_a_swept_placement_makes_contenders_and_answers_its_question() -> None:
     (line,) = verdict_sentences(both, ["placement.sum", "host_link.rate"], LABELS)
     assert line == (
         "To loss 3.3, C summed at the switch beats C all-gathered at every point (1,000x); "
-        "C summed at the switch is fastest at every host_link.rate value swept (4); "
+        "C summed at the switch is fastest at all 4 host_link.rate values; "
         "A and C all-gathered never win."
     )
     table = verdict(both, ["placement.sum", "host_link.rate"], LABELS).table

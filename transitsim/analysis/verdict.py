@@ -148,7 +148,7 @@ def _run_where(runs: list[list[Outcome]], index: int, key: str) -> str:
     run = runs[index]
     start = human.param(key, run[0].values[0])
     if len(runs) == 1:
-        return f"at every {key} value swept ({len(run)})"
+        return f"at all {len(run)} {key} values"
     if index == 0:
         return f"below {human.param(key, runs[1][0].values[0])}"
     if index == len(runs) - 1:
@@ -512,7 +512,7 @@ def table_rows(b: Board, target: float) -> list[dict[str, Any]]:
                 continue
             for _, group in _grouped(found):
                 where = (
-                    _region(group, b.sweep) if part == "grid" else ", ".join(o.point for o in group)
+                    _region(group, b.sweep) if part == "grid" else "; ".join(o.point for o in group)
                 )
                 rows.append(_table_row(b, target, group, where))
     return rows
