@@ -225,6 +225,8 @@ class TraceEntry(_Strict):
 
 
 class OutputsModel(_Strict):
+    """Where a run's results go, and which files it writes."""
+
     dir: str | None = Field(
         None, min_length=1, description="folder for results, relative to the scenario file"
     )
@@ -301,7 +303,8 @@ class Scenario(_Strict):
     )
     compute: Compute = Field(
         default_factory=FromTraceCompute,
-        description="seconds of GPU work a step: from_trace, scaled or flops (key model)",
+        description="seconds of GPU work a step, by key model: from_trace (the default), "
+        "scaled or flops",
     )
     scale: ScaleModel | None = Field(
         None, description="what-if model size; absent: each trace's own (no extrapolation)"
