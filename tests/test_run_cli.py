@@ -114,7 +114,7 @@ def test_run_writes_consistent_outputs(workdir: Path, capsys: pytest.CaptureFixt
     assert code == 0, stderr
 
     files = sorted(p.name for p in out.iterdir())
-    assert files == ["ladder.csv", "report.html", "summary.csv", "timeline.parquet"]
+    assert files == ["ladder.csv", "notes.txt", "report.html", "summary.csv", "timeline.parquet"]
 
     networks = ["rack", 'grid[host_link.rate="100 Gb/s"]', 'grid[host_link.rate="400 Gb/s"]']
     networks = [n.replace('"', "") for n in networks]
@@ -275,6 +275,7 @@ def test_replay_with_a_preset_and_set(workdir: Path, capsys: pytest.CaptureFixtu
     from_file = pd.read_csv(pd.io.common.StringIO(stdout))
     assert list(from_file["time_to_target_s"]) == pytest.approx(times[RATES[0]], rel=0, abs=0)
     assert sorted(p.name for p in out.iterdir()) == [
+        "notes.txt",
         "report.html",
         "summary.csv",
         "timeline.parquet",
@@ -404,3 +405,64 @@ def test_an_unfinished_trace_is_said_first(tmp_path: Path, capsys: pytest.Captur
     assert notes[0].startswith("note: tiny-adamw-s1 is incomplete (3 of 8 steps, not diverged)")
     summary = pd.read_csv(tmp_path / "out" / "summary.csv")
     assert summary["reached"].tolist() == ["1/2"]  # what the note warns of
+
+
+NOTED = """\
+name: noted
+traces: [traces/tiny-adamw-s*.parquet, traces/tiny-band-1d256-s0.parquet]
+networks:
+  - {preset: 8x200g-switch, name: wide, workers: 16}
+targets: [3.5]
+overlap: [none, buckets]
+"""
+
+
+def test_every_note_is_in_notes_txt_and_notes_prints_them(
+    workdir: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two notes on stderr, then where the rest are; notes.txt holds every one, a line each;
+    --notes prints them all. The run replays 8-worker traces on 16 workers: the title and the
+    verdict say so, as they say a what-if model size."""
+    from transitsim.commands import run_cmd
+
+    monkeypatch.setattr(run_cmd, "MAX_NOTES", 2)
+    (workdir / "noted.yaml").write_text(NOTED, encoding="utf-8")
+    out = workdir / "noted-out"
+    argv = ["run", str(workdir / "noted.yaml"), "-o", str(out), "--serial"]
+    code, stdout, stderr = run_cli(argv, capsys)
+    assert code == 0, stderr
+    notes = (out / "notes.txt").read_text(encoding="utf-8").splitlines()
+    assert len(notes) >= 4 and any("replayed on 16" in n for n in notes)
+    shown = [line for line in stderr.splitlines() if line.startswith("note: ")]
+    assert shown[:2] == [f"note: {n}" for n in notes[:2]]
+    assert shown[2] == (
+        f"note: ... and {len(notes) - 2} more notes (in {out / 'notes.txt'}; "
+        "--notes prints them all)"
+    )
+    code, _, stderr = run_cli([*argv, "--notes"], capsys)
+    assert code == 0
+    assert [line for line in stderr.splitlines() if line.startswith("note: ")] == [
+        f"note: {n}" for n in notes
+    ]
+    assert stdout.splitlines()[0] == "transitsim: noted (extrapolated to 16 workers)"
+    assert "Verdict: To loss 3.5 (extrapolated to 16 workers), " in stdout
+
+
+def test_the_verdict_is_printed_first_with_its_table_and_again_last(
+    workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = workdir / "out-again"
+    code, stdout, stderr = run_cli(["run", str(workdir / "tiny.yaml"), "-o", str(out)], capsys)
+    assert code == 0, stderr
+    lines = stdout.splitlines()
+    first = [i for i, line in enumerate(lines) if line.startswith("Verdict: ")]
+    again = [i for i, line in enumerate(lines) if line.startswith("Verdict (as above): ")]
+    assert first == [1, 2] and len(again) == 2  # one sentence per target, under the title
+    assert [lines[i].split(": ", 1)[1] for i in first] == [
+        lines[i].split(": ", 1)[1] for i in again
+    ]
+    tables = [i for i, line in enumerate(lines) if line.startswith("Val loss ")]
+    point_by_point = [i for i, line in enumerate(lines) if "point by point" in line]
+    assert first[-1] < point_by_point[0] < tables[0] < tables[-1] < again[0]
+    assert lines[-1].startswith("wrote ") and "notes.txt" in lines[-1]
+    assert "Seed interval" in stdout and "less than 1 % apart" in stdout

@@ -421,6 +421,8 @@ STYLES = (  # the most said first; the first that fits in two lines is the sente
 def compose(b: Board, target: float, extrapolation: str | None, style: Style) -> str:
     """One target's sentence in one style."""
     head = f"To loss {human.loss(target)}" + (f" ({extrapolation})" if extrapolation else "")
+    if not any(o.winners for o in b.outcomes):
+        return f"{head}, no configuration reaches it."
     grid = _part_clause(b, "grid", style)
     listed = _part_clause(b, "listed", style) if style.listed or not grid else ""
     parts = [c for c in (grid, listed) if c]
@@ -456,8 +458,8 @@ def _interval_text(outcomes: list[Outcome], key: str) -> str:
     if kind == ONE_SEED:
         return name
     if len(standings) == 1:
-        s = standings[0]
-        return f"{human.seconds(s.lo)}-{human.seconds(s.hi)} ({name})"
+        low, high = human.seconds(standings[0].lo), human.seconds(standings[0].hi)
+        return f"{low} ({name})" if low == high else f"{low}-{high} ({name})"
     widths = [(s.hi - s.lo) / 2 / s.time_s * 100 for s in standings if s.time_s > 0]
     low, high = min(widths), max(widths)
     shown = f"±{low:.2g} %" if f"{low:.2g}" == f"{high:.2g}" else f"±{low:.2g}-{high:.2g} %"
