@@ -275,7 +275,9 @@ def _leader(b: Board, outcomes: list[Outcome], style: Style, noun: str) -> str:
         return "no configuration reaches it"
     lead = max(keys, key=lambda k: (alone.get(k, 0) + tied.get(k, 0), alone.get(k, 0)))
     on = "on" if noun == "listed networks" else "at"
-    every = f"{on} every one of the {total} {noun}"
+    every = f"at every one of the {total} {noun}"
+    if on == "on":
+        every = "on every listed network" + (f" ({total})" if total > 1 else "")
     won, drew = alone.get(lead, 0), tied.get(lead, 0)
     name = b.name(lead, style.short)
     if won == total:
@@ -407,6 +409,7 @@ STYLES = (  # the most said first; the first that fits in two lines is the sente
     Style(),
     Style(short=True),
     Style(short=True, tail="short"),
+    Style(short=True, tail="short", listed=False),
     _POOLED,
     replace(_POOLED, tail="short"),
     replace(_POOLED, own=1, tail="short"),
@@ -425,11 +428,29 @@ def compose(b: Board, target: float, extrapolation: str | None, style: Style) ->
         return f"{head}, no configuration reaches it."
     grid = _part_clause(b, "grid", style)
     listed = _part_clause(b, "listed", style) if style.listed or not grid else ""
+    said, _, rest = grid.partition(": ")
+    if rest and listed.startswith(f"{said}: ") and said.startswith("with"):
+        listed = listed[len(said) + 2 :]  # "with or without overlap" once for both clauses
     parts = [c for c in (grid, listed) if c]
+    merged = _one_winner_both(b, style, grid, listed)
+    if merged:
+        parts = [merged]
     clauses = _own_question(b, style)  # the scenario's own question first
     clauses += parts or ["no configuration reaches it"]
     clauses += _tail(b, style)
     return f"{head}, " + "; ".join(clauses) + "."
+
+
+def _one_winner_both(b: Board, style: Style, grid: str, listed: str) -> str:
+    """ "A is fastest at all 3 x values and on every listed network": one winner of both."""
+    prefix, _, body = grid.rpartition(": ") if ": " in grid else ("", "", grid)
+    for key in b.contenders:
+        lead = f"{b.name(key, style.short)} is fastest "
+        if body.startswith(lead) and listed.startswith(lead):
+            first, second = body[len(lead) :], listed[len(lead) :]
+            if ", " not in first and ", " not in second and ";" not in first + second:
+                return (f"{prefix}: " if prefix else "") + f"{lead}{first} and {second}"
+    return ""
 
 
 def sentence(b: Board, target: float, extrapolation: str | None = None) -> str:
