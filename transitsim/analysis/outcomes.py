@@ -309,3 +309,70 @@ def ties_with(best: Standing, other: Standing, tie_margin: float) -> bool:
     """The tie rule: less than tie_margin behind the fastest, or seed intervals that overlap."""
     close = best.time_s > 0 and other.time_s / best.time_s - 1 < tie_margin
     return close or overlaps((best.lo, best.hi), (other.lo, other.hi))
+
+
+# ---------------------------------------------------------------------------------------------
+# Outcomes grouped, for the sentences and the table
+
+
+def sweep_runs(outcomes: list[Outcome]) -> list[list[Outcome]]:
+    """Consecutive outcomes (in sweep order) with the same winner set."""
+    ordered = sorted(outcomes, key=lambda o: o.values)
+    runs: list[list[Outcome]] = []
+    for outcome in ordered:
+        if runs and runs[-1][0].who == outcome.who:
+            runs[-1].append(outcome)
+        else:
+            runs.append([outcome])
+    return runs
+
+
+def run_where(runs: list[list[Outcome]], index: int, key: str) -> str:
+    run = runs[index]
+    start = human.param(key, run[0].values[0])
+    if len(runs) == 1:
+        return f"at all {len(run)} {key} values"
+    if index == 0:
+        return f"below {human.param(key, runs[1][0].values[0])}"
+    if index == len(runs) - 1:
+        return f"from {start} up" if len(run) > 1 else f"at {start}"
+    if len(run) == 1:
+        return f"at {start}"
+    return f"from {start} to {human.param(key, run[-1].values[0])}"
+
+
+def region_text(outcomes: list[Outcome], keys: list[str]) -> str:
+    """The points an outcome holds: each one when few, else the values of each key."""
+    if len(outcomes) <= 4 or not keys:
+        return "; ".join(o.point for o in outcomes)
+    return "; ".join(
+        f"{key} "
+        + ", ".join(
+            human.param(key, v)
+            for v in sorted({o.values[i] for o in outcomes if not _nan(o.values[i])})
+        )
+        for i, key in enumerate(keys)
+    )
+
+
+def _nan(value: Any) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+def by_winners(outcomes: list[Outcome]) -> list[tuple[frozenset[str], list[Outcome]]]:
+    """Outcomes by winner set, the most points first (ties of count in first-appearance order)."""
+    groups: dict[frozenset[str], list[Outcome]] = {}
+    for outcome in outcomes:
+        groups.setdefault(outcome.who, []).append(outcome)
+    return sorted(groups.items(), key=lambda item: -len(item[1]))
+
+
+def held_text(held: tuple[tuple[str, Any], ...]) -> str:
+    return ", ".join(f"{key} {human.param(key, value)}" for key, value in held)
+
+
+def by_held(outcomes: list[Outcome]) -> dict[tuple, list[Outcome]]:
+    groups: dict[tuple, list[Outcome]] = {}
+    for outcome in outcomes:
+        groups.setdefault(outcome.held, []).append(outcome)
+    return groups

@@ -13,10 +13,8 @@ Generated from the summary alone, so it says only what the numbers say: grid val
 and a contender that reaches the target nowhere is said never to reach it.
 """
 
-import math
 import textwrap
 from dataclasses import dataclass, replace
-from typing import Any
 
 import pandas as pd
 
@@ -26,28 +24,19 @@ from transitsim.analysis.outcomes import (
     Outcome,
     Standing,
     board,
+    by_held,
+    by_winners,
+    held_text,
+    region_text,
+    run_where,
+    sweep_runs,
     ties_with,
 )
-from transitsim.analysis.uncertainty import ONE_SEED, RANGE, T95
+from transitsim.analysis.verdict_table import TABLE_COLUMNS, table_rows
 from transitsim.base import human
 
 LINE_CHARS = 100  # a verdict sentence fits in two lines of this many characters
 MAX_LINES = 2
-TABLE_COLUMNS = [
-    "target",
-    "held",
-    "where",
-    "points",
-    "outcome",
-    "fastest",
-    "time_s_min",
-    "time_s_max",
-    "interval",
-    "margin_min",
-    "margin_max",
-    "next",
-    "seeds",
-]
 
 
 @dataclass(frozen=True)
@@ -132,39 +121,13 @@ def _tie_seeds(outcome: Outcome) -> str:
     return _seeds(outcome.winners) if outcome.tie else ""
 
 
-def _runs(outcomes: list[Outcome]) -> list[list[Outcome]]:
-    """Consecutive outcomes (in sweep order) with the same winner set."""
-    ordered = sorted(outcomes, key=lambda o: o.values)
-    runs: list[list[Outcome]] = []
-    for outcome in ordered:
-        if runs and runs[-1][0].who == outcome.who:
-            runs[-1].append(outcome)
-        else:
-            runs.append([outcome])
-    return runs
-
-
-def _run_where(runs: list[list[Outcome]], index: int, key: str) -> str:
-    run = runs[index]
-    start = human.param(key, run[0].values[0])
-    if len(runs) == 1:
-        return f"at all {len(run)} {key} values"
-    if index == 0:
-        return f"below {human.param(key, runs[1][0].values[0])}"
-    if index == len(runs) - 1:
-        return f"from {start} up" if len(run) > 1 else f"at {start}"
-    if len(run) == 1:
-        return f"at {start}"
-    return f"from {start} to {human.param(key, run[-1].values[0])}"
-
-
 def _along(b: Board, outcomes: list[Outcome], style: Style) -> str:
     """One swept key: 'B is fastest below 10 Gb/s, A and B tie at 10 Gb/s, A from 25 Gb/s up'."""
     key = b.sweep[0]
-    runs = _runs(outcomes)
+    runs = sweep_runs(outcomes)
     parts, said = [], False
     for index, run in enumerate(runs):
-        where = _run_where(runs, index, key)
+        where = run_where(runs, index, key)
         if not run[0].winners:
             parts.append(f"none reaches it {where}")
             continue
@@ -173,37 +136,11 @@ def _along(b: Board, outcomes: list[Outcome], style: Style) -> str:
     return ", ".join(parts)
 
 
-def _region(outcomes: list[Outcome], keys: list[str]) -> str:
-    """The points an outcome holds: each one when few, else the values of each key."""
-    if len(outcomes) <= 4 or not keys:
-        return "; ".join(o.point for o in outcomes)
-    return "; ".join(
-        f"{key} "
-        + ", ".join(
-            human.param(key, v)
-            for v in sorted({o.values[i] for o in outcomes if not _nan(o.values[i])})
-        )
-        for i, key in enumerate(keys)
-    )
-
-
-def _nan(value: Any) -> bool:
-    return value is None or (isinstance(value, float) and math.isnan(value))
-
-
-def _grouped(outcomes: list[Outcome]) -> list[tuple[frozenset[str], list[Outcome]]]:
-    """Outcomes by winner set, the most points first (ties of count in first-appearance order)."""
-    groups: dict[frozenset[str], list[Outcome]] = {}
-    for outcome in outcomes:
-        groups.setdefault(outcome.who, []).append(outcome)
-    return sorted(groups.items(), key=lambda item: -len(item[1]))
-
-
 def _counted(b: Board, outcomes: list[Outcome], style: Style, noun: str, region: bool) -> str:
     """'A is fastest at 15 of the 16 grid points, A and B tie at 1 (1 Gb/s x 5,000 km)';
     listed networks: 'A is fastest on every listed network (3)', 'on 2 of the 3 ..., B on 1'."""
     total = len(outcomes)
-    groups = [(members, found) for members, found in _grouped(outcomes) if members]
+    groups = [(members, found) for members, found in by_winners(outcomes) if members]
     if not groups:
         return "no configuration reaches it"
     on = "on" if noun == "listed networks" else "at"
@@ -220,13 +157,9 @@ def _counted(b: Board, outcomes: list[Outcome], style: Style, noun: str, region:
                 where = f"{on} {len(found)} of the {total} {noun}"
             parts.append(f"{_who(b, first, style, True)} {where}{seeds}")
             continue
-        at = f" ({_region(found, b.sweep)})" if region else ""
+        at = f" ({region_text(found, b.sweep)})" if region else ""
         parts.append(f"{_who(b, first, style, False)} {on} {len(found)}{at}{seeds}")
     return ", ".join(parts)
-
-
-def _held_text(held: tuple[tuple[str, Any], ...]) -> str:
-    return ", ".join(f"{key} {human.param(key, value)}" for key, value in held)
 
 
 def _either(keys: list[str]) -> str:
@@ -236,13 +169,6 @@ def _either(keys: list[str]) -> str:
     if "overlap" in keys:
         return "with or without overlap" + (f", {whatever}" if whatever else "")
     return whatever
-
-
-def _by_held(outcomes: list[Outcome]) -> dict[tuple, list[Outcome]]:
-    groups: dict[tuple, list[Outcome]] = {}
-    for outcome in outcomes:
-        groups.setdefault(outcome.held, []).append(outcome)
-    return groups
 
 
 def _seed_span(b: Board, keys: list[str]) -> str:
@@ -309,7 +235,7 @@ def _part_clause(b: Board, part: str, style: Style) -> str:
     outcomes = [o for o in b.outcomes if o.part == part]
     if not outcomes:
         return ""
-    groups = _by_held(outcomes)
+    groups = by_held(outcomes)
     listed = part == "listed"
     noun = "listed networks" if listed else "grid points"
 
@@ -327,7 +253,7 @@ def _part_clause(b: Board, part: str, style: Style) -> str:
         return (f"{prefix}: " if prefix else "") + describe(next(iter(groups.values())))
     if style.detailed:
         return "; ".join(
-            f"with {_held_text(held)}: {describe(found)}" for held, found in groups.items()
+            f"with {held_text(held)}: {describe(found)}" for held, found in groups.items()
         )
     noun = "listed networks" if listed else "points"
     by = f" (by {' and '.join(keys)}: table below)" if style.by_held else ""
@@ -465,80 +391,6 @@ def sentence(b: Board, target: float, extrapolation: str | None = None) -> str:
         width -= 10
         text = textwrap.shorten(text, width, placeholder=" … (see the table).")
     return text
-
-
-# ---------------------------------------------------------------------------------------------
-# The table
-
-
-def _interval_text(outcomes: list[Outcome], key: str) -> str:
-    """One winner's seed interval: its bounds at one point, its half-width over several."""
-    standings = [s for o in outcomes for s in o.winners if s.key == key]
-    kind = standings[0].kind
-    name = {T95: "95 % t", RANGE: "range", ONE_SEED: "one seed"}.get(kind, kind)
-    if kind == ONE_SEED:
-        return name
-    if len(standings) == 1:
-        low, high = human.seconds(standings[0].lo), human.seconds(standings[0].hi)
-        return f"{low} ({name})" if low == high else f"{low}-{high} ({name})"
-    widths = [(s.hi - s.lo) / 2 / s.time_s * 100 for s in standings if s.time_s > 0]
-    low, high = min(widths), max(widths)
-    shown = f"±{low:.2g} %" if f"{low:.2g}" == f"{high:.2g}" else f"±{low:.2g}-{high:.2g} %"
-    return f"{shown} ({name})"
-
-
-def _table_row(b: Board, target: float, outcomes: list[Outcome], where: str) -> dict[str, Any]:
-    first = outcomes[0]
-    if not first.winners:
-        return {
-            "target": target,
-            "held": _held_text(first.held),
-            "where": where,
-            "points": len(outcomes),
-            "outcome": "not reached",
-            "fastest": "",
-            "interval": "",
-            "next": "",
-            "seeds": "",
-        }
-    best = [o.winners[0].time_s for o in outcomes]
-    margins = [o.margin for o in outcomes if not math.isnan(o.margin)]
-    following = [o.runner_up.key for o in outcomes if o.runner_up is not None]
-    nxt = max(dict.fromkeys(following), key=following.count) if following else None
-    seeds = [s.seeds for s in first.winners]
-    return {
-        "target": target,
-        "held": _held_text(first.held),
-        "where": where,
-        "points": len(outcomes),
-        "outcome": "tie" if first.tie else "fastest",
-        "fastest": " = ".join(b.name(key) for key in first.members),
-        "time_s_min": min(best),
-        "time_s_max": max(best),
-        "interval": " / ".join(_interval_text(outcomes, key) for key in first.members),
-        "margin_min": min(margins) if margins else math.nan,
-        "margin_max": max(margins) if margins else math.nan,
-        "next": b.name(nxt) if nxt is not None else "",
-        "seeds": ", ".join("?" if s is None else str(s) for s in seeds),
-    }
-
-
-def table_rows(b: Board, target: float) -> list[dict[str, Any]]:
-    """Per part and held group: a row per run of points (one swept key) or per winner set."""
-    rows = []
-    for part in ("grid", "listed"):
-        for found in _by_held([o for o in b.outcomes if o.part == part]).values():
-            if part == "grid" and len(b.sweep) == 1:
-                runs = _runs(found)
-                for index, run in enumerate(runs):
-                    rows.append(_table_row(b, target, run, _run_where(runs, index, b.sweep[0])))
-                continue
-            for _, group in _grouped(found):
-                where = (
-                    _region(group, b.sweep) if part == "grid" else "; ".join(o.point for o in group)
-                )
-                rows.append(_table_row(b, target, group, where))
-    return rows
 
 
 # ---------------------------------------------------------------------------------------------
