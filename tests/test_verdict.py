@@ -44,7 +44,7 @@ def test_one_winner_everywhere() -> None:
     frame = summary_1d()
     frame.loc[frame.config == "B-run", "time_to_target_s"] = 1.0
     (line,) = verdict_sentences(frame, ["host_link.rate"], LABELS)
-    assert line.startswith("To loss 3.3, B top-k is fastest at all 4 host_link.rate values")
+    assert line.startswith("To loss 3.3, B top-k is fastest at all 4 values of host_link.rate")
     assert "A AdamW and C band never win" in line
 
 
@@ -84,7 +84,7 @@ def test_a_swept_placement_makes_contenders_and_answers_its_question() -> None:
     (line,) = verdict_sentences(both, ["placement.sum", "host_link.rate"], LABELS)
     assert line == (
         "To loss 3.3, C summed at the switch beats C all-gathered at every point (1,000x); "
-        "C summed at the switch is fastest at all 4 host_link.rate values; "
+        "C summed at the switch is fastest at all 4 values of host_link.rate; "
         "A and C all-gathered never win."
     )
     table = verdict(both, ["placement.sum", "host_link.rate"], LABELS).table

@@ -83,7 +83,7 @@ def test_in_network_sum_modes_0_014_percent_is_a_tie() -> None:
     assert point.margin == pytest.approx(0.00014, abs=0.00001)
     result = judged("in-network-sum-modes")
     assert (
-        "E' loopback and E' exact tie at all 5 host_link.rate values (3 seeds each)"
+        "E' loopback and E' exact tie at all 5 values of host_link.rate (3 seeds each)"
         in (result.sentences[0])
     )
 

@@ -331,7 +331,7 @@ def run_where(runs: list[list[Outcome]], index: int, key: str) -> str:
     run = runs[index]
     start = human.param(key, run[0].values[0])
     if len(runs) == 1:
-        return f"at all {len(run)} {key} values"
+        return f"at all {len(run)} values of {key}"
     if index == 0:
         return f"below {human.param(key, runs[1][0].values[0])}"
     if index == len(runs) - 1:

@@ -103,11 +103,15 @@ def table_rows(b: Board, target: float) -> list[dict[str, Any]]:
                 for index, run in enumerate(runs):
                     rows.append(_table_row(b, target, run, run_where(runs, index, b.sweep[0])))
                 continue
-            for _, group in by_winners(found):
-                where = (
-                    region_text(group, b.sweep)
-                    if part == "grid"
-                    else "; ".join(o.point for o in group)
-                )
+            groups = by_winners(found)
+            for rank, (_, group) in enumerate(groups):
+                if part == "listed":
+                    where = "; ".join(o.point for o in group)
+                elif len(groups) == 1:
+                    where = f"all {len(group)} points"
+                elif rank == 0 and len(group) > 4:  # the rest are named in their own rows
+                    where = f"the other {len(group)} points"
+                else:
+                    where = region_text(group, b.sweep)
                 rows.append(_table_row(b, target, group, where))
     return rows
