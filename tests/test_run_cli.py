@@ -15,6 +15,7 @@ import pandas as pd
 import pytest
 
 from transitsim import cli, sweep
+from transitsim.analysis.metrics import INTERVAL_COLUMNS
 from transitsim.run import run_scenario
 from transitsim.scenario import load_scenario
 from transitsim.traces.format import write_trace
@@ -126,6 +127,12 @@ def test_run_writes_consistent_outputs(workdir: Path, capsys: pytest.CaptureFixt
     assert (timeline.groupby(["run", "network"])["time_s"].diff().dropna() > 0).all()
 
     summary = pd.read_csv(out / "summary.csv")
+    columns = list(summary.columns)
+    after = columns.index("time_to_target_s") + 1
+    assert columns[after : after + len(INTERVAL_COLUMNS)] == list(INTERVAL_COLUMNS)
+    a_row = summary[(summary["config"] == "tiny-adamw") & (summary["target"] == 3.5)].iloc[0]
+    assert a_row["interval"] == "range"  # two seeds
+    assert a_row["time_to_target_s_lo"] <= a_row["time_to_target_s"] <= a_row["time_to_target_s_hi"]
     configs = ["tiny-adamw", "tiny-band-1d256"]
     assert len(summary) == len(configs) * len(networks) * 2  # configs x networks x targets
     assert not summary.duplicated(["config", "network", "target"]).any()
@@ -466,3 +473,23 @@ def test_the_verdict_is_printed_first_with_its_table_and_again_last(
     assert first[-1] < point_by_point[0] < tables[0] < tables[-1] < again[0]
     assert lines[-1].startswith("wrote ") and "notes.txt" in lines[-1]
     assert "Seed interval" in stdout and "less than 1 % apart" in stdout
+
+
+def test_simulate_gives_the_same_interval_columns(workdir: Path) -> None:
+    """The notebook API's summary is the CSV's: the spread over A's two seeds, as a range."""
+    import transitsim
+
+    traces = sorted((workdir / "traces").glob("tiny-adamw-s*.parquet"))
+    result = transitsim.simulate(traces, "8x200g-switch", targets=[3.5])
+    columns = list(result.summary.columns)
+    after = columns.index("time_to_target_s") + 1
+    assert columns[after : after + len(INTERVAL_COLUMNS)] == list(INTERVAL_COLUMNS)
+    (row,) = result.summary.itertuples()
+    seeds = [
+        first_time_to(result.timeline, f"tiny-adamw-s{s}", "8x200g-switch", 3.5) for s in (0, 1)
+    ]
+    assert (row.interval, row.time_to_target_s_lo, row.time_to_target_s_hi) == (
+        "range",
+        pytest.approx(min(seeds)),
+        pytest.approx(max(seeds)),
+    )
