@@ -438,7 +438,8 @@ def test_every_note_is_in_notes_txt_and_notes_prints_them(
     argv = ["run", str(workdir / "noted.yaml"), "-o", str(out), "--serial"]
     code, stdout, stderr = run_cli(argv, capsys)
     assert code == 0, stderr
-    notes = (out / "notes.txt").read_text(encoding="utf-8").splitlines()
+    header, *notes = (out / "notes.txt").read_text(encoding="utf-8").splitlines()
+    assert header == "# transitsim notes: transitsim: noted (extrapolated to 16 workers)"
     assert len(notes) >= 4 and any("replayed on 16" in n for n in notes)
     shown = [line for line in stderr.splitlines() if line.startswith("note: ")]
     assert shown[:2] == [f"note: {n}" for n in notes[:2]]

@@ -25,6 +25,9 @@ from transitsim.traces.chrome_events import write_trace_events
 
 DEFAULT_FILES = ("timeline", "summary", "ladder", "report")
 NOTES_FILE = "notes.txt"
+# notes.txt's first line: a notes.txt without it is someone else's, and a run must not replace
+# the folder that holds it (a common name, unlike the other outputs)
+NOTES_HEADER = "# transitsim notes"
 
 
 @dataclass
@@ -124,6 +127,12 @@ def _events_inside(trace_events: Path | None, out_dir: Path | None) -> str | Non
 def check_outputs_writable(out_dir: Path, trace_events: Path | None = None) -> None:
     """Before any work: out_dir can take a run's outputs, and --trace-events can be written."""
     check_output_folder(out_dir, owned_names(trace_events, out_dir))
+    notes = Path(out_dir) / NOTES_FILE
+    if notes.is_file() and not _our_notes(notes):
+        raise TransitsimError(
+            f"output folder {out_dir}: holds files that are not transitsim outputs "
+            f"({NOTES_FILE}); a run replaces the whole folder, so give an empty or new one"
+        )
     if trace_events is not None and not _events_inside(trace_events, out_dir):
         check_writable_file(trace_events, what="--trace-events file")
 
@@ -181,13 +190,23 @@ def write_outputs(
     return written
 
 
-def notes_text(notes: list[str]) -> str:
-    """notes.txt: one note a line (a note is one line already), or a line saying there are none."""
-    return "".join(f"{' '.join(note.split())}\n" for note in notes) or "(no notes)\n"
+def _our_notes(path: Path) -> bool:
+    try:
+        with path.open("rb") as handle:
+            return handle.read(len(NOTES_HEADER)) == NOTES_HEADER.encode()
+    except OSError:
+        return False
+
+
+def notes_text(title: str, notes: list[str]) -> str:
+    """notes.txt: the header line with the run's title, then one note a line (a note is one
+    line already), or a line saying there are none."""
+    lines = [" ".join(note.split()) for note in notes] or ["(no notes)"]
+    return "".join(f"{line}\n" for line in [f"{NOTES_HEADER}: {title}", *lines])
 
 
 def _write_notes(result: RunResult, path: Path) -> None:
-    path.write_text(notes_text(result.notes), encoding="utf-8")
+    path.write_text(notes_text(result.title, result.notes), encoding="utf-8")
 
 
 def _write_report(result: RunResult, path: Path) -> Path:
