@@ -100,7 +100,7 @@ def test_listed_networks_only() -> None:
         ]
     )
     assert verdict_sentences(listed, [], LABELS) == [
-        "To loss 3.0, A AdamW is fastest on every listed network; B top-k never wins."
+        "To loss 3.0, A AdamW is fastest; B top-k never wins."
     ]
 
 
@@ -112,9 +112,7 @@ def test_labels_that_collide_are_told_apart_by_variant() -> None:
         ]
     )
     (line,) = verdict_sentences(rows, [], {"e-run": "E optics", "e2-run": "E optics"})
-    assert line == (
-        "To loss 3.0, E optics (E') is fastest on every listed network; E optics (E) never wins."
-    )
+    assert line == ("To loss 3.0, E optics (E') is fastest; E optics (E) never wins.")
 
 
 def test_no_summary_no_verdict() -> None:
@@ -219,15 +217,9 @@ def test_a_margin_below_the_threshold_is_a_tie_named_together_with_its_seeds() -
         ]
     )
     (line,) = verdict_sentences(rows, [], MODES)
-    assert line == (
-        "To loss 3.0, E' loopback feedback and E' exact feedback tie on every listed network "
-        "(3 seeds each)."
-    )
+    assert line == ("To loss 3.0, E' loopback feedback and E' exact feedback tie (3 seeds each).")
     (strict,) = verdict_sentences(rows, [], MODES, tie_margin=0.0001)  # 0.01 % < 0.014 %
-    assert strict == (
-        "To loss 3.0, E' loopback feedback is fastest on every listed network; "
-        "E' exact feedback never wins."
-    )
+    assert strict == ("To loss 3.0, E' loopback feedback is fastest; E' exact feedback never wins.")
     row = verdict(rows, [], MODES).table.iloc[0]
     assert (row["outcome"], row["fastest"]) == ("tie", "E' loopback feedback = E' exact feedback")
     assert row["interval"].count("(95 % t)") == 2 and row["seeds"] == "3, 3"
@@ -239,14 +231,14 @@ def test_overlapping_seed_intervals_are_a_tie_whatever_the_margin() -> None:
     apart the ranges of two seeds decide: overlapping, a tie; apart, a win."""
     close = [seeded("B-run", "2dc", [451.8, 452.2]), seeded("A-run", "2dc", [453.6, 453.8])]
     (line,) = verdict_sentences(pd.DataFrame(close), [], LABELS)
-    assert line == "To loss 3.0, B top-k and A AdamW tie on every listed network (2 seeds each)."
+    assert line == "To loss 3.0, B top-k and A AdamW tie (2 seeds each)."
     row = verdict(pd.DataFrame(close), [], LABELS).table.iloc[0]
     assert row["interval"] == "451.8 s-452.2 s (range) / 453.6 s-453.8 s (range)"
     wide = [seeded("B-run", "2dc", [430.0, 450.0]), seeded("A-run", "2dc", [445.0, 455.0])]
     assert "tie" in verdict_sentences(pd.DataFrame(wide), [], LABELS)[0]  # 2.5 % apart
     apart = [seeded("B-run", "2dc", [438.0, 442.0]), seeded("A-run", "2dc", [450.0, 460.0])]
     assert verdict_sentences(pd.DataFrame(apart), [], LABELS) == [
-        "To loss 3.0, B top-k is fastest on every listed network; A AdamW never wins."
+        "To loss 3.0, B top-k is fastest; A AdamW never wins."
     ]
 
 

@@ -150,7 +150,7 @@ def _counted(b: Board, outcomes: list[Outcome], style: Style, noun: str, region:
         seeds = _tie_seeds(first)
         if rank == 0:
             if len(found) == total and on == "on":
-                where = "on every listed network" + (f" ({total})" if total > 1 else "")
+                where = _every_listed(b, total)
             elif len(found) == total:
                 where = f"at every one of the {total} {noun}"
             else:
@@ -160,6 +160,14 @@ def _counted(b: Board, outcomes: list[Outcome], style: Style, noun: str, region:
         at = f" ({region_text(found, b.sweep)})" if region else ""
         parts.append(f"{_who(b, first, style, False)} {on} {len(found)}{at}{seeds}")
     return ", ".join(parts)
+
+
+def _every_listed(b: Board, total: int) -> str:
+    """'on every listed network (3)'; one network beside a grid: 'on the listed network'; one
+    network alone (`transitsim replay`): nothing to say where."""
+    if total > 1:
+        return f"on every listed network ({total})"
+    return "on the listed network" if any(o.part == "grid" for o in b.outcomes) else ""
 
 
 def _either(keys: list[str]) -> str:
@@ -203,7 +211,7 @@ def _leader(b: Board, outcomes: list[Outcome], style: Style, noun: str) -> str:
     on = "on" if noun == "listed networks" else "at"
     every = f"at every one of the {total} {noun}"
     if on == "on":
-        every = "on every listed network" + (f" ({total})" if total > 1 else "")
+        every = _every_listed(b, total)
     won, drew = alone.get(lead, 0), tied.get(lead, 0)
     name = b.name(lead, style.short)
     if won == total:
@@ -364,7 +372,10 @@ def compose(b: Board, target: float, extrapolation: str | None, style: Style) ->
     clauses = _own_question(b, style)  # the scenario's own question first
     clauses += parts or ["no configuration reaches it"]
     clauses += _tail(b, style)
-    return f"{head}, " + "; ".join(clauses) + "."
+    text = f"{head}, " + "; ".join(clauses) + "."
+    for gap, closed in (("  ", " "), (" .", "."), (" ;", ";"), (" ,", ",")):
+        text = text.replace(gap, closed)  # a phrase with nothing to say where
+    return text
 
 
 def _one_winner_both(b: Board, style: Style, grid: str, listed: str) -> str:
