@@ -296,6 +296,7 @@ def hostile_trace(draw, kinds: tuple[str, ...]) -> tuple[str, bytes]:
 def _finite_outputs(out: Path) -> None:
     """A replay that was accepted wrote whole outputs whose times are numbers."""
     assert sorted(p.name for p in out.iterdir()) == [
+        "notes.txt",
         "report.html",
         "summary.csv",
         "timeline.parquet",

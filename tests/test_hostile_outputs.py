@@ -108,7 +108,7 @@ def test_a_killed_rerun_leaves_the_previous_run_whole(work: Path, tmp_path: Path
     argv = [sys.executable, "-m", "transitsim.cli", "run", "--serial", "-q", "-o", str(out)]
     done = subprocess.run([*argv, str(first)], capture_output=True, timeout=120)
     assert done.returncode == 0, done.stderr
-    assert _outputs(out) == ["ladder.csv", "report.html", "summary.csv"]
+    assert _outputs(out) == ["ladder.csv", "notes.txt", "report.html", "summary.csv"]
     old = {name: (out / name).read_bytes() for name in _outputs(out)}
 
     second = tmp_path / "second.yaml"  # more outputs and another target: any mix would show
@@ -133,7 +133,7 @@ def test_a_killed_rerun_leaves_the_previous_run_whole(work: Path, tmp_path: Path
     assert done.returncode == 0, done.stderr
     assert _outputs(out) == sorted(
         ["ladder.csv", "link_util.csv", "report.html", "summary.csv", "sweep.csv"]
-        + ["timeline.parquet"]
+        + ["timeline.parquet", "notes.txt"]
     )
     assert set(pd.read_csv(out / "summary.csv")["target"]) == {3.0}
     assert not list(tmp_path.glob(".*.tmp")), "a staging folder was left behind"
@@ -155,7 +155,9 @@ def test_two_runs_into_one_folder_at_once_both_succeed(work: Path, tmp_path: Pat
         for process in runs:
             _, err = process.communicate(timeout=180)
             assert process.returncode == 0, err.decode()
-        assert _outputs(out) == ["ladder.csv", "report.html", "summary.csv", "timeline.parquet"]
+        assert _outputs(out) == [
+            *["ladder.csv", "notes.txt", "report.html", "summary.csv", "timeline.parquet"]
+        ]
         targets = set(pd.read_csv(out / "summary.csv")["target"])
         ladder_targets = set(pd.read_csv(out / "ladder.csv")["target"])
         assert targets in ({3.5}, {3.0}) and ladder_targets == targets  # one run's whole set

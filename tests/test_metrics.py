@@ -15,6 +15,7 @@ from transitsim.analysis.metrics import (
     parse_targets,
     time_to_target,
 )
+from transitsim.analysis.uncertainty import seed_interval, t_quantile_975
 from transitsim.base.errors import TransitsimError
 from transitsim.traces.experiment_logs import import_log
 from transitsim.traces.format import Trace
@@ -173,6 +174,13 @@ def test_time_to_target_summarises_per_config_network_and_target() -> None:
         "reached",
         "steps_to_target",
         "time_to_target_s",
+        "time_to_target_s_sd",
+        "time_to_target_s_lo",
+        "time_to_target_s_hi",
+        "interval",
+        "steps_to_target_sd",
+        "steps_to_target_lo",
+        "steps_to_target_hi",
         "bytes_to_target",
         "speedup_vs_baseline",
     ]
@@ -197,6 +205,65 @@ def test_time_to_target_summarises_per_config_network_and_target() -> None:
     never = row("topk", "wan-10", 1.0)
     assert never["reached"] == "0/2" and math.isnan(never["time_to_target_s"])
     assert math.isnan(never["speedup_vs_baseline"])
+    # two seeds: their range, called so (topk's seeds reach at steps 6 and 7: 12 s and 14 s)
+    assert (topk["interval"], topk["time_to_target_s_lo"], topk["time_to_target_s_hi"]) == (
+        "range",
+        12.0,
+        14.0,
+    )
+    assert topk["time_to_target_s_sd"] == pytest.approx(math.sqrt(2))
+    assert (topk["steps_to_target_lo"], topk["steps_to_target_hi"]) == (6, 7)
+    assert never[["time_to_target_s_lo", "time_to_target_s_hi"]].isna().all()
+    assert not isinstance(never["interval"], str)  # no interval unless every seed reaches it
+
+
+def seed_timeline(times_by_seed: dict[int, float], config: str = "c") -> pd.DataFrame:
+    """One config on one network: seed s reaches the target (val loss 2.0) at time t_s, step
+    t_s / 2 (a step takes 2 s)."""
+    rows = []
+    for seed, reach_s in times_by_seed.items():
+        for step in range(1, 21):
+            rows.append(
+                {
+                    "run": f"{config}-s{seed}",
+                    "config": config,
+                    "variant": "C",
+                    "network": "lan",
+                    "step": step,
+                    "val_loss": 2.0 if 2.0 * step >= reach_s else 3.0,
+                    "time_s": 2.0 * step,
+                    "wire_bytes": 1000.0 * step,
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def test_three_seeds_give_a_t_interval_of_the_mean() -> None:
+    """Seeds reaching at 10, 12 and 14 s: mean 12, sd 2, and 12 -/+ t(0.975, 2) x 2 / sqrt(3)
+    with t(0.975, 2) = 4.3027 (the t table): 7.032 .. 16.968."""
+    (row,) = time_to_target(seed_timeline({0: 10.0, 1: 12.0, 2: 14.0}), [2.0]).itertuples()
+    assert row.time_to_target_s == 12.0 and row.interval == "t95"
+    assert row.time_to_target_s_sd == pytest.approx(2.0)
+    assert row.time_to_target_s_lo == pytest.approx(12 - 4.302653 * 2 / math.sqrt(3), abs=1e-5)
+    assert row.time_to_target_s_hi == pytest.approx(12 + 4.302653 * 2 / math.sqrt(3), abs=1e-5)
+    assert row.steps_to_target == 6.0 and row.steps_to_target_sd == pytest.approx(1.0)
+
+
+def test_two_seeds_give_their_range_and_one_seed_no_spread() -> None:
+    (two,) = time_to_target(seed_timeline({0: 10.0, 1: 16.0}), [2.0]).itertuples()
+    assert (two.interval, two.time_to_target_s_lo, two.time_to_target_s_hi) == ("range", 10, 16)
+    (one,) = time_to_target(seed_timeline({0: 10.0}), [2.0]).itertuples()
+    assert (one.interval, one.time_to_target_s_lo, one.time_to_target_s_hi) == ("one seed", 10, 10)
+    assert math.isnan(one.time_to_target_s_sd)
+
+
+def test_t_quantiles_match_the_table() -> None:
+    expected = {1: 12.7062, 2: 4.3027, 3: 3.1824, 4: 2.7764, 9: 2.2622, 30: 2.0423}
+    for dof, value in expected.items():
+        assert t_quantile_975(dof) == pytest.approx(value, abs=1e-4)
+    assert seed_interval([5.0, 5.0, 5.0]) == (0.0, 5.0, 5.0, "t95")
+    *figures, kind = seed_interval([])
+    assert all(math.isnan(x) for x in figures) and kind == ""
 
 
 def test_time_to_target_needs_every_seed() -> None:

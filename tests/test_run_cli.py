@@ -15,6 +15,7 @@ import pandas as pd
 import pytest
 
 from transitsim import cli, sweep
+from transitsim.analysis.metrics import INTERVAL_COLUMNS
 from transitsim.run import run_scenario
 from transitsim.scenario import load_scenario
 from transitsim.traces.format import write_trace
@@ -114,7 +115,7 @@ def test_run_writes_consistent_outputs(workdir: Path, capsys: pytest.CaptureFixt
     assert code == 0, stderr
 
     files = sorted(p.name for p in out.iterdir())
-    assert files == ["ladder.csv", "report.html", "summary.csv", "timeline.parquet"]
+    assert files == ["ladder.csv", "notes.txt", "report.html", "summary.csv", "timeline.parquet"]
 
     networks = ["rack", 'grid[host_link.rate="100 Gb/s"]', 'grid[host_link.rate="400 Gb/s"]']
     networks = [n.replace('"', "") for n in networks]
@@ -126,6 +127,12 @@ def test_run_writes_consistent_outputs(workdir: Path, capsys: pytest.CaptureFixt
     assert (timeline.groupby(["run", "network"])["time_s"].diff().dropna() > 0).all()
 
     summary = pd.read_csv(out / "summary.csv")
+    columns = list(summary.columns)
+    after = columns.index("time_to_target_s") + 1
+    assert columns[after : after + len(INTERVAL_COLUMNS)] == list(INTERVAL_COLUMNS)
+    a_row = summary[(summary["config"] == "tiny-adamw") & (summary["target"] == 3.5)].iloc[0]
+    assert a_row["interval"] == "range"  # two seeds
+    assert a_row["time_to_target_s_lo"] <= a_row["time_to_target_s"] <= a_row["time_to_target_s_hi"]
     configs = ["tiny-adamw", "tiny-band-1d256"]
     assert len(summary) == len(configs) * len(networks) * 2  # configs x networks x targets
     assert not summary.duplicated(["config", "network", "target"]).any()
@@ -275,6 +282,7 @@ def test_replay_with_a_preset_and_set(workdir: Path, capsys: pytest.CaptureFixtu
     from_file = pd.read_csv(pd.io.common.StringIO(stdout))
     assert list(from_file["time_to_target_s"]) == pytest.approx(times[RATES[0]], rel=0, abs=0)
     assert sorted(p.name for p in out.iterdir()) == [
+        "notes.txt",
         "report.html",
         "summary.csv",
         "timeline.parquet",
@@ -404,3 +412,85 @@ def test_an_unfinished_trace_is_said_first(tmp_path: Path, capsys: pytest.Captur
     assert notes[0].startswith("note: tiny-adamw-s1 is incomplete (3 of 8 steps, not diverged)")
     summary = pd.read_csv(tmp_path / "out" / "summary.csv")
     assert summary["reached"].tolist() == ["1/2"]  # what the note warns of
+
+
+NOTED = """\
+name: noted
+traces: [traces/tiny-adamw-s*.parquet, traces/tiny-band-1d256-s0.parquet]
+networks:
+  - {preset: 8x200g-switch, name: wide, workers: 16}
+targets: [3.5]
+overlap: [none, buckets]
+"""
+
+
+def test_every_note_is_in_notes_txt_and_notes_prints_them(
+    workdir: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two notes on stderr, then where the rest are; notes.txt holds every one, a line each;
+    --notes prints them all. The run replays 8-worker traces on 16 workers: the title and the
+    verdict say so, as they say a what-if model size."""
+    from transitsim.commands import run_cmd
+
+    monkeypatch.setattr(run_cmd, "MAX_NOTES", 2)
+    (workdir / "noted.yaml").write_text(NOTED, encoding="utf-8")
+    out = workdir / "noted-out"
+    argv = ["run", str(workdir / "noted.yaml"), "-o", str(out), "--serial"]
+    code, stdout, stderr = run_cli(argv, capsys)
+    assert code == 0, stderr
+    header, *notes = (out / "notes.txt").read_text(encoding="utf-8").splitlines()
+    assert header == "# transitsim notes: transitsim: noted (extrapolated to 16 workers)"
+    assert len(notes) >= 4 and any("replayed on 16" in n for n in notes)
+    shown = [line for line in stderr.splitlines() if line.startswith("note: ")]
+    assert shown[:2] == [f"note: {n}" for n in notes[:2]]
+    assert shown[2] == (
+        f"note: ... and {len(notes) - 2} more notes (in {out / 'notes.txt'}; "
+        "--notes prints them all)"
+    )
+    code, _, stderr = run_cli([*argv, "--notes"], capsys)
+    assert code == 0
+    assert [line for line in stderr.splitlines() if line.startswith("note: ")] == [
+        f"note: {n}" for n in notes
+    ]
+    assert stdout.splitlines()[0] == "transitsim: noted (extrapolated to 16 workers)"
+    assert "Verdict: To loss 3.5 (extrapolated to 16 workers), " in stdout
+
+
+def test_the_verdict_is_printed_first_with_its_table_and_again_last(
+    workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = workdir / "out-again"
+    code, stdout, stderr = run_cli(["run", str(workdir / "tiny.yaml"), "-o", str(out)], capsys)
+    assert code == 0, stderr
+    lines = stdout.splitlines()
+    first = [i for i, line in enumerate(lines) if line.startswith("Verdict: ")]
+    again = [i for i, line in enumerate(lines) if line.startswith("Verdict (as above): ")]
+    assert first == [1, 2] and len(again) == 2  # one sentence per target, under the title
+    assert [lines[i].split(": ", 1)[1] for i in first] == [
+        lines[i].split(": ", 1)[1] for i in again
+    ]
+    tables = [i for i, line in enumerate(lines) if line.startswith("Val loss ")]
+    point_by_point = [i for i, line in enumerate(lines) if "point by point" in line]
+    assert first[-1] < point_by_point[0] < tables[0] < tables[-1] < again[0]
+    assert lines[-1].startswith("wrote ") and "notes.txt" in lines[-1]
+    assert "Seed interval" in stdout and "less than 1 % apart" in stdout
+
+
+def test_simulate_gives_the_same_interval_columns(workdir: Path) -> None:
+    """The notebook API's summary is the CSV's: the spread over A's two seeds, as a range."""
+    import transitsim
+
+    traces = sorted((workdir / "traces").glob("tiny-adamw-s*.parquet"))
+    result = transitsim.simulate(traces, "8x200g-switch", targets=[3.5])
+    columns = list(result.summary.columns)
+    after = columns.index("time_to_target_s") + 1
+    assert columns[after : after + len(INTERVAL_COLUMNS)] == list(INTERVAL_COLUMNS)
+    (row,) = result.summary.itertuples()
+    seeds = [
+        first_time_to(result.timeline, f"tiny-adamw-s{s}", "8x200g-switch", 3.5) for s in (0, 1)
+    ]
+    assert (row.interval, row.time_to_target_s_lo, row.time_to_target_s_hi) == (
+        "range",
+        pytest.approx(min(seeds)),
+        pytest.approx(max(seeds)),
+    )

@@ -496,3 +496,19 @@ def test_fuzz_raw_text(workdir: Path, text: str) -> None:
         sc.load_scenario(path)
     except TransitsimError as exc:
         assert "\n" not in str(exc)
+
+
+def test_the_verdict_tie_margin_is_a_scenario_key(workdir: Path) -> None:
+    """verdict: {tie_margin: 0.05} reaches the run; the default is 1 %; a margin that is not a
+    share in [0, 1) is one line naming the key."""
+    assert sc.load_scenario(write_yaml(workdir, BASE, "v0.yaml")).verdict.tie_margin == 0.01
+    text = BASE + "verdict: {tie_margin: 0.05}\n"
+    assert sc.load_scenario(write_yaml(workdir, text, "v1.yaml")).verdict.tie_margin == 0.05
+    for bad in ("1.5", "-0.1", '"1 %"', ".nan"):
+        path = write_yaml(workdir, BASE + f"verdict: {{tie_margin: {bad}}}\n", "v2.yaml")
+        with pytest.raises(TransitsimError) as info:
+            sc.load_scenario(path)
+        assert "\n" not in str(info.value) and "verdict.tie_margin" in str(info.value)
+    path = write_yaml(workdir, BASE + "verdict: {margin: 0.05}\n", "v3.yaml")
+    with pytest.raises(TransitsimError, match="verdict.margin"):
+        sc.load_scenario(path)

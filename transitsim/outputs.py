@@ -3,6 +3,7 @@
 `transitsim run` and `transitsim replay` write the same files (timeline, summary, ladder,
 report, and optionally one step as Chrome trace events) through `write_outputs`: every file goes
 into a staging folder that takes the output folder's place in one rename (base/outfolder.py).
+Beside them, always, notes.txt: every note of the run, one a line (the terminal prints a few).
 """
 
 from collections.abc import Callable
@@ -11,8 +12,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from transitsim.analysis.metrics import LADDER_COLUMNS, SUMMARY_COLUMNS
-from transitsim.analysis.verdict import verdict_sentences
+from transitsim.analysis.metrics import INTERVAL_COLUMNS, LADDER_COLUMNS, SUMMARY_COLUMNS
+from transitsim.analysis.outcomes import DEFAULT_TIE_MARGIN
+from transitsim.analysis.verdict import Verdict, verdict
 from transitsim.base.atomic import check_writable_file
 from transitsim.base.errors import TransitsimError
 from transitsim.base.outfolder import check_output_folder, write_folder
@@ -22,13 +24,19 @@ from transitsim.sweep import JobResult
 from transitsim.traces.chrome_events import write_trace_events
 
 DEFAULT_FILES = ("timeline", "summary", "ladder", "report")
+NOTES_FILE = "notes.txt"
+# notes.txt's first line: a notes.txt without it is someone else's, and a run must not replace
+# the folder that holds it (a common name, unlike the other outputs)
+NOTES_HEADER = "# transitsim notes"
 
 
 @dataclass
 class RunResult:
     """Everything a run produced. summary: one row per (config, network, target) with label,
     grid parameters, bottleneck and extrapolated; crossovers: where the fastest config changes
-    along each grid parameter; failures: the jobs that failed (the rest are in the tables)."""
+    along each grid parameter; failures: the jobs that failed (the rest are in the tables).
+    tie_margin: the verdict's tie threshold (scenario key verdict.tie_margin); extrapolation:
+    what the verdict says the numbers are extrapolated to ("extrapolated to 1e9 parameters")."""
 
     title: str
     timeline: pd.DataFrame
@@ -46,11 +54,30 @@ class RunResult:
     files: list[Path] = field(default_factory=list)
     question: str = ""
     assumptions: list[str] = field(default_factory=list)
+    tie_margin: float = DEFAULT_TIE_MARGIN
+    extrapolation: str | None = None
+
+    def judgement(self) -> Verdict:
+        """The verdict's sentences and table (transitsim.analysis.verdict)."""
+        return verdict(
+            self.summary,
+            self.params,
+            self.labels,
+            tie_margin=self.tie_margin,
+            extrapolation=self.extrapolation,
+        )
 
     @property
     def verdict(self) -> list[str]:
         """The answer in words, one sentence per target (transitsim.analysis.verdict)."""
-        return verdict_sentences(self.summary, self.params, self.labels)
+        return self.judgement().sentences
+
+    @property
+    def verdict_table(self) -> pd.DataFrame:
+        """What the sentences sum up: per target, held group and run of network points, the
+        fastest (or tied) configurations, their time to loss, seed interval and lead
+        (transitsim.analysis.verdict.TABLE_COLUMNS)."""
+        return self.judgement().table
 
     @property
     def exit_code(self) -> int:
@@ -84,7 +111,7 @@ def output_names(table_format: str = "parquet") -> dict[str, str]:
 def owned_names(trace_events: Path | None = None, out_dir: Path | None = None) -> set[str]:
     """Every name a run may leave in its output folder (any table format), so a folder holding
     only these is an earlier run's and may be replaced as a whole."""
-    names = {*output_names("parquet").values(), *output_names("csv").values()}
+    names = {*output_names("parquet").values(), *output_names("csv").values(), NOTES_FILE}
     inside = _events_inside(trace_events, out_dir)
     return names | ({inside} if inside else set())
 
@@ -100,6 +127,12 @@ def _events_inside(trace_events: Path | None, out_dir: Path | None) -> str | Non
 def check_outputs_writable(out_dir: Path, trace_events: Path | None = None) -> None:
     """Before any work: out_dir can take a run's outputs, and --trace-events can be written."""
     check_output_folder(out_dir, owned_names(trace_events, out_dir))
+    notes = Path(out_dir) / NOTES_FILE
+    if notes.is_file() and not _our_notes(notes):
+        raise TransitsimError(
+            f"output folder {out_dir}: holds files that are not transitsim outputs "
+            f"({NOTES_FILE}); a run replaces the whole folder, so give an empty or new one"
+        )
     if trace_events is not None and not _events_inside(trace_events, out_dir):
         check_writable_file(trace_events, what="--trace-events file")
 
@@ -147,6 +180,7 @@ def write_outputs(
     if events is not None:
         for file_name in events_names:
             writers[file_name] = lambda path, events=events: write_trace_events(path, events)
+    writers[NOTES_FILE] = lambda path: _write_notes(result, path)
     if "report" in files:
         writers[names["report"]] = lambda path: _write_report(result, path)
     written = write_folder(out_dir, writers, owned_names(trace_events, out_dir))
@@ -156,11 +190,32 @@ def write_outputs(
     return written
 
 
+def _our_notes(path: Path) -> bool:
+    try:
+        with path.open("rb") as handle:
+            return handle.read(len(NOTES_HEADER)) == NOTES_HEADER.encode()
+    except OSError:
+        return False
+
+
+def notes_text(title: str, notes: list[str]) -> str:
+    """notes.txt: the header line with the run's title, then one note a line (a note is one
+    line already), or a line saying there are none."""
+    lines = [" ".join(note.split()) for note in notes] or ["(no notes)"]
+    return "".join(f"{line}\n" for line in [f"{NOTES_HEADER}: {title}", *lines])
+
+
+def _write_notes(result: RunResult, path: Path) -> None:
+    path.write_text(notes_text(result.title, result.notes), encoding="utf-8")
+
+
 def _write_report(result: RunResult, path: Path) -> Path:
     sweep = None
     if result.params and len(result.summary):
         grid_rows = result.summary.dropna(subset=result.params, how="all")
-        sweep = grid_rows[[*SUMMARY_COLUMNS, *result.params]]
+        # the winner map reads every other numeric column as a swept key: no intervals here
+        figures = [c for c in SUMMARY_COLUMNS if c not in INTERVAL_COLUMNS]
+        sweep = grid_rows[[*figures, *result.params]]
     return write_report(
         path,
         result.timeline,

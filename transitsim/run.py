@@ -212,9 +212,11 @@ def run_scenario(
         cluster_after_s=cluster_after_s,
         quiet=quiet,
     )
+    extra_workers = extrapolated_workers(traces, [job.network.workers for job in jobs])
     title = f"transitsim: {scenario.name}"
-    if scenario.scale_params is not None:
-        title += f" ({extrapolated_to(scenario.scale_params)})"
+    title_extrapolation = extrapolation_text(scenario.scale_params, extra_workers)
+    if title_extrapolation:
+        title += f" ({title_extrapolation})"
     result = assemble(
         results,
         traces,
@@ -223,6 +225,10 @@ def run_scenario(
         baseline,
         title=title,
         own_labels=own_labels,
+    )
+    result.tie_margin = scenario.verdict.tie_margin
+    result.extrapolation = (
+        extrapolation_text(scenario.scale_params, extra_workers, compact=True) or None
     )
     if scenario.scale_params is not None:  # first, so that the printed notes always show it
         result.notes.insert(0, _scale_note(scenario.scale_params, traces))
@@ -242,6 +248,32 @@ def run_scenario(
 def extrapolated_to(params: int) -> str:
     """How a run's title says it replays a what-if model size."""
     return f"extrapolated to {params:,} parameters"
+
+
+def extrapolated_workers(traces: dict[str, Trace], workers: list[int]) -> list[int]:
+    """The worker counts replayed that no trace was trained with (loss per step is kept)."""
+    trained = {trace.workers for trace in traces.values()}
+    return sorted(set(workers) - trained)
+
+
+def _count(number: int) -> str:
+    """1000000000 -> "1e9" (a round power of ten times a few digits), else "15,833,472"."""
+    digits = str(number).rstrip("0")
+    zeros = len(str(number)) - len(digits)
+    return f"{digits}e{zeros}" if number >= 10**6 and zeros >= 6 else f"{number:,}"
+
+
+def extrapolation_text(params: int | None, workers: list[int], compact: bool = False) -> str:
+    """What the numbers are extrapolated to, as a title and the verdict say it: "extrapolated
+    to 1,000,000,000 parameters and 64, 256 and 1,024 workers" (compact: "1e9 parameters")."""
+    parts = []
+    if params is not None:
+        parts.append(f"{_count(params) if compact else f'{params:,}'} parameters")
+    if workers:
+        shown = [f"{count:,}" for count in workers]
+        text = shown[0] if len(shown) == 1 else ", ".join(shown[:-1]) + " and " + shown[-1]
+        parts.append(f"{text} workers")
+    return "extrapolated to " + " and ".join(parts) if parts else ""
 
 
 def _scale_note(params: int, traces: dict[str, Trace]) -> str:
@@ -301,14 +333,20 @@ def replay_traces(
         for index, (name, trace) in enumerate(traces.items())
     ]
     results = run_jobs(traces, jobs, serial=True, quiet=quiet)
-    return assemble(
+    title = f"transitsim: replay on {network.name}"
+    extra_workers = extrapolated_workers(traces, [network.workers])
+    if extra_workers:
+        title += f" ({extrapolation_text(None, extra_workers)})"
+    result = assemble(
         results,
         traces,
         target_values,
         target_names,
         baseline,
-        title=f"transitsim: replay on {network.name}",
+        title=title,
     )
+    result.extrapolation = extrapolation_text(None, extra_workers, compact=True) or None
+    return result
 
 
 # ---------------------------------------------------------------------------------------------

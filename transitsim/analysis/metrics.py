@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from transitsim.analysis.uncertainty import seed_interval
 from transitsim.base.errors import TransitsimError
 from transitsim.traces.format import VARIANTS, Trace, config_name
 
@@ -36,6 +37,16 @@ TIMELINE_COLUMNS = (
     "wire_bytes",
 )
 _FIRST = object()  # no previous grid value yet
+# How sure time_to_target_s (and steps_to_target) is, over seeds (analysis/uncertainty.py).
+INTERVAL_COLUMNS = (
+    "time_to_target_s_sd",
+    "time_to_target_s_lo",
+    "time_to_target_s_hi",
+    "interval",
+    "steps_to_target_sd",
+    "steps_to_target_lo",
+    "steps_to_target_hi",
+)
 SUMMARY_COLUMNS = (
     "config",
     "variant",
@@ -45,6 +56,7 @@ SUMMARY_COLUMNS = (
     "reached",
     "steps_to_target",
     "time_to_target_s",
+    *INTERVAL_COLUMNS,
     "bytes_to_target",
     "speedup_vs_baseline",
 )
@@ -269,11 +281,13 @@ def time_to_target(
             time_to_target_s=("time_s", "mean"),
             bytes_to_target=("wire_bytes", "mean"),
         )
-        part = seeds.rename("seeds").to_frame().join(firsts)
+        part = seeds.rename("seeds").to_frame().join(firsts).join(_intervals(hits, keys))
         part["reached_runs"] = part["reached_runs"].fillna(0).astype(int)
         incomplete = part["reached_runs"] < part["seeds"]
         for column in ("steps_to_target", "time_to_target_s", "bytes_to_target"):
             part[column] = part[column].astype("float64").mask(incomplete)
+        for column in INTERVAL_COLUMNS:
+            part[column] = part[column].mask(incomplete)
         part["reached"] = part["reached_runs"].astype(str) + "/" + part["seeds"].astype(str)
         part["target"] = float(target)
         parts.append(part.drop(columns="reached_runs").reset_index())
@@ -292,6 +306,21 @@ def time_to_target(
         )
     columns = [*SUMMARY_COLUMNS[:3], *params, *SUMMARY_COLUMNS[3:]]
     return summary[columns]
+
+
+def _intervals(hits: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    """Per group of first hits (one row per seed): the spread and interval of its time and
+    steps to the target (analysis/uncertainty.py), as INTERVAL_COLUMNS, indexed as the
+    groupby of the means is (so the two join row for row, NaN grid values included)."""
+    groups = hits.groupby(keys, sort=False, dropna=False)
+    times = groups["time_s"].agg(lambda v: seed_interval(v.to_numpy()))
+    steps = groups["step"].agg(lambda v: seed_interval(v.to_numpy()))
+    frame = pd.DataFrame(index=times.index)
+    for position, column in enumerate(INTERVAL_COLUMNS[:4]):
+        frame[column] = [item[position] for item in times]
+    for position, column in enumerate(INTERVAL_COLUMNS[4:]):
+        frame[column] = [item[position] for item in steps]
+    return frame.astype({c: "float64" for c in INTERVAL_COLUMNS if c != "interval"})
 
 
 def crossovers(summary: pd.DataFrame, param: str) -> pd.DataFrame:

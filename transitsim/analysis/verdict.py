@@ -1,20 +1,42 @@
-"""The answer in words: which configuration reaches each target first, and where that changes.
+"""The answer in words: which configuration reaches each target first, how sure, where it changes.
 
-    verdict_sentences(summary, params, labels)
-    -> ["To loss 3.3, B top-k 2d64 is fastest below 10 Gb/s, A AdamW from 10 Gb/s up; C low
-        band 1d256 and E optics never win."]
+    verdict(summary, params, labels)
+    -> Verdict(sentences=["To loss 3.3, B top-k is fastest below 10 Gb/s, A AdamW from 10 Gb/s
+                          up; C band never wins."], table=<one row per outcome>)
 
-Generated from the summary alone (time to target per configuration, network and target), so
-it says only what the numbers say: grid values as swept (no interpolation between them), a
-configuration that reaches a target on no network is said to never reach it. The CLI prints
-these sentences and the report opens on them.
+One sentence per target, at most two lines of 100 characters: what holds across the grid, ties
+named together with their seeds (outcomes.py has the tie rule: less than `tie_margin` apart, or
+overlapping seed intervals). What changes with a held axis (overlap, a switch setting) and every
+figure behind the sentence go into the table: per target, held group and run of points, the
+fastest (or tied) contenders, their time to loss and seed interval, and how far ahead they are.
+Generated from the summary alone, so it says only what the numbers say: grid values as swept,
+and a contender that reaches the target nowhere is said never to reach it.
 """
 
-from dataclasses import dataclass
+import textwrap
+from dataclasses import dataclass, replace
 
 import pandas as pd
 
+from transitsim.analysis.outcomes import (
+    DEFAULT_TIE_MARGIN,
+    Board,
+    Outcome,
+    Standing,
+    board,
+    by_held,
+    by_winners,
+    held_text,
+    region_text,
+    run_where,
+    sweep_runs,
+    ties_with,
+)
+from transitsim.analysis.verdict_table import TABLE_COLUMNS, table_rows
 from transitsim.base import human
+
+LINE_CHARS = 100  # a verdict sentence fits in two lines of this many characters
+MAX_LINES = 2
 
 
 @dataclass(frozen=True)
@@ -24,6 +46,14 @@ class Winner:
     network: str
     config: str | None  # None: no configuration reached the target there
     margin: float  # runner-up time / best time (nan when only one reached it)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The sentences (one per target) and the table under them (TABLE_COLUMNS)."""
+
+    sentences: list[str]
+    table: pd.DataFrame
 
 
 def winners(rows: pd.DataFrame) -> list[Winner]:
@@ -42,189 +72,372 @@ def winners(rows: pd.DataFrame) -> list[Winner]:
     return result
 
 
-def numeric_params(rows: pd.DataFrame, params: list[str]) -> list[str]:
-    """Grid parameters that vary numerically over these rows (an axis a verdict can run along)."""
-    found = []
-    for key in params:
-        if key not in rows or not pd.api.types.is_numeric_dtype(rows[key]):
+def fits(text: str) -> bool:
+    """At most MAX_LINES lines of LINE_CHARS characters, wrapped at spaces."""
+    return len(textwrap.wrap(text, LINE_CHARS)) <= MAX_LINES
+
+
+# ---------------------------------------------------------------------------------------------
+# Phrases
+
+
+def _and(names: list[str]) -> str:
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+
+
+def _seeds(standings: tuple[Standing, ...]) -> str:
+    counts = [s.seeds for s in standings]
+    if any(count is None for count in counts):
+        return ""
+    if len(set(counts)) == 1:
+        return f" ({counts[0]} seed{'s' if counts[0] != 1 else ''} each)"
+    return f" ({_and([str(count) for count in counts])} seeds)"
+
+
+@dataclass(frozen=True)
+class Style:
+    """How much a sentence says: short names, one clause per held group, the placement
+    comparison, and the configurations that never win by name."""
+
+    short: bool = False
+    detailed: bool = True
+    own: int = 9  # how many placement comparisons (the configs that win most first)
+    partners: bool = True  # name who a leader ties with
+    by_held: bool = True  # say that the pooled answer changes with a held axis
+    listed: bool = True  # a clause for the listed networks beside a grid's
+    prefix: bool = True  # "with or without overlap: " before what holds for every held value
+    tail: str = "full"  # full | short | none
+
+
+def _who(b: Board, outcome: Outcome, style: Style, verb: bool) -> str:
+    """'X is fastest' / 'X' (verb=False, a later run of a winner) / 'X and Y tie (3 seeds)'."""
+    names = [b.name(key, style.short) for key in outcome.members]
+    if outcome.tie:
+        return f"{_and(names)} tie"
+    return f"{names[0]} is fastest" if verb else names[0]
+
+
+def _tie_seeds(outcome: Outcome) -> str:
+    return _seeds(outcome.winners) if outcome.tie else ""
+
+
+def _along(b: Board, outcomes: list[Outcome], style: Style) -> str:
+    """One swept key: 'B is fastest below 10 Gb/s, A and B tie at 10 Gb/s, A from 25 Gb/s up'."""
+    key = b.sweep[0]
+    runs = sweep_runs(outcomes)
+    parts, said = [], False
+    for index, run in enumerate(runs):
+        where = run_where(runs, index, key)
+        if not run[0].winners:
+            parts.append(f"none reaches it {where}")
             continue
-        if pd.api.types.is_bool_dtype(rows[key]):
-            continue
-        if rows[key].dropna().nunique() >= 2:
-            found.append(key)
-    return found
-
-
-def _names(configs: list[str], labels: dict[str, str]) -> str:
-    named = [labels.get(c, c) for c in configs]
-    return named[0] if len(named) == 1 else ", ".join(named[:-1]) + " and " + named[-1]
-
-
-def _along(points: pd.DataFrame, key: str, labels: dict[str, str]) -> str:
-    """'B is fastest below 10 Gb/s, A from 10 Gb/s up' along one swept key (others held)."""
-    best = (
-        points.dropna(subset=["time_to_target_s"])
-        .sort_values("time_to_target_s", kind="stable")
-        .groupby(key, sort=True)
-        .head(1)
-        .sort_values(key, kind="stable")
-    )
-    if best.empty:
-        return "no configuration reaches it"
-    segments: list[tuple[str, float]] = []  # (config, first value of its run)
-    for value, config in zip(best[key], best["config"], strict=True):
-        if not segments or segments[-1][0] != config:
-            segments.append((str(config), float(value)))
-    if len(segments) == 1:
-        count = best[key].nunique()
-        name = labels.get(segments[0][0], segments[0][0])
-        return f"{name} is fastest at every {key} swept ({count} values)"
-    parts = []
-    for index, (config, start) in enumerate(segments):
-        name = labels.get(config, config)
-        if index == 0:
-            parts.append(f"{name} is fastest below {human.param(key, segments[1][1])}")
-        elif index == len(segments) - 1:
-            parts.append(f"{name} from {human.param(key, start)} up")
-        else:
-            end = human.param(key, segments[index + 1][1])
-            parts.append(f"{name} from {human.param(key, start)} to below {end}")
+        parts.append(f"{_who(b, run[0], style, not said)} {where}{_tie_seeds(run[0])}")
+        said = said or not run[0].tie
     return ", ".join(parts)
 
 
-def _region(won: pd.DataFrame, keys: list[str]) -> str:
-    """The grid points a (minority) winner holds: each one when few, else the keys' values."""
-    if len(won) <= 4:
-        return "; ".join(
-            " x ".join(human.param(key, value) for key, value in zip(keys, row, strict=True))
-            for row in won[keys].itertuples(index=False)
-        )
-    return "; ".join(
-        f"{key} {', '.join(human.param(key, v) for v in sorted(won[key].dropna().unique()))}"
-        for key in keys
-    )
-
-
-def _on_grid(points: pd.DataFrame, keys: list[str], labels: dict[str, str]) -> str:
-    best = (
-        points.dropna(subset=["time_to_target_s"])
-        .sort_values("time_to_target_s", kind="stable")
-        .groupby("network", sort=False)
-        .head(1)
-    )
-    if best.empty:
+def _counted(b: Board, outcomes: list[Outcome], style: Style, noun: str, region: bool) -> str:
+    """'A is fastest at 15 of the 16 grid points, A and B tie at 1 (1 Gb/s x 5,000 km)';
+    listed networks: 'A is fastest on every listed network (3)', 'on 2 of the 3 ..., B on 1'."""
+    total = len(outcomes)
+    groups = [(members, found) for members, found in by_winners(outcomes) if members]
+    if not groups:
         return "no configuration reaches it"
-    counts = best["config"].value_counts()
-    total = points["network"].nunique()
-    if len(counts) == 1:
-        config = str(counts.index[0])
-        return f"{labels.get(config, config)} is fastest at every one of the {total} grid points"
+    on = "on" if noun == "listed networks" else "at"
     parts = []
-    for rank, (config, count) in enumerate(counts.items()):
-        name = labels.get(config, config)
+    for rank, (_, found) in enumerate(groups):
+        first = found[0]
+        seeds = _tie_seeds(first)
         if rank == 0:
-            parts.append(f"{name} is fastest at {count} of the {total} grid points")
-        else:
-            won = best[best["config"] == config]
-            parts.append(f"{name} at {count} ({_region(won, keys)})")
+            if len(found) == total and on == "on":
+                where = _every_listed(b, total)
+            elif len(found) == total:
+                where = f"at every one of the {total} {noun}"
+            else:
+                where = f"{on} {len(found)} of the {total} {noun}"
+            parts.append(f"{_who(b, first, style, True)} {where}{seeds}")
+            continue
+        at = f" ({region_text(found, b.sweep)})" if region else ""
+        parts.append(f"{_who(b, first, style, False)} {on} {len(found)}{at}{seeds}")
     return ", ".join(parts)
 
 
-def _on_networks(points: pd.DataFrame, labels: dict[str, str]) -> str:
-    found = [w for w in winners(points) if w.config is not None]
-    if not found:
+def _every_listed(b: Board, total: int) -> str:
+    """'on every listed network (3)'; one network beside a grid: 'on the listed network'; one
+    network alone (`transitsim replay`): nothing to say where."""
+    if total > 1:
+        return f"on every listed network ({total})"
+    return "on the listed network" if any(o.part == "grid" for o in b.outcomes) else ""
+
+
+def _either(keys: list[str]) -> str:
+    """The prefix of a clause that holds for every value of the held keys."""
+    others = [k for k in keys if k != "overlap"]
+    whatever = f"whatever the {' and '.join(others)}" if others else ""
+    if "overlap" in keys:
+        return "with or without overlap" + (f", {whatever}" if whatever else "")
+    return whatever
+
+
+def _seed_span(b: Board, keys: list[str]) -> str:
+    counts = sorted({b.contenders[k].seeds for k in keys if b.contenders[k].seeds is not None})
+    if not counts:
+        return ""
+    if len(counts) == 1:
+        return f"{counts[0]} seed{'s' if counts[0] != 1 else ''} each"
+    return f"{counts[0]}-{counts[-1]} seeds"
+
+
+def _leader(b: Board, outcomes: list[Outcome], style: Style, noun: str) -> str:
+    """The contender in the most winner sets, alone or tied, and who else wins alone:
+    'A is fastest at 14 of the 16 grid points and ties at 2 (with B; 2 seeds each)'."""
+    total = len(outcomes)
+    alone: dict[str, int] = {}
+    tied: dict[str, int] = {}
+    partners: dict[str, dict[str, None]] = {}
+    for outcome in outcomes:
+        if outcome.tie:
+            for key in outcome.members:
+                tied[key] = tied.get(key, 0) + 1
+                partners.setdefault(key, {}).update(
+                    dict.fromkeys(m for m in outcome.members if m != key)
+                )
+        elif outcome.winners:
+            alone[outcome.members[0]] = alone.get(outcome.members[0], 0) + 1
+    keys = list(dict.fromkeys([*alone, *tied]))
+    if not keys:
         return "no configuration reaches it"
-    by_config: dict[str, list[str]] = {}
-    for winner in found:
-        by_config.setdefault(str(winner.config), []).append(winner.network)
-    if len(by_config) == 1:
-        config = next(iter(by_config))
-        return f"{labels.get(config, config)} is fastest on every network ({len(found)})"
-    return "fastest: " + "; ".join(
-        f"{labels.get(c, c)} on {', '.join(nets)}" for c, nets in by_config.items()
-    )
+    lead = max(keys, key=lambda k: (alone.get(k, 0) + tied.get(k, 0), alone.get(k, 0)))
+    on = "on" if noun == "listed networks" else "at"
+    every = f"at every one of the {total} {noun}"
+    if on == "on":
+        every = _every_listed(b, total)
+    won, drew = alone.get(lead, 0), tied.get(lead, 0)
+    name = b.name(lead, style.short)
+    if won == total:
+        text = f"{name} is fastest {every}"
+    else:
+        with_ = [*partners.get(lead, {})]
+        seeds = _seed_span(b, [lead, *with_])
+        named = [b.name(k, style.short) for k in with_]
+        inside = [f"with {_and(named)}"] if style.partners and named else []
+        inside += [seeds] if seeds else []
+        company = f" ({'; '.join(inside)})" if inside else ""
+        if won and drew:
+            text = f"{name} is fastest {on} {won} of the {total} {noun} and ties {on} {drew}"
+            text += company
+        elif won:
+            text = f"{name} is fastest {on} {won} of the {total} {noun}"
+        else:
+            where = every if drew == total else f"{on} {drew} of the {total} {noun}"
+            text = f"{name} ties for fastest {where}{company}"
+    alone_word = " alone" if tied else ""
+    for key in [k for k in alone if k != lead][:2]:
+        text += f", {b.name(key, style.short)}{alone_word} {on} {alone[key]}"
+    return text
 
 
-def _held_groups(rows: pd.DataFrame, held: list[str]) -> list[tuple[str, pd.DataFrame]]:
-    """Rows split by the grid keys held along the axis (text keys such as placement.sum)."""
-    if not held:
-        return [("", rows)]
-    groups = []
-    for values, part in rows.groupby(held, sort=False, dropna=False):
-        values = values if isinstance(values, tuple) else (values,)
-        text = ", ".join(f"{k} {human.param(k, v)}" for k, v in zip(held, values, strict=True))
-        groups.append((f"with {text}: ", part))
-    return groups
+def _part_clause(b: Board, part: str, style: Style) -> str:
+    """The grid's (or the listed networks') clause: one for every held group when they agree;
+    else one per held group (detailed) or the leader over all of them."""
+    outcomes = [o for o in b.outcomes if o.part == part]
+    if not outcomes:
+        return ""
+    groups = by_held(outcomes)
+    listed = part == "listed"
+    noun = "listed networks" if listed else "grid points"
 
+    def describe(found: list[Outcome]) -> str:
+        if not listed and len(b.sweep) == 1:
+            return _along(b, found, style)
+        if not style.detailed:
+            return _leader(b, found, style, noun)
+        return _counted(b, found, style, noun, region=not listed)
 
-def _either(held: list[str]) -> str:
-    """The prefix of one clause that holds for every value of the held keys."""
-    others = [k for k in held if k != "overlap"]
-    if not others:
-        return "with or without overlap: "
-    whatever = f"whatever the {', '.join(others)}"
-    return f"with or without overlap, {whatever}: " if "overlap" in held else f"{whatever}: "
-
-
-def _clauses(groups: list[tuple[str, pd.DataFrame]], held: list[str], body) -> list[str]:
-    """One clause per held group, or one for all of them when every group says the same."""
-    bodies = [(prefix, body(part)) for prefix, part in groups]
-    if len(bodies) > 1 and len({text for _, text in bodies}) == 1:
-        return [_either(held) + bodies[0][1]]
-    return [prefix + text for prefix, text in bodies]
-
-
-def sentence(rows: pd.DataFrame, target: float, params: list[str], labels: dict[str, str]) -> str:
-    """The verdict for one target over every network point of the summary."""
-    # grid points are the rows with a value on a numeric sweep axis; a text axis every row
-    # carries (overlap over listed networks too) splits the listed networks, not makes them grid
-    sweep = [p for p in params if pd.api.types.is_numeric_dtype(rows[p])] or params
-    grid = rows.dropna(subset=sweep, how="all") if sweep else rows.iloc[0:0]
-    listed = rows.drop(index=grid.index)
-    keys = numeric_params(grid, params)
-    clauses = []
-    if len(grid):
-        held = [k for k in params if k not in keys and k in grid and grid[k].nunique() > 1]
-
-        def on_grid(part: pd.DataFrame) -> str:
-            if len(keys) == 1:
-                return _along(part, keys[0], labels)
-            if keys:
-                return _on_grid(part, keys, labels)
-            return _on_networks(part, labels)
-
-        clauses += _clauses(_held_groups(grid, held), held, on_grid)
-    if len(listed):
-        prefix = "on the listed networks, " if len(grid) else ""
-        common = [p for p in params if listed[p].notna().all() and listed[p].nunique() > 1]
-        listed_clauses = _clauses(
-            _held_groups(listed, common), common, lambda part: _on_networks(part, labels)
+    shapes = {tuple((o.point, o.who) for o in found) for found in groups.values()}
+    keys = list(dict.fromkeys(k for held in groups for k, _ in held))
+    if len(shapes) == 1:
+        prefix = _either(keys) if len(groups) > 1 and style.prefix else ""
+        return (f"{prefix}: " if prefix else "") + describe(next(iter(groups.values())))
+    if style.detailed:
+        return "; ".join(
+            f"with {held_text(held)}: {describe(found)}" for held, found in groups.items()
         )
-        clauses += [prefix + clause for clause in listed_clauses]
-    configs = list(dict.fromkeys(rows["config"].astype(str)))
-    won = {w.config for w in winners(rows) if w.config is not None}
-    reached = set(rows.dropna(subset=["time_to_target_s"])["config"].astype(str))
-    never_reach = [c for c in configs if c not in reached]
-    never_win = [c for c in configs if c in reached and c not in won]
-    tail = []
+    noun = "listed networks" if listed else "points"
+    by = f" (by {' and '.join(keys)}: table below)" if style.by_held else ""
+    return _leader(b, outcomes, style, noun) + by
+
+
+def _own_question(b: Board, style: Style) -> list[str]:
+    """Per configuration a grid places two ways: which placement is faster, and by how much
+    (a difference the tie rule calls a tie is counted as one)."""
+    clauses = []
+    grid = [o for o in b.outcomes if o.part == "grid"]
+
+    def standing(config: str) -> tuple[int, int]:  # points won alone, points in the winner set
+        alone = sum(
+            not o.tie and b.contenders[o.members[0]].config == config for o in grid if o.winners
+        )
+        within = sum(any(b.contenders[k].config == config for k in o.members) for o in grid)
+        return alone, within
+
+    for config in sorted(b.split, key=standing, reverse=True)[: style.own]:
+        keys = [k for k, c in b.contenders.items() if c.config == config and k != config]
+        wins: dict[str, list[float]] = {}
+        ties = compared = 0
+        for outcome in b.outcomes:
+            found = sorted((s for s in outcome.standings if s.key in keys), key=lambda s: s.time_s)
+            if outcome.part != "grid" or len(found) < 2:
+                continue
+            compared += 1
+            if any(ties_with(found[0], other, b.tie_margin) for other in found[1:]):
+                ties += 1
+                continue
+            wins.setdefault(found[0].key, []).append(found[-1].time_s / found[0].time_s)
+        if not wins:
+            continue
+        best = max(wins, key=lambda k: len(wins[k]))
+        ratios = wins[best]
+        slower = _and([b.name(k, style.short) for k in keys if k != best])
+        where = (
+            "at every point"
+            if len(ratios) == compared
+            else f"at {len(ratios)} of {compared} points"
+        )
+        low, high = human.ratio(min(ratios)), human.ratio(max(ratios))
+        spread = low if low == high else f"{low[:-1]}-{high}"
+        tail = f", ties at {ties}" if ties else ""
+        clauses.append(f"{b.name(best, style.short)} beats {slower} {where} ({spread}){tail}")
+    return clauses
+
+
+def _tail(b: Board, style: Style) -> list[str]:
+    won = {key for o in b.outcomes for key in o.members}
+    reached = {s.key for o in b.outcomes for s in o.standings}
+    never_win = [k for k in b.contenders if k in reached and k not in won]
+    never_reach = [k for k in b.contenders if k not in reached]
+    if style.tail == "none":
+        return []
+    if style.tail == "short":
+        if never_win and never_reach:
+            verb = "reaches" if len(never_reach) == 1 else "reach"
+            return [f"the others never win ({len(never_reach)} never {verb} it)"]
+        if never_win:
+            return ["the others never win"]
+        return ["the others never reach it"] if never_reach else []
+    parts = []
     if never_win:
-        tail.append(f"{_names(never_win, labels)} never win{'s' if len(never_win) == 1 else ''}")
+        names = [b.name(k, style.short) for k in never_win]
+        parts.append(f"{_and(names)} never win{'s' if len(names) == 1 else ''}")
     if never_reach:
-        verb = "reaches" if len(never_reach) == 1 else "reach"
-        tail.append(f"{_names(never_reach, labels)} never {verb} it")
-    text = f"To loss {human.loss(target)}, " + "; ".join(clauses)
-    return text + ("; " + "; ".join(tail) if tail else "") + "."
+        names = [b.name(k, style.short) for k in never_reach]
+        parts.append(f"{_and(names)} never {'reaches' if len(names) == 1 else 'reach'} it")
+    return parts
+
+
+_POOLED = Style(short=True, detailed=False)
+_TERSE = Style(
+    short=True, detailed=False, own=1, partners=False, by_held=False, listed=False, prefix=False
+)
+STYLES = (  # the most said first; the first that fits in two lines is the sentence
+    Style(),
+    Style(short=True),
+    Style(short=True, tail="short"),
+    Style(short=True, tail="short", listed=False),
+    _POOLED,
+    replace(_POOLED, tail="short"),
+    replace(_POOLED, own=1, tail="short"),
+    replace(_POOLED, own=1, partners=False, by_held=False, tail="short"),
+    replace(_POOLED, own=1, partners=False, by_held=False, prefix=False, tail="short"),
+    replace(_TERSE, tail="short"),
+    replace(_TERSE, own=0, tail="short"),
+    replace(_TERSE, own=0, tail="none"),
+)
+
+
+def compose(b: Board, target: float, extrapolation: str | None, style: Style) -> str:
+    """One target's sentence in one style."""
+    head = f"To loss {human.loss(target)}" + (f" ({extrapolation})" if extrapolation else "")
+    if not any(o.winners for o in b.outcomes):
+        return f"{head}, no configuration reaches it."
+    grid = _part_clause(b, "grid", style)
+    listed = _part_clause(b, "listed", style) if style.listed or not grid else ""
+    said, _, rest = grid.partition(": ")
+    if rest and listed.startswith(f"{said}: ") and said.startswith("with"):
+        listed = listed[len(said) + 2 :]  # "with or without overlap" once for both clauses
+    parts = [c for c in (grid, listed) if c]
+    merged = _one_winner_both(b, style, grid, listed)
+    if merged:
+        parts = [merged]
+    clauses = _own_question(b, style)  # the scenario's own question first
+    clauses += parts or ["no configuration reaches it"]
+    clauses += _tail(b, style)
+    text = f"{head}, " + "; ".join(clauses) + "."
+    for gap, closed in (("  ", " "), (" .", "."), (" ;", ";"), (" ,", ",")):
+        text = text.replace(gap, closed)  # a phrase with nothing to say where
+    return text
+
+
+def _one_winner_both(b: Board, style: Style, grid: str, listed: str) -> str:
+    """ "A is fastest at all 3 x values and on every listed network": one winner of both."""
+    prefix, _, body = grid.rpartition(": ") if ": " in grid else ("", "", grid)
+    for key in b.contenders:
+        lead = f"{b.name(key, style.short)} is fastest "
+        if body.startswith(lead) and listed.startswith(lead):
+            first, second = body[len(lead) :], listed[len(lead) :]
+            if ", " not in first and ", " not in second and ";" not in first + second:
+                return (f"{prefix}: " if prefix else "") + f"{lead}{first} and {second}"
+    return ""
+
+
+def sentence(b: Board, target: float, extrapolation: str | None = None) -> str:
+    """The most the verdict can say in two lines: the first style that fits, else shortened."""
+    text = ""
+    for style in STYLES:
+        text = compose(b, target, extrapolation, style)
+        if fits(text):
+            return text
+    width = LINE_CHARS * MAX_LINES
+    while not fits(text):
+        width -= 10
+        text = textwrap.shorten(text, width, placeholder=" … (see the table).")
+    return text
+
+
+# ---------------------------------------------------------------------------------------------
+# Entry points
+
+
+def verdict(
+    summary: pd.DataFrame | None,
+    params: list[str] | None = None,
+    labels: dict[str, str] | None = None,
+    *,
+    tie_margin: float = DEFAULT_TIE_MARGIN,
+    extrapolation: str | None = None,
+) -> Verdict:
+    """Sentences and table for every target of the summary, in its target order."""
+    if summary is None or summary.empty or "time_to_target_s" not in summary:
+        return Verdict([], pd.DataFrame(columns=TABLE_COLUMNS))
+    labels = labels or {}
+    params = [p for p in (params or []) if p in summary.columns]
+    sentences, rows = [], []
+    for target in dict.fromkeys(summary["target"].tolist()):
+        found = board(summary[summary["target"] == target], params, labels, tie_margin)
+        sentences.append(sentence(found, float(target), extrapolation))
+        rows += table_rows(found, float(target))
+    return Verdict(sentences, pd.DataFrame(rows, columns=TABLE_COLUMNS))
 
 
 def verdict_sentences(
-    summary: pd.DataFrame, params: list[str] | None = None, labels: dict[str, str] | None = None
+    summary: pd.DataFrame | None,
+    params: list[str] | None = None,
+    labels: dict[str, str] | None = None,
+    *,
+    tie_margin: float = DEFAULT_TIE_MARGIN,
+    extrapolation: str | None = None,
 ) -> list[str]:
-    """One sentence per target, in the summary's target order (empty without a summary)."""
-    if summary is None or summary.empty or "time_to_target_s" not in summary:
-        return []
-    labels = labels or {}
-    params = [p for p in (params or []) if p in summary.columns]
-    return [
-        sentence(summary[summary["target"] == target], float(target), params, labels)
-        for target in dict.fromkeys(summary["target"].tolist())
-    ]
+    """One sentence per target (empty without a summary): `verdict(...).sentences`."""
+    return verdict(
+        summary, params, labels, tie_margin=tie_margin, extrapolation=extrapolation
+    ).sentences

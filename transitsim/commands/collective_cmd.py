@@ -3,9 +3,17 @@
 The network is either built from --workers/--bandwidth/--latency/--efficiency (one switch, or
 switches per datacentre joined by a WAN), or a preset or YAML file given with --network, e.g.
 `--network 8xh100-nvlink`. Algorithm and bus bandwidth are printed as nccl-tests reports them.
+
+`-b 8 -e 1G -f 2` sweeps sizes as nccl-tests does (8 B, 16 B, ... 1 GiB; K, M, G are powers of
+1024 there) and prints nccl-tests' columns, one row a size, so the two can be laid side by
+side: size is the buffer in bytes (an all-gather's whole output, each rank sending size / N),
+count its elements of --datatype, time the simulated microseconds, algbw and busbw in GB/s
+(1e9 bytes a second).
 """
 
 import json
+import re
+from typing import Any
 
 import numpy as np
 import typer
@@ -22,10 +30,30 @@ from transitsim.network import (
     closed_form_time_s,
     simulate_exchange,
 )
-from transitsim.network.bandwidth import algorithm_bandwidth_bps, bus_bandwidth_bps
+from transitsim.network.bandwidth import (
+    ALL_REDUCES,
+    algorithm_bandwidth_bps,
+    bus_bandwidth_bps,
+)
 from transitsim.network.limits import MAX_DATACENTRES, MAX_WORKERS
 
 CLI_ALGOS = {name.replace("_", "-"): name for name in COLLECTIVE_ALGOS}
+# nccl-tests' datatypes (-d) and their sizes in bytes
+DATATYPES = {
+    "int8": 1,
+    "uint8": 1,
+    "int32": 4,
+    "uint32": 4,
+    "int64": 8,
+    "uint64": 8,
+    "half": 2,
+    "float": 4,
+    "double": 8,
+    "bfloat16": 2,
+}
+MAX_SIZES = 64  # rows of one sweep
+_NCCL_SIZE = re.compile(r"\s*(\d+)\s*([kKmMgGtT]?)\s*")
+_NCCL_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
 
 
 def build_network(
@@ -88,6 +116,84 @@ def named_network(network: str, workers: int | None, settings: list[str]) -> Net
     return spec
 
 
+def parse_sweep_size(text: str, option: str) -> int:
+    """A size as nccl-tests writes it ("8", "128K", "1G": K, M, G powers of 1024), or as the
+    rest of transitsim does ("32 MB", "4 KiB")."""
+    match = _NCCL_SIZE.fullmatch(text)
+    try:
+        if match:
+            return parse_bytes(int(match.group(1)) * _NCCL_UNITS[match.group(2).lower()])
+        return parse_bytes(text)
+    except TransitsimError as exc:
+        raise TransitsimError(f"{option}: {exc}") from None
+
+
+def sweep_sizes(minbytes: int, maxbytes: int, factor: int) -> list[int]:
+    """minbytes, minbytes x factor, ... up to maxbytes (nccl-tests' -b, -e, -f)."""
+    if minbytes < 1:
+        raise TransitsimError(f"--minbytes must be at least 1 byte, got {minbytes}")
+    if maxbytes < minbytes:
+        raise TransitsimError(f"--maxbytes ({maxbytes:,}) is below --minbytes ({minbytes:,})")
+    if factor < 2:
+        raise TransitsimError(f"--stepfactor must be at least 2, got {factor}")
+    sizes = [minbytes]
+    while sizes[-1] * factor <= maxbytes:
+        sizes.append(sizes[-1] * factor)
+    if len(sizes) > MAX_SIZES:
+        raise TransitsimError(f"the sweep has {len(sizes)} sizes; at most {MAX_SIZES}")
+    return sizes
+
+
+def sweep_row(network: NetworkSpec, algo: str, size: int, datatype: str, method: str) -> dict:
+    """One nccl-tests row: the buffer as nccl-tests counts it, and its simulated exchange."""
+    word = DATATYPES[datatype]
+    workers = network.workers
+    gather = algo not in ALL_REDUCES
+    count = size // word // workers if gather else size // word  # per rank for an all-gather
+    payload = count * word  # what each worker originates
+    total = payload * workers if gather else payload
+    time_s = 0.0
+    if payload > 0:
+        time_s = simulate_exchange(network, Exchange(algo, payload), method=method).time_s
+    return {
+        "size_bytes": total,
+        "count": count,
+        "type": datatype,
+        "redop": "none" if gather else "sum",
+        "payload_bytes": payload,
+        "time_s": time_s,
+        "algbw_GBps": algorithm_bandwidth_bps(algo, workers, payload, time_s) / 8e9,
+        "busbw_GBps": bus_bandwidth_bps(algo, workers, payload, time_s) / 8e9,
+    }
+
+
+def _usec(time_s: float) -> str:
+    """nccl-tests' time column: 2 decimals below 100 us, 1 below 10 ms, none above."""
+    usec = time_s * 1e6
+    if usec >= 10000.0:
+        return f"{usec:7.0f}"
+    return f"{usec:7.1f}" if usec >= 100.0 else f"{usec:7.2f}"
+
+
+def nccl_table(rows: list[dict[str, Any]], title: str | None) -> str:
+    """The sweep in nccl-tests' layout (its out-of-place columns, no root or #wrong)."""
+    lines = [f"# {title}", "#"] if title else []
+    lines += [
+        f"#{'size':>11}  {'count':>12}  {'type':>8}  {'redop':>6}  {'time':>7}  "
+        f"{'algbw':>6}  {'busbw':>6}",
+        f"#{'(B)':>11}  {'(elements)':>12}  {'':>8}  {'':>6}  {'(us)':>7}  "
+        f"{'(GB/s)':>6}  {'(GB/s)':>6}",
+    ]
+    for row in rows:
+        lines.append(
+            f"{row['size_bytes']:12d}  {row['count']:12d}  {row['type']:>8}  {row['redop']:>6}  "
+            f"{_usec(row['time_s'])}  {row['algbw_GBps']:6.2f}  {row['busbw_GBps']:6.2f}"
+        )
+    average = sum(row["busbw_GBps"] for row in rows) / len(rows)
+    lines.append(f"# Avg bus bandwidth    : {average:g}")
+    return "\n".join(lines) + "\n"
+
+
 def _spread(values: np.ndarray) -> str:
     low, high = float(values.min()), float(values.max())
     return f"{low:,.0f}" if low == high else f"{low:,.0f} .. {high:,.0f}"
@@ -100,7 +206,21 @@ def register(app: typer.Typer) -> None:
     def collective(
         algo: str = typer.Option(..., "--algo", help=f"one of {', '.join(CLI_ALGOS)}"),
         workers: int | None = typer.Option(None, "--workers", help="number of hosts"),
-        size: str = typer.Option(..., "--bytes", help="payload per worker, e.g. '32 MB'"),
+        size: str | None = typer.Option(
+            None, "--bytes", help="payload per worker, e.g. '32 MB' (or sweep with -b/-e)"
+        ),
+        minbytes: str | None = typer.Option(
+            None, "--minbytes", "-b", help="sweep from this size, nccl-tests style (e.g. 8)"
+        ),
+        maxbytes: str | None = typer.Option(
+            None, "--maxbytes", "-e", help="sweep up to this size (e.g. 1G = 1024^3 bytes)"
+        ),
+        stepfactor: int = typer.Option(
+            2, "--stepfactor", "-f", help="sweep: each size this many times the last"
+        ),
+        datatype: str = typer.Option(
+            "float", "--datatype", "-d", help=f"sweep: element type, one of {', '.join(DATATYPES)}"
+        ),
         bandwidth: str | None = typer.Option(
             None, "--bandwidth", help="host link rate, e.g. '200 Gb/s'"
         ),
@@ -146,6 +266,37 @@ def register(app: typer.Typer) -> None:
                 workers, bandwidth, latency, datacentres, wan, distance, slot_bytes, efficiency
             )
         workers = network.workers
+        sweeping = minbytes is not None or maxbytes is not None
+        if sweeping and size is not None:
+            raise TransitsimError("give either --bytes or a sweep (-b/-e), not both")
+        if sweeping:
+            if datatype not in DATATYPES:
+                raise TransitsimError(
+                    f"unknown --datatype {datatype!r} (expected one of {', '.join(DATATYPES)})"
+                )
+            low = parse_sweep_size(minbytes or maxbytes or "", "--minbytes")
+            high = parse_sweep_size(maxbytes or minbytes or "", "--maxbytes")
+            rows = [
+                sweep_row(network, CLI_ALGOS[algo], each, datatype, method)
+                for each in sweep_sizes(low, high, stepfactor)
+            ]
+            if as_json:
+                print(
+                    json.dumps([{"algo": CLI_ALGOS[algo], "workers": workers, **r} for r in rows])
+                )
+                return 0
+            title = (
+                None
+                if quiet
+                else (
+                    f"transitsim collective: {CLI_ALGOS[algo]} on {workers} workers of network "
+                    f"{network.name!r}, simulated ({method}), not measured"
+                )
+            )
+            print(nccl_table(rows, title), end="")
+            return 0
+        if size is None:
+            raise TransitsimError("give --bytes (one size) or -b/-e (a sweep of sizes)")
         exchange = Exchange(CLI_ALGOS[algo], parse_bytes(size))
         result = simulate_exchange(network, exchange, method=method)
         closed = closed_form_time_s(network, exchange)

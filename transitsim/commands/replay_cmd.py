@@ -21,6 +21,7 @@ from transitsim.base.units import parse_bytes
 from transitsim.commands import QUIET_HELP
 from transitsim.commands.run_cmd import (
     print_summary,
+    print_verdict,
     report_all_failed,
     report_problems,
 )
@@ -196,9 +197,13 @@ def replay_command(
     markdown: bool = typer.Option(False, "--markdown", help="Print a markdown table."),
     json_: bool = typer.Option(False, "--json", help="Print JSON records."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help=QUIET_HELP),
+    notes: bool = typer.Option(
+        False, "--notes", help="Print every note (with --out, all are in notes.txt there)."
+    ),
 ) -> int:
-    """Replay traces on one network and print time-to-loss per target (or, without targets,
-    each run's total time). Exit 0 ok, 1 when a trace could not be replayed, 2 on bad input."""
+    """Replay traces on one network and print time-to-loss per target, then the verdict (or,
+    without targets, each run's total time). Exit 0 ok, 1 when a trace could not be replayed,
+    2 on bad input."""
     fmt = output_format(csv, markdown, json_)
     if transform_at not in PLACEMENTS:
         raise TransitsimError(f"--transform-at must be one of {', '.join(PLACEMENTS)}")
@@ -233,9 +238,11 @@ def replay_command(
         return report_all_failed(exc)
     if out is not None:
         write_outputs(result, out, ("timeline", "summary", "report"))
-    report_problems(result, quiet)
+    report_problems(result, quiet, all_notes=notes)
     if result.targets:
         print_summary(result, fmt, baseline=baseline, quiet=quiet)
+        if fmt == "table" and not quiet:
+            print_verdict(result)
     else:
         table = runs_table(result)
         if fmt in ("table", "markdown"):

@@ -1,5 +1,11 @@
 """`transitsim run SCENARIO`: replay every (trace, network) of a scenario, print time-to-loss,
-write the timeline, the summary and the interactive report. The work is transitsim.run's."""
+write the timeline, the summary and the interactive report. The work is transitsim.run's.
+
+The terminal gets the verdict first (one sentence per target, then its table: where each
+configuration is fastest or tied, with seed intervals), the summary tables, and the verdict's
+sentences again at the end, so the answer is on the last screen too. A few notes go to stderr;
+all of them are in notes.txt beside the outputs, and `--notes` prints them all.
+"""
 
 import math
 import sys
@@ -8,10 +14,11 @@ from pathlib import Path
 import typer
 
 from transitsim.analysis.overlap_verdict import overlap_verdicts
+from transitsim.base import human
 from transitsim.base.errors import one_line
 from transitsim.base.tables import emit_table
 from transitsim.base.units import format_key_value
-from transitsim.outputs import RunResult
+from transitsim.outputs import NOTES_FILE, RunResult
 from transitsim.run import JobsFailed, default_output_dir, is_number, run_scenario
 from transitsim.scenario import load_scenario
 
@@ -103,10 +110,74 @@ def print_crossovers(result: RunResult, fmt: str = "table") -> None:
     emit_table(shown, fmt, title=title, headers=CROSSOVER_HEADERS)
 
 
-def print_verdict(result: RunResult) -> None:
-    """The answer in words, before the tables it comes from."""
-    for line in result.verdict:
-        print(f"Verdict: {line}")
+VERDICT_HEADERS = {
+    "held": "Held",
+    "where": "Where",
+    "fastest": "Fastest (a = b: tie)",
+    "time": "Time to loss",
+    "interval": "Seed interval",
+    "gap": "Gap",
+    "next": "Next",
+}
+
+
+def percent(value: float) -> str:
+    """A share as a person reads it: 0.00014 -> "0.014 %", 0.01 -> "1 %", 0.37 -> "37 %"."""
+    number = value * 100
+    return f"{number:,.0f} %" if number >= 10 else f"{number:.2g} %"
+
+
+def _lead(margin: float) -> str:
+    """How far ahead: a share below 100 % ("37 %"), a ratio above it ("13.2x")."""
+    return percent(margin) if margin < 1 else human.ratio(1 + margin)
+
+
+def _span(low: float, high: float, show) -> str:
+    """ "32.24-103.2 s" (one unit said once), "12 ms-1.2 s", or one value when both show alike."""
+    if low != low:
+        return "–"
+    first, last = show(low), show(high)
+    if first == last:
+        return first
+    if first.endswith("x") and last.endswith("x"):
+        return f"{first[:-1]}-{last}"
+    number, _, unit = first.rpartition(" ")
+    if number and last.endswith(f" {unit}"):
+        return f"{number}-{last}"
+    return f"{first}-{last}"
+
+
+def verdict_rows(table, target: float):
+    """One target's verdict table as the terminal shows it (numbers in human units)."""
+    rows = table[table["target"] == target].copy()
+    times = zip(rows["time_s_min"], rows["time_s_max"], strict=True)
+    rows["time"] = [_span(lo, hi, human.seconds) for lo, hi in times]
+    margins = zip(rows["margin_min"], rows["margin_max"], rows["outcome"], strict=True)
+    rows["gap"] = [
+        "–" if lo != lo else _span(lo, hi, _lead) + (" apart" if kind == "tie" else " ahead")
+        for lo, hi, kind in margins
+    ]
+    rows.loc[rows["outcome"] == "not reached", "fastest"] = "none reaches it"
+    columns = list(VERDICT_HEADERS)
+    if not rows["held"].astype(bool).any():
+        columns.remove("held")
+    return rows[columns]
+
+
+def print_verdict(result: RunResult, tables: bool = True, again: bool = False) -> None:
+    """The answer in words, each sentence then (tables=True) the table under it."""
+    judgement = result.judgement()
+    prefix = "Verdict (as above)" if again else "Verdict"
+    for line in judgement.sentences:
+        print(f"{prefix}: {line}")
+    if not tables or judgement.table.empty:
+        return
+    rule = f"tie: less than {percent(result.tie_margin)} apart, or seed intervals that overlap"
+    for value in result.targets:
+        rows = verdict_rows(judgement.table, value)
+        if len(rows):
+            title = f"Verdict to loss {human.loss(value)}, point by point ({rule})"
+            emit_table(rows, "table", title=title, headers=VERDICT_HEADERS)
 
 
 def baseline_configs(result: RunResult, baseline: str | None) -> set[str]:
@@ -142,16 +213,27 @@ def print_overlap(result: RunResult, baseline: str | None, fmt: str = "table") -
         emit_table(rows, fmt, title=title, headers=OVERLAP_HEADERS)
 
 
-def report_problems(result: RunResult, quiet: bool = False) -> None:
-    """Failed jobs (one line each) and, unless quiet, the run's caveats, on stderr."""
+def notes_file(result: RunResult) -> Path | None:
+    """The notes.txt this run wrote (None when it wrote no outputs)."""
+    return next((path for path in result.files if Path(path).name == NOTES_FILE), None)
+
+
+def report_problems(result: RunResult, quiet: bool = False, all_notes: bool = False) -> None:
+    """Failed jobs (one line each) and, unless quiet, the run's caveats, on stderr: the first
+    MAX_NOTES, and where the rest are (notes.txt, --notes); all_notes: every one."""
     for failure in result.failures:
         print(f"transitsim: job failed: {one_line(failure.describe_failure())}", file=sys.stderr)
-    if quiet:
+    if quiet and not all_notes:
         return
-    for note in result.notes[:MAX_NOTES]:
+    shown = result.notes if all_notes else result.notes[:MAX_NOTES]
+    for note in shown:
         print(f"note: {note}", file=sys.stderr)
-    if len(result.notes) > MAX_NOTES:
-        print(f"note: ... and {len(result.notes) - MAX_NOTES} more notes", file=sys.stderr)
+    hidden = len(result.notes) - len(shown)
+    if hidden:
+        path = notes_file(result)
+        where = f"in {path}; " if path is not None else ""
+        text = f"note: ... and {hidden} more notes ({where}--notes prints them all)"
+        print(text, file=sys.stderr)
 
 
 def report_all_failed(exc: JobsFailed) -> int:
@@ -175,6 +257,9 @@ def run_command(
     trace_events: Path | None = typer.Option(
         None, "--trace-events", help="Also write one step as Chrome trace events (Perfetto)."
     ),
+    notes: bool = typer.Option(
+        False, "--notes", help="Print every note (all are in notes.txt beside the outputs)."
+    ),
 ) -> int:
     """Replay every trace of a scenario on every network point; print steps-, time- and
     bytes-to-loss per target; write the timeline, summary and report. Exit 0 when every job
@@ -192,13 +277,14 @@ def run_command(
         )
     except JobsFailed as exc:
         return report_all_failed(exc)
-    report_problems(result, quiet)
+    report_problems(result, quiet, all_notes=notes)
     if not quiet:
         print(result.title)
         print_verdict(result)
         print_summary(result, baseline=loaded.baseline)
         print_crossovers(result)
         print_overlap(result, loaded.baseline)
+        print_verdict(result, tables=False, again=True)
         print(f"wrote {', '.join(str(path) for path in result.files)}")
     return result.exit_code
 

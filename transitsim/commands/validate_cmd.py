@@ -1,5 +1,6 @@
 """`transitsim validate`: check scenario files before anything runs; `transitsim scenario-schema`:
-the JSON Schema of the format (for editors, and shipped as scenarios/scenario.schema.json)."""
+the JSON Schema of the format (for editors, and shipped as scenarios/scenario.schema.json);
+`transitsim scenario-reference`: every key in markdown (shipped as docs/scenario-reference.md)."""
 
 import json
 import sys
@@ -17,6 +18,7 @@ from transitsim.scenario import (
     scenario_json_schema,
     scenario_to_networks,
 )
+from transitsim.scenario.schema import scenario_reference_markdown
 
 
 def _describe(path: Path) -> dict:
@@ -72,16 +74,8 @@ def validate_command(
     return 2 if failed else 0
 
 
-def schema_command(
-    output: Path = typer.Option(
-        None, "--output", "-o", help="Write the schema here (default: print it)."
-    ),
-    quiet: bool = typer.Option(
-        False, "--quiet", "-q", help="With -o: print nothing (errors still print)."
-    ),
-) -> int:
-    """The JSON Schema of scenario files (point your editor's YAML plugin at it)."""
-    text = json.dumps(scenario_json_schema(), indent=2, sort_keys=False) + "\n"
+def _emit(text: str, output: Path | None, quiet: bool) -> int:
+    """Print text, or write it atomically to --output."""
     if output is None:
         sys.stdout.write(text)
         return 0
@@ -91,7 +85,35 @@ def schema_command(
     return 0
 
 
+def schema_command(
+    output: Path = typer.Option(
+        None, "--output", "-o", help="Write the schema here (default: print it)."
+    ),
+    quiet: bool = typer.Option(
+        False, "--quiet", "-q", help="With -o: print nothing (errors still print)."
+    ),
+) -> int:
+    """The JSON Schema of scenario files (point your editor's YAML plugin at it)."""
+    return _emit(
+        json.dumps(scenario_json_schema(), indent=2, sort_keys=False) + "\n", output, quiet
+    )
+
+
+def reference_command(
+    output: Path = typer.Option(
+        None, "--output", "-o", help="Write the markdown here (default: print it)."
+    ),
+    quiet: bool = typer.Option(
+        False, "--quiet", "-q", help="With -o: print nothing (errors still print)."
+    ),
+) -> int:
+    """Every scenario key, its type, default and meaning, as markdown (the models' own words:
+    docs/scenario-reference.md is this command's output)."""
+    return _emit(scenario_reference_markdown(), output, quiet)
+
+
 def register(app: typer.Typer) -> None:
-    """Add `transitsim validate` and `transitsim scenario-schema` to the main app."""
+    """Add `transitsim validate`, `scenario-schema` and `scenario-reference` to the main app."""
     app.command("validate")(validate_command)
     app.command("scenario-schema")(schema_command)
+    app.command("scenario-reference")(reference_command)

@@ -26,7 +26,9 @@ MAX_SCALE_PARAMS = 10**15  # what-if model sizes beyond this are typos, not ques
 class FromTraceCompute(_Strict):
     """Compute seconds per step as measured in the trace."""
 
-    model: Literal["from_trace"] = "from_trace"
+    model: Literal["from_trace"] = Field(
+        "from_trace", description="compute seconds per step as the trace measured them"
+    )
 
     def to_compute_model(self) -> ComputeModel:
         return ComputeModel(kind="trace")
@@ -35,8 +37,12 @@ class FromTraceCompute(_Strict):
 class ScaledCompute(_Strict):
     """Measured compute seconds times `factor` (e.g. 0.25 for a GPU four times faster)."""
 
-    model: Literal["scaled"]
-    factor: float = Field(gt=0, allow_inf_nan=False)
+    model: Literal["scaled"] = Field(description="the trace's compute seconds times factor")
+    factor: float = Field(
+        gt=0,
+        allow_inf_nan=False,
+        description="multiplier on the measured compute seconds (0.25: a GPU four times faster)",
+    )
 
     def to_compute_model(self) -> ComputeModel:
         return ComputeModel(kind="scaled", factor=self.factor)
@@ -48,9 +54,13 @@ class FlopsCompute(_Strict):
     params and tokens per worker step (batch * context) come from the trace's metadata.
     """
 
-    model: Literal["flops"]
-    gpu_peak: FlopRate
-    mfu: float = Field(gt=0, le=1)
+    model: Literal["flops"] = Field(
+        description="6 x parameters x tokens per worker step / (gpu_peak x mfu) seconds a step"
+    )
+    gpu_peak: FlopRate = Field(description='the target GPU\'s peak rate, e.g. "989 TFLOP/s"')
+    mfu: float = Field(
+        gt=0, le=1, description="model FLOP utilisation: the share of gpu_peak achieved, in (0, 1]"
+    )
 
     def to_compute_model(self) -> ComputeModel:
         return ComputeModel(kind="flops", peak_flops=self.gpu_peak, mfu=self.mfu)
@@ -88,7 +98,10 @@ class ScaleModel(_Strict):
 
     params: Annotated[
         int,
-        Field(le=MAX_SCALE_PARAMS),
+        Field(
+            le=MAX_SCALE_PARAMS,
+            description="parameters of the what-if model: a whole number, e.g. 1e9",
+        ),
         BeforeValidator(_parse_params),
         WithJsonSchema(
             {
@@ -112,8 +125,14 @@ class StragglersModel(_Strict):
     shape sigma). worker_factors: one multiplier per worker (a persistently slow machine).
     """
 
-    distribution: Literal[JITTER_DISTRIBUTIONS] = "none"
-    mode: Literal[JITTER_MODES] = "multiplicative"
+    distribution: Literal[JITTER_DISTRIBUTIONS] = Field(
+        "none",
+        description="the jitter X of each worker's step: none, exponential (mean scale) or "
+        "lognormal (median scale, shape sigma)",
+    )
+    mode: Literal[JITTER_MODES] = Field(
+        "multiplicative", description="multiplicative: compute x (1 + X); additive: compute + X"
+    )
     scale: Annotated[
         float,
         WithJsonSchema(
@@ -123,10 +142,18 @@ class StragglersModel(_Strict):
             },
             mode="validation",
         ),
-    ] = 0.0
-    sigma: float = Field(0.5, ge=0, le=10)
-    worker_factors: list[Annotated[float, Field(gt=0, allow_inf_nan=False)]] = []
-    seed: int = Field(0, ge=0)
+    ] = Field(
+        0.0,
+        description="the jitter's size: a fraction (mode multiplicative, e.g. 0.05) or a "
+        'duration (mode additive, e.g. "2 ms")',
+    )
+    sigma: float = Field(0.5, ge=0, le=10, description="lognormal: the standard deviation of ln X")
+    worker_factors: list[Annotated[float, Field(gt=0, allow_inf_nan=False)]] = Field(
+        [],
+        description="one compute multiplier per worker (1.5: a persistently slow machine); "
+        "empty: every worker alike",
+    )
+    seed: int = Field(0, ge=0, description="seed of the jitter (the same seed, the same run)")
 
     @model_validator(mode="before")
     @classmethod
@@ -164,8 +191,10 @@ class FaultModel(_Strict):
         description='a link of the simulated network: "u->v", "u->v#k" (one of parallel links) '
         'or "u<->v" (both directions)',
     )
-    down_at: Duration
-    up_at: Duration
+    down_at: Duration = Field(
+        description="when the link goes down, on the replay clock (from the first step's start)"
+    )
+    up_at: Duration = Field(description="when the link carries traffic again (after down_at)")
 
     @model_validator(mode="after")
     def _ordered(self) -> "FaultModel":
@@ -180,8 +209,14 @@ class FaultModel(_Strict):
 class TraceEntry(_Strict):
     """A trace file or glob (relative to the scenario file); `label` renames its config."""
 
-    path: str = Field(min_length=1)
-    label: str | None = Field(None, min_length=1)
+    path: str = Field(
+        min_length=1,
+        description="a trace file, folder or glob, relative to the scenario file (an entry may "
+        "be this string alone)",
+    )
+    label: str | None = Field(
+        None, min_length=1, description="the name every output gives this entry's configuration"
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -190,11 +225,31 @@ class TraceEntry(_Strict):
 
 
 class OutputsModel(_Strict):
+    """Where a run's results go, and which files it writes."""
+
     dir: str | None = Field(
         None, min_length=1, description="folder for results, relative to the scenario file"
     )
-    files: list[Literal[OUTPUT_FILES]] = ["timeline", "summary", "ladder", "report"]
-    table_format: Literal["parquet", "csv"] = "parquet"
+    files: list[Literal[OUTPUT_FILES]] = Field(
+        ["timeline", "summary", "ladder", "report"],
+        description="which files to write (notes.txt, every note of the run, is always written)",
+    )
+    table_format: Literal["parquet", "csv"] = Field(
+        "parquet", description="the timeline's file format"
+    )
+
+
+class VerdictModel(_Strict):
+    """How the verdict decides a winner (transitsim.analysis.outcomes has the tie rule)."""
+
+    tie_margin: float = Field(
+        0.01,
+        ge=0,
+        lt=1,
+        allow_inf_nan=False,
+        description="configurations less than this share apart in mean time to loss (0.01: "
+        "1 %), or whose seed intervals overlap, are called a tie, not a win",
+    )
 
 
 @dataclass(frozen=True)
@@ -229,17 +284,36 @@ class Scenario(_Strict):
     """A whole scenario. `load_scenario` also resolves its trace files and networks."""
 
     name: str | None = Field(None, min_length=1, description="default: the file name's stem")
-    description: str = ""
-    traces: list[TraceEntry] = Field(min_length=1)
-    networks: list[NetworkModel] = []
-    grid: GridModel | None = None
-    placement: PlacementModel = Field(default_factory=PlacementModel)
-    compute: Compute = Field(default_factory=FromTraceCompute)
+    description: str = Field("", description="one line saying what the scenario asks")
+    traces: list[TraceEntry] = Field(
+        min_length=1, description="the traces to replay: paths or globs, or {path, label}"
+    )
+    networks: list[NetworkModel] = Field(
+        [], description="networks to replay every trace on: preset names or network mappings"
+    )
+    grid: GridModel | None = Field(
+        None,
+        description="a base network and lists of values for some of its keys: every "
+        "combination is a network point (after the listed networks)",
+    )
+    placement: PlacementModel = Field(
+        default_factory=PlacementModel,
+        description="where the band is made and summed on every network (a network's own "
+        "placement wins)",
+    )
+    compute: Compute = Field(
+        default_factory=FromTraceCompute,
+        description="seconds of GPU work a step, by key model: from_trace (the default), "
+        "scaled or flops",
+    )
     scale: ScaleModel | None = Field(
         None, description="what-if model size; absent: each trace's own (no extrapolation)"
     )
-    stragglers: StragglersModel = Field(default_factory=StragglersModel)
-    faults: list[FaultModel] = []
+    stragglers: StragglersModel = Field(
+        default_factory=StragglersModel,
+        description="seeded per-step, per-worker compute jitter and slow workers",
+    )
+    faults: list[FaultModel] = Field([], description="link outages on the replay clock")
     overlap: Literal[OVERLAP_MODES] | list[Literal[OVERLAP_MODES]] = Field(
         "none",
         description="none: the exchange follows backward; buckets: each gradient bucket (A) or "
@@ -249,9 +323,18 @@ class Scenario(_Strict):
     bucket_size: Size = Field(
         DDP_BUCKET_BYTES, gt=0, description="DDP bucket cap for overlap (default 25 MiB, as DDP's)"
     )
-    targets: list[Target] = Field(min_length=1)
+    targets: list[Target] = Field(
+        min_length=1,
+        description='validation losses to reach, or "final:<config>" (that configuration\'s '
+        "mean final loss over its seeds)",
+    )
     baseline: str | None = Field(None, description="a variant id or a config name (or label)")
-    outputs: OutputsModel = Field(default_factory=OutputsModel)
+    outputs: OutputsModel = Field(
+        default_factory=OutputsModel, description="where the results go, and which files"
+    )
+    verdict: VerdictModel = Field(
+        default_factory=VerdictModel, description="how the verdict calls a tie"
+    )
 
     _source_path: Path | None = PrivateAttr(None)
     _trace_files: list[TraceFile] = PrivateAttr(default_factory=list)

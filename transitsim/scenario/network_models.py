@@ -86,10 +86,18 @@ def _checked_share(value: Any) -> Any:
 class LinkModel(_Strict):
     """One direction of a cable."""
 
-    rate: Rate
-    latency: Duration = Field("0 s", validate_default=True)
-    length: Length = Field("0 m", validate_default=True)
-    overhead: Duration = Field("0 s", validate_default=True)
+    rate: Rate = Field(description='line rate of one direction, e.g. "200 Gb/s"')
+    latency: Duration = Field(
+        "0 s", validate_default=True, description="fixed latency on top of propagation"
+    )
+    length: Length = Field(
+        "0 m", validate_default=True, description="cable length: light takes 4.9 us per km"
+    )
+    overhead: Duration = Field(
+        "0 s",
+        validate_default=True,
+        description="per-message overhead (headers, protocol turn-around)",
+    )
     efficiency: float = Field(
         1.0,
         gt=0,
@@ -137,11 +145,19 @@ class LinkModel(_Strict):
 class TransformModel(_Strict):
     """An optical transform: `planes` passes per chunk of `size` inputs, at `rate` passes/s."""
 
-    size: int = Field(256, ge=2, le=1 << 20)
-    planes: int = Field(8, ge=1, le=64)
-    rate: Frequency = Field("1 GHz", validate_default=True)
-    latency: Duration = Field("0 s", validate_default=True)
-    keep: float = Field(1 / 16, gt=0, le=1)
+    size: int = Field(256, ge=2, le=1 << 20, description="inputs per chunk (a power of 2)")
+    planes: int = Field(8, ge=1, le=64, description="passes per chunk: one per bit plane")
+    rate: Frequency = Field(
+        "1 GHz",
+        validate_default=True,
+        description="passes per second (one pass: one plane of one chunk)",
+    )
+    latency: Duration = Field(
+        "0 s", validate_default=True, description="fixed latency of the transform"
+    )
+    keep: float = Field(
+        1 / 16, gt=0, le=1, description="share of each chunk's outputs read out and sent"
+    )
     input_bytes: int = Field(2, ge=1, le=8, description="bytes per dense input element (BF16: 2)")
 
     @model_validator(mode="after")
@@ -162,19 +178,31 @@ class TransformModel(_Strict):
 
 
 class PluggableModel(_Strict):
-    host_lane_rate: Rate
-    line_rate: Rate
-    transform: TransformModel | None = None
+    """The module at a host port: host-side lanes, the optical line, maybe a transform."""
+
+    host_lane_rate: Rate = Field(description='the module\'s host-side lanes, e.g. "800 Gb/s"')
+    line_rate: Rate = Field(description="the module's optical line rate")
+    transform: TransformModel | None = Field(
+        None, description="the transform the module computes (absent: it passes data through)"
+    )
 
 
 class SwitchModel(_Strict):
-    forwarding_latency: Duration = Field("0 s", validate_default=True)
-    store_and_forward: bool = False
-    aggregator: bool = False
+    """Every switch of the network: forwarding, and optionally summing (in-network aggregation)."""
+
+    forwarding_latency: Duration = Field(
+        "0 s", validate_default=True, description="latency of forwarding one packet"
+    )
+    store_and_forward: bool = Field(
+        False, description="hold each packet whole before forwarding it (false: cut-through)"
+    )
+    aggregator: bool = Field(False, description="the switch sums reducible messages")
     agg_slots: int = Field(0, ge=0, description="in-flight aggregation slots; 0 = unbounded")
     agg_slot_size: Size = Field(0, description="bytes one slot holds; 0 = the whole message")
     agg_rate: Rate | None = Field(None, description="summing rate; absent = unlimited")
-    transform: TransformModel | None = None
+    transform: TransformModel | None = Field(
+        None, description="a transform at the switch port: the band made in the switch"
+    )
 
 
 class PlacementModel(_Strict):
@@ -185,29 +213,64 @@ class PlacementModel(_Strict):
     datacentres), as A's dense gradient is: the fair comparison of a band with A.
     """
 
-    transform: Literal["none", "pluggable", "switch"] | None = None
-    sum: Literal["receivers", "switch", "ring"] | None = None
+    transform: Literal["none", "pluggable", "switch"] | None = Field(
+        None,
+        description="where E and E' make their band: none (on the GPU), pluggable or switch; "
+        "absent: where the network has a transform",
+    )
+    sum: Literal["receivers", "switch", "ring"] | None = Field(
+        None,
+        description="where reducible bands are summed: receivers (all-gather), switch or ring "
+        "(all-reduce); absent: the switch when it sums, else receivers",
+    )
 
 
 class NetworkModel(_Strict):
     """A network as YAML writes it; `preset: NAME` starts from a named one and overrides keys."""
 
-    name: str | None = Field(None, min_length=1)
-    preset: str | None = None
-    description: str = ""
-    topology: Literal[TOPOLOGIES]
-    workers: int = Field(ge=1, le=MAX_WORKERS)
-    host_link: LinkModel
-    pluggable: PluggableModel | None = None
-    switch: SwitchModel = Field(default_factory=SwitchModel)
-    hosts_per_rack: int = Field(0, ge=0, le=MAX_WORKERS)
-    spine_link: LinkModel | None = None
-    datacentres: int = Field(1, ge=1, le=MAX_DATACENTRES)
-    wan_link: LinkModel | None = None
-    wan_links: int = Field(1, ge=1, le=MAX_WAN_LINKS)
-    collective: Literal[COLLECTIVE_ALGOS] | None = None
-    link_overrides: dict[str, LinkModel] = {}
-    placement: PlacementModel | None = None
+    name: str | None = Field(
+        None, min_length=1, description="the network's name in every output (default: the preset)"
+    )
+    preset: str | None = Field(
+        None, description="start from this named network; the keys given here override its own"
+    )
+    description: str = Field("", description="free text")
+    topology: Literal[TOPOLOGIES] = Field(description="how the hosts are connected")
+    workers: int = Field(ge=1, le=MAX_WORKERS, description="hosts: data-parallel workers")
+    host_link: LinkModel = Field(description="each host's link to its switch, each way")
+    pluggable: PluggableModel | None = Field(
+        None, description="a network pluggable at every host port"
+    )
+    switch: SwitchModel = Field(default_factory=SwitchModel, description="every switch")
+    hosts_per_rack: int = Field(
+        0,
+        ge=0,
+        le=MAX_WORKERS,
+        description="leaf_spine: hosts under each leaf; fat_tree: GPUs under each leaf",
+    )
+    spine_link: LinkModel | None = Field(
+        None, description="leaf_spine: each leaf-spine link, each way"
+    )
+    datacentres: int = Field(
+        1, ge=1, le=MAX_DATACENTRES, description="datacentres: sites the hosts split evenly over"
+    )
+    wan_link: LinkModel | None = Field(
+        None, description="datacentres: one direction of each WAN link"
+    )
+    wan_links: int = Field(
+        1, ge=1, le=MAX_WAN_LINKS, description="parallel WAN links between each pair of sites"
+    )
+    collective: Literal[COLLECTIVE_ALGOS] | None = Field(
+        None, description="this collective for every variant (absent: each variant's own)"
+    )
+    link_overrides: dict[str, LinkModel] = Field(
+        {},
+        description='links unlike the rest, by name: "u->v" (one direction), "u->v#k" (one of '
+        'parallel links) or "u<->v" (both directions)',
+    )
+    placement: PlacementModel | None = Field(
+        None, description="this network's placement (instead of the scenario's)"
+    )
     gpus_per_node: int = Field(
         0, ge=0, le=1024, description="rail_optimised, fat_tree: GPUs per node, one NIC each"
     )
@@ -282,9 +345,12 @@ def _deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any
 class GridModel(_Strict):
     """A base network and lists of values for some of its keys: every combination is a network."""
 
-    network: NetworkModel
+    network: NetworkModel = Field(description="the base network: a preset name or a mapping")
     sweep: dict[str, Annotated[list[Any], Field(min_length=1, max_length=MAX_GRID_POINTS)]] = Field(
-        min_length=1, max_length=64
+        min_length=1,
+        max_length=64,
+        description='dotted key -> its values, e.g. host_link.rate: ["1 Gb/s", "10 Gb/s"] '
+        "(placement.sum and placement.transform sweep where the work is done)",
     )
     _raw_network: Any = PrivateAttr(None)
 

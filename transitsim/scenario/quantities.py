@@ -35,7 +35,13 @@ def _via(parser: typing.Callable[[object], Any]) -> BeforeValidator:
     return BeforeValidator(validate)
 
 
+# What each kind of quantity accepts, by the example its schema shows (a field's own
+# description replaces the type's in the JSON Schema; the scenario reference prints both).
+UNIT_HINTS: dict[str, str] = {}
+
+
 def _unit_schema(example: str, description: str) -> WithJsonSchema:
+    UNIT_HINTS[example] = description
     return WithJsonSchema(
         {"type": "string", "description": description, "examples": [example]}, mode="validation"
     )
@@ -54,13 +60,15 @@ Frequency = Annotated[
 FlopRate = Annotated[
     float, _via(parse_flop_rate), _unit_schema("989 TFLOP/s", "a compute rate: FLOP/s, FLOPS")
 ]
+_SIZE_HINT = "a size in bytes: B, kB, MB, GB, KiB, MiB, GiB, or a plain integer"
+UNIT_HINTS["4 KiB"] = _SIZE_HINT
 Size = Annotated[
     int,
     _via(parse_bytes),
     WithJsonSchema(
         {
             "anyOf": [{"type": "integer", "minimum": 0}, {"type": "string"}],
-            "description": "a size in bytes: B, kB, MB, GB, KiB, MiB, GiB, or a plain integer",
+            "description": _SIZE_HINT,
             "examples": ["4 KiB"],
         },
         mode="validation",

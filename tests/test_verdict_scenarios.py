@@ -1,0 +1,93 @@
+"""Every shipped scenario's verdict reads, on that scenario's own numbers.
+
+tests/fixtures/verdicts/<scenario>.csv holds the columns of summary.csv the verdict reads, as
+`transitsim run scenarios/<scenario>.yaml` wrote them (runs.json: its grid parameters and what
+its title says it extrapolates to). A full run takes minutes; the verdict on its summary, well
+under a second. Two of them hold the ties issue 22 named: two-datacentres' 452.0 s against
+453.7 s from two seeds, and in-network-sum-modes' 15.787 s against 15.789 s (0.014 %).
+"""
+
+import json
+import textwrap
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from transitsim.analysis.outcomes import board
+from transitsim.analysis.verdict import verdict
+
+HERE = Path(__file__).resolve().parent
+FIXTURES = HERE / "fixtures" / "verdicts"
+RUNS = json.loads((FIXTURES / "runs.json").read_text(encoding="utf-8"))
+SCENARIOS = sorted(path.stem for path in (HERE.parent / "scenarios").glob("*.yaml"))
+
+
+def summary(name: str) -> pd.DataFrame:
+    return pd.read_csv(FIXTURES / f"{name}.csv")
+
+
+def judged(name: str):
+    frame = summary(name)
+    labels = dict(zip(frame["config"], frame["label"], strict=True))
+    run = RUNS[name]
+    return verdict(frame, run["params"], labels, extrapolation=run["extrapolation"])
+
+
+def test_every_shipped_scenario_has_its_summary_here() -> None:
+    assert sorted(RUNS) == SCENARIOS, "add the new scenario's summary columns and runs.json"
+
+
+@pytest.mark.parametrize("name", SCENARIOS)
+def test_every_verdict_sentence_fits_two_lines(name: str) -> None:
+    result = judged(name)
+    assert len(result.sentences) == summary(name)["target"].nunique()
+    for line in result.sentences:
+        assert len(textwrap.wrap(line, 100)) <= 2, line
+        assert "…" not in line, f"no style fitted, so the sentence was cut: {line}"
+        if RUNS[name]["extrapolation"]:
+            assert f"({RUNS[name]['extrapolation']})" in line
+    assert set(result.table["target"]) == set(summary(name)["target"])
+
+
+def test_two_datacentres_452_against_453_7_from_two_seeds_is_a_tie() -> None:
+    result = judged("two-datacentres")
+    rows = result.table[
+        (result.table["target"] == 2.0)
+        & (result.table["held"] == "overlap none")
+        & (result.table["where"] == "1 Gb/s x 5,000 km")
+    ]
+    (row,) = rows.itertuples()
+    assert (row.outcome, row.fastest) == ("tie", "B top-k 2d64 = A AdamW")
+    assert row.time_s_min == pytest.approx(452.0, abs=0.05)
+    assert row.margin_max == pytest.approx(453.666 / 451.997 - 1, rel=1e-3)  # 0.37 %
+    assert row.interval.count("(range)") == 2 and row.seeds == "2, 2"
+    assert "ties at 3 (with B; 2 seeds each)" in result.sentences[1]
+
+
+def test_in_network_sum_modes_0_014_percent_is_a_tie() -> None:
+    frame = summary("in-network-sum-modes")
+    rows = frame[frame["target"] == 3.0]
+    labels = dict(zip(frame["config"], frame["label"], strict=True))
+    found = board(rows, RUNS["in-network-sum-modes"]["params"], labels)
+    (point,) = [
+        o
+        for o in found.outcomes
+        if o.point == "10 Gb/s" and dict(o.held) == {"overlap": "none", "switch.aggregator": False}
+    ]
+    assert point.tie and [found.name(k) for k in point.members] == [
+        "E' loopback feedback",
+        "E' exact feedback",
+    ]
+    assert point.winners[0].time_s == pytest.approx(15.787, abs=5e-4)
+    assert point.margin == pytest.approx(0.00014, abs=0.00001)
+    result = judged("in-network-sum-modes")
+    assert (
+        "E' loopback and E' exact tie at all 5 values of host_link.rate (3 seeds each)"
+        in (result.sentences[0])
+    )
+
+
+def test_in_network_sum_answers_e_against_e_summed_by_name() -> None:
+    (line,) = judged("in-network-sum").sentences
+    assert line.startswith("To loss 3.3, E summed at the switch beats E all-gathered at ")
