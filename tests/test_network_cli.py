@@ -184,3 +184,14 @@ def test_nccl_sizes_are_powers_of_1024_and_transitsim_sizes_are_as_written():
     assert parse_sweep_size("128K", "-b") == 131072
     assert parse_sweep_size("8", "-b") == 8
     assert parse_sweep_size("32 MB", "-b") == 32_000_000
+
+
+def test_slot_bytes_help_names_the_real_default(capsys, monkeypatch):
+    """The default piece is one 4 KiB packet, not the whole payload (issue 24 item 4)."""
+    from transitsim.network.spec import AGG_PIECE_BYTES
+
+    monkeypatch.setenv("COLUMNS", "200")
+    code, out, _ = _run(capsys, "--help")
+    assert code == 0
+    assert f"{AGG_PIECE_BYTES:,} B pieces" in out
+    assert "whole payload" not in out

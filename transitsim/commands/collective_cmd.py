@@ -36,6 +36,7 @@ from transitsim.network.bandwidth import (
     bus_bandwidth_bps,
 )
 from transitsim.network.limits import MAX_DATACENTRES, MAX_WORKERS
+from transitsim.network.spec import AGG_PIECE_BYTES
 
 CLI_ALGOS = {name.replace("_", "-"): name for name in COLLECTIVE_ALGOS}
 # nccl-tests' datatypes (-d) and their sizes in bytes
@@ -238,7 +239,9 @@ def register(app: typer.Typer) -> None:
         wan: str | None = typer.Option(None, "--wan", help="WAN link rate each way"),
         distance: str | None = typer.Option(None, "--distance", help="WAN length, e.g. '1000 km'"),
         slot_bytes: str | None = typer.Option(
-            None, "--slot-bytes", help="switch-sum piece size (default: whole payload)"
+            None,
+            "--slot-bytes",
+            help=f"switch-sum piece size (default: {AGG_PIECE_BYTES:,} B pieces, one packet)",
         ),
         method: str = typer.Option("auto", "--method", help="auto | des | fast"),
         as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
