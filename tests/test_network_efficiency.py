@@ -34,9 +34,13 @@ def test_efficiency_slows_only_serialisation(algo):
     slow = NetworkSpec("slow", "switch", 4, LinkSpec(0.5e9, latency_s=2e-6, overhead_s=1e-6))
     assert half.time_s == pytest.approx(simulate_exchange(slow, Exchange(algo, size)).time_s)
     if "tree" not in algo:  # rings are affine in the bandwidth term (a tree's chunking is not)
-        latency = simulate_exchange(_net(1.0), Exchange(algo, 0), method="des")
-        bandwidth = full.time_s - latency.time_s
-        assert half.time_s == pytest.approx(latency.time_s + 2 * bandwidth, rel=1e-9)
+        # affine: time(b) = L + c b, so L = 2 time(b / 2) - time(b) (an exchange of 0 bytes sends
+        # no message at all, so it cannot stand for L)
+        halved = simulate_exchange(_net(1.0), Exchange(algo, size // 2), method="des")
+        latency_s = 2 * halved.time_s - full.time_s
+        assert latency_s > 0
+        bandwidth = full.time_s - latency_s
+        assert half.time_s == pytest.approx(latency_s + 2 * bandwidth, rel=1e-9)
         assert half.time_s == pytest.approx(closed_form_time_s(_net(0.5), Exchange(algo, size)))
     else:
         assert full.time_s < half.time_s <= closed_form_time_s(_net(0.5), Exchange(algo, size))
