@@ -1,4 +1,4 @@
-"""Hostile nccl-tests files, generated: hypothesis mutates the real fixtures (lines deleted,
+"""Hostile nccl-tests files, generated: hypothesis mutates nccl-tests outputs (lines deleted,
 duplicated, swapped or cut short, a field replaced by hostile text or numbers, junk inserted,
 the file cut at any byte) and feeds them to the parser and to `transitsim calibrate nccl-tests`.
 
@@ -7,6 +7,10 @@ positive finite times, the algbw that nccl-tests printed consistent with size / 
 count of at least 1) or raises TransitsimError, never anything else; the command exits 2 with
 exactly one line on stderr and writes nothing, or exits 0 with a network file that loads as
 `replay --network` loads it. Random text is either refused or read the same way.
+
+The outputs mutated are made up in nccl-tests' exact layout (tests/nccl_fixtures.py: a markdown
+page's indented console block, NCCL INFO lines inside the table, 2.17 and 2.18 columns), not the
+real files, which are not in the repository: the fuzzing runs wherever the suite does.
 """
 
 import math
@@ -18,6 +22,7 @@ import pytest
 import yaml
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
+from nccl_fixtures import GH200_2X1, GH200_2X4, SWEEPS
 from test_hostile_fuzz import assert_refused, run_cli
 
 from transitsim.base.errors import TransitsimError
@@ -25,9 +30,8 @@ from transitsim.calibrate import parse_nccl_tests
 from transitsim.calibrate.nccl_tests import ALGBW_SLACK_GBPS, ALGBW_TOLERANCE
 from transitsim.scenario import network_from_dict
 
-FIXTURES = Path(__file__).parent / "fixtures" / "nccl-tests"
-TEXTS = {path.name: path.read_text() for path in sorted(FIXTURES.glob("*.txt"))}
-SMALL = ["alps-2x1-gh200-all_reduce.txt", "alps-2x4-gh200-all_reduce.txt"]  # quick to fit
+TEXTS = {name: sweep.text() for name, sweep in sorted(SWEEPS.items())}
+SMALL = [GH200_2X1.name, GH200_2X4.name]  # quick to fit
 EXAMPLES = int(os.environ.get("TRANSITSIM_FUZZ_EXAMPLES", "40"))
 FUZZ = settings(
     max_examples=EXAMPLES,
@@ -72,7 +76,7 @@ HOSTILE_FIELDS = st.one_of(
 
 @st.composite
 def mutated(draw, names: list[str]) -> str:
-    """A fixture with one to three hostile edits."""
+    """An nccl-tests output with one to three hostile edits."""
     lines = TEXTS[draw(st.sampled_from(names))].splitlines()
     for _ in range(draw(st.integers(1, 3))):
         if not lines:
@@ -142,7 +146,7 @@ def test_random_text_is_refused_or_read_whole(text: str) -> None:
 
 
 @pytest.mark.parametrize("name", sorted(TEXTS))
-def test_every_fixture_cut_at_every_line_is_read_whole_or_refused(name: str) -> None:
+def test_every_output_cut_at_every_line_is_read_whole_or_refused(name: str) -> None:
     """Exhaustive over where a copy-paste or a killed run stops: each prefix of whole lines."""
     lines = TEXTS[name].splitlines()
     footer = next(i for i, line in enumerate(lines) if "Avg bus bandwidth" in line)
