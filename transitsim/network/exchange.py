@@ -74,7 +74,13 @@ from transitsim.network.schedules.dag import (
     ring_plan,
     switch_sum,
 )
-from transitsim.network.schedules.trees import TREE_ALGOS, tree_allreduce
+from transitsim.network.schedules.trees import (
+    TREE_ALGOS,
+    tree_allreduce,
+    tree_chunks,
+    tree_forest,
+    tree_spacing,
+)
 from transitsim.network.spec import COLLECTIVE_ALGOS, NetworkSpec
 from transitsim.network.stages import padded_dense_bytes
 from transitsim.network.topology import worker_groups
@@ -238,13 +244,34 @@ def build_schedule(fabric: Fabric, exchange: Exchange) -> Schedule:
     if exchange.algo == "ring_allgather":
         return ring_allgather(workers, payload, at == "pluggable")
     if exchange.algo in TREE_ALGOS:
-        return tree_allreduce(exchange.algo, workers, payload, at == "pluggable")
+        spacing = _tree_spacing(fabric, exchange)
+        return tree_allreduce(exchange.algo, workers, payload, at == "pluggable", spacing)
     if exchange.algo == "hierarchical":
         return hierarchical(equal_groups(network), payload, at == "pluggable")
     plan = _switch_plan(fabric, exchange)
     return switch_sum(
         workers, plan.aggregator, plan.sizes, plan.kind, plan.slots, exchange.loopback
     )
+
+
+def _tree_spacing(fabric: Fabric, exchange: Exchange) -> int:
+    """schedules/trees.tree_spacing for this network: a chunk's sender busy time and the
+    latency after it, the largest over the trees' edges."""
+    workers = fabric.network.workers
+    if exchange.algo != "double_binary_tree" or workers < 2:
+        return 1
+    weights = transform_weights(fabric.network, exchange)
+    forest = tree_forest(exchange.algo, workers)
+    chunks = tree_chunks(exchange.payload_bytes / len(forest))
+    bits = exchange.payload_bytes / len(forest) / chunks * 8.0
+    busy = latency = 0.0
+    for parents in forest:
+        for v, p in enumerate(parents.tolist()):
+            for s, d in ((v, p), (p, v)) if p >= 0 else ():
+                hop = fabric.path(s, d, PLAIN, weights).hops[0]
+                busy = max(busy, hop.pre_s + (bits / hop.rate_bps if bits > 0 else 0.0))
+                latency = max(latency, hop.post_for(bits))
+    return min(tree_spacing(exchange.algo, busy, latency), chunks)
 
 
 def equal_groups(network: NetworkSpec) -> np.ndarray:
