@@ -192,7 +192,9 @@ def run_fast_switch(
         return post_cache[key]
 
     up_fifo = np.array([fifo_rate(fabric, i, plan.aggregator, p) for i, p in enumerate(paths.ups)])
-    dn_fifo = np.array([fifo_rate(fabric, plan.aggregator, i, p) for i, p in enumerate(paths.downs)])
+    dn_fifo = np.array(
+        [fifo_rate(fabric, plan.aggregator, i, p) for i, p in enumerate(paths.downs)]
+    )
     up_post = np.array([h.post_s for h in up_hops])
     dn_post = np.array([h.post_s for h in down_hops])
     behind: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # per direction: (hold, arrival)

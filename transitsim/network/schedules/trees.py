@@ -23,7 +23,7 @@ import math
 
 import numpy as np
 
-from transitsim.network.fabric import JOIN, LOCAL_XFORM, PLAIN
+from transitsim.network.fabric import JOIN, LOCAL_XFORM, PLAIN, Fabric, Weights
 from transitsim.network.schedules.dag import Schedule
 
 TREE_CHUNK_BYTES = 64 * 1024  # bytes of one pipelined chunk per tree (NCCL-like granularity)
@@ -147,6 +147,25 @@ def tree_spacing(algo: str, busy_s: float, latency_s: float) -> int:
     if algo != "double_binary_tree" or latency_s <= 0 or busy_s <= 0:
         return 1
     return 1 + math.ceil(latency_s / (2.0 * busy_s))
+
+
+def tree_spacing_on(fabric: Fabric, algo: str, payload_bytes: int, weights: Weights) -> int:
+    """`tree_spacing` on this network: a chunk's sender busy time and the latency after it,
+    the largest over the trees' edges (at most the chunks: more changes no order)."""
+    workers = fabric.network.workers
+    if algo != "double_binary_tree" or workers < 2:
+        return 1
+    forest = tree_forest(algo, workers)
+    chunks = tree_chunks(payload_bytes / len(forest))
+    bits = payload_bytes / len(forest) / chunks * 8.0
+    busy = latency = 0.0
+    for parents in forest:
+        for v, p in enumerate(parents.tolist()):
+            for s, d in ((v, p), (p, v)) if p >= 0 else ():
+                hop = fabric.path(s, d, PLAIN, weights).hops[0]
+                busy = max(busy, hop.pre_s + (bits / hop.rate_bps if bits > 0 else 0.0))
+                latency = max(latency, hop.post_for(bits))
+    return min(tree_spacing(algo, busy, latency), chunks)
 
 
 def _planned(forest: list[np.ndarray], workers: int, chunks: int, spacing: int) -> list[tuple]:
