@@ -133,20 +133,22 @@ def tree_allreduce(
 
 
 def tree_spacing(algo: str, busy_s: float, latency_s: float) -> int:
-    """Pipeline slots between a tree level and the next, in the order of each node's chains.
+    """Pipeline slots between a tree level and the next, in the order of each rank's chains.
 
-    One half's chain at a node of the double binary tree carries both trees' transfers, and the
-    two trees' dependencies run opposite ways (a rank's child in one tree can be its parent in
-    the other), so with one slot per level two ranks wait on each other's chunk every slot:
-    about 2 latencies and 4 shared sends every 2 slots, against 4 x 2 sends of link time (a slot
-    is 4 chunk sends of a rank's link). K slots per level leave 2K x 4 busy_s for the loop's
-    8 busy_s + 2 latency_s: K >= 1 + latency_s / (4 busy_s); rounding a sender's share of the
-    link down to half its rate (2 busy_s a send), K = 1 + ceil(latency_s / (2 busy_s)). One
-    tree's chains carry one tree each: spacing changes nothing there.
+    One half's chain at a rank of the double binary tree carries both trees' transfers, and
+    the two trees' dependencies run opposite ways (a rank's child in one tree can be its parent
+    in the other), so with one slot per level two ranks wait on each other's chunk every slot:
+    the loop is 4 sends (at half the link each, the halves sharing it: 2 busy_s a send) and 2
+    latencies, over 2 slots of 4 sends of link time each. K slots per level spread the loop
+    over 2K slots: K ~ 1 + latency_s / (2 busy_s). More slots per level also lengthen the
+    pipeline's fill (2 K depth slots): rounded to the nearest, K = 1 where the latency is under
+    a chunk's send (on the grid of docs/engine.md, rounding up lost up to 20 % there, with few
+    chunks per tree, and gained 5 % with many). One tree's chains carry one tree each: spacing
+    changes nothing there.
     """
     if algo != "double_binary_tree" or latency_s <= 0 or busy_s <= 0:
         return 1
-    return 1 + math.ceil(latency_s / (2.0 * busy_s))
+    return 1 + math.floor(latency_s / (2.0 * busy_s) + 0.5)
 
 
 def tree_spacing_on(fabric: Fabric, algo: str, payload_bytes: int, weights: Weights) -> int:
