@@ -79,11 +79,11 @@ def split_links(
             if w != 1.0:
                 return "a link carries weighted (transformed) bytes"
             carries.setdefault(r, set()).add((int(schedule.src[m]), int(schedule.dst[m])))
-    on_path = path_ids >= 0
-    for m in np.flatnonzero(on_path & transfer).tolist():  # which halves cross each resource
-        for r in paths[int(path_ids[m])].hops[0].resources:
+    crossing = (path_ids >= 0) & transfer  # which halves cross each resource
+    for key in np.unique(path_ids[crossing] * 2 + halves[crossing]).tolist():
+        for r in paths[key // 2].hops[0].resources:
             if r in carries:
-                phases.setdefault(r, set()).add(int(halves[m]))
+                phases.setdefault(r, set()).add(key % 2)
     keys: dict[frozenset, int] = {}
     group_of: dict[int, int] = {}
     for r, pairs in carries.items():
@@ -218,20 +218,20 @@ def run_split_tree(
             heapq.heappush(events, (begin, seq(), CAPACITY, g, 1))
             heapq.heappush(events, (end, seq(), CAPACITY, g, 0))
 
-    def moving(f: int) -> bool:
-        return not any(is_down[g] for g in groups_of[path_ids[f]])
+    groups_m = [groups_of[p] if p >= 0 else () for p in path_ids]  # per message
+    binding_m = [binding_of[p] if p >= 0 else () for p in path_ids]
+    stopped = [False] * count  # a link of its groups is down: rate 0, not counted
+    moving_on = [0] * count_groups  # per group: its transfers not stopped
 
     def reshare(flows, now: float) -> None:
         """des.fluid.FluidEngine._share for these flows: the new rate where it changed."""
         for f in flows:
-            groups = groups_of[path_ids[f]]
-            if moving(f):
-                k = {g: sum(1 for o in members[g] if moving(o)) for g in groups}
-                most = max(k.values(), default=1)
-                new = capacity / most
-                bound[f] = next((r for r, g in binding_of[path_ids[f]] if k[g] == most), -1)
-            else:
+            if stopped[f]:
                 new = 0.0
+            else:
+                most = max([moving_on[g] for g in groups_m[f]], default=1)
+                new = capacity / most
+                bound[f] = next((r for r, g in binding_m[f] if moving_on[g] == most), -1)
             if new == rate[f]:
                 continue  # unchanged: keep the projected finish bit for bit
             elapsed = now - since[f]
@@ -275,9 +275,10 @@ def run_split_tree(
         """des.fluid.FluidEngine._complete: off its groups, the others reshared, then done."""
         alive[f] = False
         version[f] += 1
-        groups = groups_of[path_ids[f]]
+        groups = groups_m[f]
         for g in groups:
             members[g].pop(f, None)
+            moving_on[g] -= not stopped[f]
             if not members[g]:
                 busy_g[g] += now - busy_from[g]
         reshare(on_groups(groups), now)
@@ -287,17 +288,19 @@ def run_split_tree(
         sent(f, max(finish[f], now))
 
     def begin(f: int, t: float) -> None:
-        groups = groups_of[path_ids[f]]
+        groups = groups_m[f]
         for g in groups:  # transfers over by now (to rounding) leave before this one joins
             for other in [o for o in members[g] if settled(finish[o], t)]:
                 if alive[other]:
                     complete(other, t)
         alive[f] = True
         rate[f], since[f], left[f], finish[f] = -1.0, t, bits[f], math.inf
+        stopped[f] = any(is_down[g] for g in groups)
         for g in groups:
             if not members[g]:
                 busy_from[g] = t
             members[g][f] = None
+            moving_on[g] += not stopped[f]
         reshare(on_groups(groups), t)
 
     def drain() -> None:
@@ -332,8 +335,13 @@ def run_split_tree(
             begin(a, t)
         elif kind == CAPACITY:
             is_down[a] = bool(b)
-            touched = members[a]
-            reshare(on_groups({g for f in touched for g in groups_of[path_ids[f]]}), t)
+            for f in members[a]:  # stopped or moving again: counted on its groups or not
+                now_stopped = any(is_down[g] for g in groups_m[f])
+                if now_stopped != stopped[f]:
+                    stopped[f] = now_stopped
+                    for g in groups_m[f]:
+                        moving_on[g] += -1 if now_stopped else 1
+            reshare(on_groups({g for f in members[a] for g in groups_m[f]}), t)
         elif alive[a] and version[a] == b:  # a departure, unless stale
             complete(a, t)
         drain()
