@@ -2,9 +2,9 @@
 
 `simulate_exchange` builds the network's stages, turns the exchange into a schedule of
 messages, and times it either message by message in SimPy ("des", the reference) or, where that
-is exact, by a recurrence ("fast": per phase for rings, per piece for a sum at one switch, one
-pass of fixed transfer times for the pipelined trees, with processor sharing where they cross a
-WAN; link faults hold up the transfers that cross a link while it is down).
+is exact, by a recurrence ("fast": per phase for rings, per piece for a sum at one switch, an
+event pass sharing each rank's links between the trees' two halves; link faults hold up the
+transfers that cross a link while it is down).
 "auto" takes the fast path where it is exact and the DES elsewhere.
 
 Background traffic (network/background.py): a constant share is a lower link capacity, which
