@@ -43,7 +43,8 @@ def test_efficiency_slows_only_serialisation(algo):
         assert half.time_s == pytest.approx(latency_s + 2 * bandwidth, rel=1e-9)
         assert half.time_s == pytest.approx(closed_form_time_s(_net(0.5), Exchange(algo, size)))
     else:
-        assert full.time_s < half.time_s <= closed_form_time_s(_net(0.5), Exchange(algo, size))
+        assert closed_form_time_s(_net(0.5), Exchange(algo, size)) <= half.time_s  # a lower bound
+        assert full.time_s < half.time_s
     assert half.bytes_sent.sum() == full.bytes_sent.sum()
 
 

@@ -215,3 +215,46 @@ def test_ring_per_worker_finish_with_an_inline_transform_that_has_latency():
         np.testing.assert_allclose(auto.finish_s, des.finish_s, rtol=0, atol=1e-12, err_msg=seed)
         assert auto.wait_s == pytest.approx(des.wait_s, abs=1e-12), seed
     assert fast >= 60, fast
+
+
+def test_switch_sum_off_the_piece_grid_on_store_and_forward_routes():
+    """Issue 24 item 2: multi-hop store-and-forward routes (a rack per host, so the fast path
+    holds) and payloads that are not a multiple of the piece, whose short last piece is held
+    for less than the full one before it: every finish equals the DES's, and so does the
+    max-plus form replay uses."""
+    fast = 0
+    for seed in range(60):
+        rng = np.random.default_rng([seed, 24])
+        workers = int(rng.integers(2, 6))
+        switch = SwitchSpec(
+            forwarding_latency_s=float(rng.choice([0.0, 5e-7])),
+            store_and_forward=True,
+            mtu_bytes=int(rng.choice([1500, 4096, 9000])),
+            aggregator=True,
+            agg_slots=int(rng.choice([0, 0, 2, 4])),
+            agg_slot_bytes=int(rng.choice([0, 2048, 8192])),
+        )
+        network = NetworkSpec(
+            "ls",
+            "leaf_spine",
+            workers,
+            _link(rng),
+            None,
+            switch,
+            hosts_per_rack=1,
+            spine_link=_link(rng),
+        )
+        piece = switch.piece_bytes
+        exchange = Exchange(
+            "switch_sum", int(rng.integers(1, 12)) * piece + int(rng.integers(1, piece))
+        )
+        start = rng.exponential(1e-6, workers) if rng.random() < 0.7 else None
+        auto = simulate_exchange(network, exchange, start_s=start)
+        assert auto.method == "fast", seed
+        fast += 1
+        des = simulate_exchange(network, exchange, start_s=start, method="des")
+        np.testing.assert_allclose(auto.finish_s, des.finish_s, rtol=0, atol=1e-12, err_msg=seed)
+        starts = np.zeros(workers) if start is None else start
+        form = linear_exchange(network, exchange)
+        assert form.finish_s(starts)[0] == pytest.approx(des.finish_s.max(), abs=1e-12), seed
+    assert fast == 60

@@ -152,10 +152,10 @@ def test_fast_is_refused_where_it_would_not_be_exact():
             method="fast",
             record_utilisation=True,  # rates over time through an outage: the DES records them
         )
-    leaf_spine = NetworkSpec(  # racks of 2: tree flows meet on spine links in overlapping sets
+    leaf_spine = NetworkSpec(  # racks of 2: tree flows of several senders meet on spine links
         "ls", "leaf_spine", 8, LinkSpec(100e9), hosts_per_rack=2, spine_link=LinkSpec(100e9)
     )
-    with pytest.raises(TransitsimError, match="overlapping sets"):
+    with pytest.raises(TransitsimError, match="different senders and receivers share"):
         simulate_exchange(leaf_spine, Exchange("double_binary_tree", 1000), method="fast")
     looped = Exchange("ring_allgather", 1000, 16_000, "pluggable", loopback=True)
     result = simulate_exchange(NETWORKS["pluggable"], looped)  # own lanes shared: contention

@@ -103,7 +103,8 @@ def test_straggler_replay_with_an_outage_equals_the_des_step_by_step(tmp_path, n
 
 def test_straggler_replay_of_a_tree_across_datacentres_equals_the_des(tmp_path):
     """The double binary tree's WAN transfers share it: no max-plus form, so every straggler
-    step is simulated, by processor sharing on the WAN, as the DES times it."""
+    step is simulated; with both halves at once (issue 24) the hosts' links are shared too, and
+    max-min across the WAN and them is the DES's (fast/tree_shared.py declines), step by step."""
     trace = make_trace(tmp_path, steps=list(range(1, 7)), compute_s=0.01)
     kwargs = {
         "collective": "double_binary_tree",
@@ -117,4 +118,4 @@ def test_straggler_replay_of_a_tree_across_datacentres_equals_the_des(tmp_path):
         np.testing.assert_allclose(
             fast.timeline[column], des.timeline[column], rtol=1e-12, atol=1e-12
         )
-    assert (fast.step_detail["events"] < des.step_detail["events"]).all()
+    assert (fast.step_detail["events"] == des.step_detail["events"]).all()  # both the DES

@@ -332,7 +332,7 @@ def register(app: typer.Typer) -> None:
 
         table = Table(title=None if quiet else f"{algo} on {workers} workers", show_header=False)
         table.add_row("simulated time", f"{result.time_s * 1e3:.6f} ms ({result.method})")
-        bound = " (pipeline upper bound)" if "tree" in exchange.algo else ""
+        bound = " (lower bound, both halves at once)" if "tree" in exchange.algo else ""
         table.add_row("closed form", f"{closed * 1e3:.6f} ms{bound}")
         table.add_row(
             "breakdown",

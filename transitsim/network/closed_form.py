@@ -16,12 +16,15 @@ aggregator), their max-min fair rates are used.
 - switch_sum: a two-stage pipeline of J pieces, up (a, L_up) then down (b, L_down):
   T = L_up + L_down + max((J-1) a + a_last, a + (J-2) max(a, b) + b) + b_last; with bounded
   slots that bind (J > slots), the symmetric per-piece recurrence of the window instead.
-- tree and double_binary_tree (pipelined, schedules/trees.py): C chunks per tree pass through
-  P = C + 2 depth - 1 periods; in each, every node sends and receives at most K chunks (K
-  colours), one after another in colour order, so a period ends at most K a + (c - a) after the
-  one before: T <= P (K a + (c - a)), an upper bound. In the bandwidth-bound limit (C >> depth)
-  it tends to K C a: 2 x payload / rate for the double binary tree (K = 4 chunks of B / 2C),
-  3 x payload / rate for one tree (K = 3), with O(log2 N) periods of latency.
+- tree and double_binary_tree (pipelined, both halves at once, schedules/trees.py): a lower
+  bound no schedule of these chunks beats (docs/engine.md derives it). Per rank, its sends all
+  cross the resources they have in common, of capacity C_out: they take sum(bits) / C_out of
+  them, starting no sooner than its first chunk can (a leaf's at once, an interior rank's once
+  chunk 0 came up from below), and the last one still has its latency to go; the same for its
+  receives; and the last chunk of a deepest leaf leaves after its C chunks, climbs the tree
+  and comes down again: (C + 2 depth - 1) a + 2 depth (c - a). T >= the largest of these. In
+  the bandwidth-bound limit it is 2 x payload / rate for the double binary tree, 3 x for one
+  tree (an interior rank sends one chunk up and two down).
 
 Exact (to rounding) for symmetric networks without contention beyond the above; the DES is the
 reference everywhere else.
@@ -48,7 +51,7 @@ from transitsim.network.fabric import (
     Path,
     Weights,
 )
-from transitsim.network.schedules.trees import edge_colours, tree_chunks, tree_depths, tree_forest
+from transitsim.network.schedules.trees import tree_chunks, tree_depths, tree_forest
 from transitsim.network.spec import NetworkSpec
 
 
@@ -187,22 +190,53 @@ def _switch_sum(fabric: Fabric, exchange: Exchange, w: Weights) -> float:
     return arrived[-1]
 
 
+def _common_rate(fabric: Fabric, paths: list[Path]) -> float:
+    """The capacity of the resources every one of these paths crosses (inf: none in common)."""
+    if not paths:
+        return math.inf
+    common = set.intersection(*(fabric.path_resources(p) for p in paths))
+    return min((fabric.resources[r].rate_bps for r in common), default=math.inf)
+
+
 def _tree(fabric: Fabric, exchange: Exchange, w: Weights) -> float:
-    """The pipeline bound of a pipelined tree all-reduce (see the module doc)."""
+    """The lower bound of a pipelined tree all-reduce with both halves at once (module doc)."""
     workers = fabric.network.workers
     if workers < 2:
         return 0.0
     forest = tree_forest(exchange.algo, workers)
     share = exchange.payload_bytes / len(forest)
     chunks = tree_chunks(share)
+    bits = share / chunks * 8.0
     pairs = [(v, int(p)) for parents in forest for v, p in enumerate(parents) if p >= 0]
     pairs += [(p, v) for v, p in pairs]
-    timed = [_times(fabric.path(s, d, PLAIN, w), share / chunks) for s, d in pairs]
-    busy = max(a for a, _ in timed)
-    flight = max(c - a for a, c in timed)
-    colours = max(edge_colours(pairs, workers)) + 1
+    path = {e: fabric.path(e[0], e[1], PLAIN, w) for e in set(pairs)}
+    timed = {e: _times(p, bits / 8.0) for e, p in path.items()}
+    # the earliest a rank can send chunk 0 of a tree: at once at a leaf, else once chunk 0
+    # came up from every child (contention-free, chains ignored: a lower bound)
+    first = [math.inf] * workers
+    for parents in forest:
+        kids = [[v for v in range(workers) if parents[v] == u] for u in range(workers)]
+        ready = [0.0] * workers
+        for v in np.argsort(-tree_depths(parents)).tolist():  # deepest first
+            ready[v] = max((ready[k] + timed[(k, v)][1] for k in kids[v]), default=0.0)
+            first[v] = min(first[v], ready[v])
+    bound = 0.0
+    for v in range(workers):
+        for mine, start in (
+            ([e for e in pairs if e[0] == v], lambda e: first[e[0]]),
+            ([e for e in pairs if e[1] == v], lambda e: first[e[0]]),
+        ):
+            if not mine:
+                continue
+            rate = _common_rate(fabric, [path[e] for e in mine])
+            work = len(mine) * chunks * bits / rate if math.isfinite(rate) else 0.0
+            begin = min(start(e) + path[e].hops[0].pre_s for e in mine)
+            latency = min(timed[e][1] - timed[e][0] for e in mine)
+            bound = max(bound, begin + work + latency)
+    busy = min(a for a, _ in timed.values())
+    flight = min(c - a for a, c in timed.values())
     depth = max(int(tree_depths(parents).max()) for parents in forest)
-    return (chunks + 2 * depth - 1) * (colours * busy + flight)
+    return max(bound, (chunks + 2 * depth - 1) * busy + 2 * depth * flight)
 
 
 def closed_form_time_s(network: NetworkSpec, exchange: Exchange) -> float:

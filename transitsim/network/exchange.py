@@ -2,9 +2,9 @@
 
 `simulate_exchange` builds the network's stages, turns the exchange into a schedule of
 messages, and times it either message by message in SimPy ("des", the reference) or, where that
-is exact, by a recurrence ("fast": per phase for rings, per piece for a sum at one switch, one
-pass of fixed transfer times for the pipelined trees, with processor sharing where they cross a
-WAN; link faults hold up the transfers that cross a link while it is down).
+is exact, by a recurrence ("fast": per phase for rings, per piece for a sum at one switch, an
+event pass sharing each rank's links between the trees' two halves; link faults hold up the
+transfers that cross a link while it is down).
 "auto" takes the fast path where it is exact and the DES elsewhere.
 
 Background traffic (network/background.py): a constant share is a lower link capacity, which
@@ -55,8 +55,8 @@ from transitsim.network.fast.switch import (
     switch_paths,
     switch_reason,
 )
-from transitsim.network.fast.tree import TreeTable, run_fast_tree, tree_linear, tree_reason
-from transitsim.network.fast.tree_shared import private_fault_reason, run_shared_tree, shared_links
+from transitsim.network.fast.tree import run_fast_tree, tree_linear
+from transitsim.network.fast.tree_shared import SplitLinks, run_split_tree, tree_parts
 from transitsim.network.faults import LinkFault, resolve_faults
 from transitsim.network.outcome import (
     critical_path,
@@ -75,7 +75,7 @@ from transitsim.network.schedules.dag import (
     ring_plan,
     switch_sum,
 )
-from transitsim.network.schedules.trees import TREE_ALGOS, tree_allreduce
+from transitsim.network.schedules.trees import TREE_ALGOS, tree_allreduce, tree_spacing_on
 from transitsim.network.spec import NetworkSpec
 from transitsim.network.stages import padded_dense_bytes
 from transitsim.network.topology import worker_groups
@@ -158,7 +158,13 @@ def build_schedule(fabric: Fabric, exchange: Exchange) -> Schedule:
     if exchange.algo == "ring_allgather":
         return ring_allgather(workers, payload, at == "pluggable")
     if exchange.algo in TREE_ALGOS:
-        return tree_allreduce(exchange.algo, workers, payload, at == "pluggable")
+        spacing = tree_spacing_on(
+            fabric,
+            exchange.algo,
+            exchange.payload_bytes,
+            transform_weights(fabric.network, exchange),
+        )
+        return tree_allreduce(exchange.algo, workers, payload, at == "pluggable", spacing)
     if exchange.algo == "hierarchical":
         return hierarchical(equal_groups(network), payload, at == "pluggable")
     plan = _switch_plan(fabric, exchange)
@@ -374,8 +380,9 @@ def linear_exchange(network: NetworkSpec, exchange: Exchange) -> Linear | None:
         elif exchange.algo == "switch_sum":
             form = switch_linear(fabric, _switch_plan(fabric, exchange), weights)
         elif exchange.algo in TREE_ALGOS:
-            _, _, _, table, reason, _ = tree_dag(fabric, exchange, weights)
-            form = tree_linear(table) if reason is None else None
+            _, _, _, table, links = tree_dag(fabric, exchange, weights)
+            fixed = isinstance(links, SplitLinks) and not links.overlap
+            form = tree_linear(table) if fixed else None
         _LINEAR[key] = form
     return _LINEAR[key]
 
@@ -460,37 +467,36 @@ _TREES: dict[tuple, tuple] = {}
 
 
 def tree_dag(fabric: Fabric, exchange: Exchange, weights: Weights) -> tuple:
-    """A tree all-reduce's schedule, compiled paths, time table, why fixed transfer times would
-    not be exact (None: they are) and, where not, its shared links (or why processor sharing
-    would not be exact either), built once per network and exchange."""
+    """A tree all-reduce's schedule, compiled paths, time table and its link groups (or why
+    sharing them per link would not be exact: then the DES), built once per network and
+    exchange."""
     key = (repr(fabric.network), exchange)
     built = _TREES.get(key)
     if built is None:
         if len(_TREES) >= 4:
             _TREES.pop(next(iter(_TREES)))
-        schedule = build_schedule(fabric, exchange)
-        path_ids, compiled = assign_paths(fabric, schedule, weights)
-        table = TreeTable.of(schedule, path_ids, compiled)
-        reason = tree_reason(fabric, schedule, path_ids, compiled)
-        shared = None if reason is None else shared_links(fabric, schedule, path_ids, compiled)
-        built = _TREES[key] = (schedule, path_ids, compiled, table, reason, shared)
+        built = _TREES[key] = tree_parts(
+            fabric,
+            exchange.algo,
+            exchange.payload_bytes,
+            exchange.transform_at == "pluggable",
+            weights,
+        )
     return built
 
 
 def _fast_tree(fabric, exchange, weights, start, faults, record) -> ExchangeResult | str:
-    """A pipelined tree by fixed transfer times in one pass, or why that would not be exact."""
+    """A pipelined tree by fixed transfer times (no link carries both halves) or by its links
+    shared per link (the halves overlap), or why neither would be exact."""
     if record:
         return "utilisation over time is recorded by the DES"
-    schedule, path_ids, compiled, table, reason, shared = tree_dag(fabric, exchange, weights)
-    if reason is None:
+    schedule, path_ids, compiled, table, links = tree_dag(fabric, exchange, weights)
+    if isinstance(links, str):
+        return links
+    if links.overlap:
+        timing = run_split_tree(fabric, table, links, start, faults)
+    else:
         timing = run_fast_tree(fabric, table, start, faults)
-    elif isinstance(shared, str):
-        return shared
-    else:  # links shared by several senders' and receivers' transfers: processor sharing
-        why = private_fault_reason(shared, compiled, faults) if faults else None
-        if why is not None:
-            return why
-        timing = run_shared_tree(fabric, table, shared, start, faults)
     finish = finish_times(schedule, timing, start)
     sent, received = line_bytes(schedule, path_ids, compiled)
 

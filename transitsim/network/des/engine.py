@@ -12,7 +12,7 @@ import numpy as np
 
 from transitsim.network.background import capacity_schedule
 from transitsim.network.des.fluid import ExactEnvironment, FluidEngine
-from transitsim.network.fabric import JOIN, Fabric, Path, Weights
+from transitsim.network.fabric import JOIN, Fabric, Hop, Path, Weights
 from transitsim.network.schedules.dag import Schedule
 
 
@@ -83,6 +83,48 @@ def assign_paths(
     return ids[inverse.reshape(-1)], paths
 
 
+def fifo_rate(fabric: Fabric, src: int, dst: int, path: Path) -> float:
+    """The payload rate of the last link of the route src -> dst (node indices) where a
+    store-and-forward switch holds its packets; 0.0 elsewhere (no hold: nothing can overtake,
+    see `fifo_arrival`)."""
+    if path.hops[-1].store_s_per_bit == 0.0:
+        return 0.0
+    names = fabric.node_names
+    links = fabric.route_links(names[src], names[dst])
+    return links[-1].spec.payload_bps if links else 0.0
+
+
+def fifo_rates(
+    fabric: Fabric, schedule: Schedule, path_ids: np.ndarray, paths: list[Path]
+) -> list[float]:
+    """`fifo_rate` of every compiled path."""
+    rates = [0.0] * len(paths)
+    _, first = np.unique(path_ids, return_index=True)
+    for m in first.tolist():
+        p = int(path_ids[m])
+        if p >= 0:
+            rates[p] = fifo_rate(fabric, int(schedule.src[m]), int(schedule.dst[m]), paths[p])
+    return rates
+
+
+def fifo_arrival(
+    hop: Hop, bits: float, own_s: float, previous: tuple[float, float] | None, rate_bps: float
+) -> float:
+    """When a message arrives on a store-and-forward route: never before the message that left
+    its sender on the same route before it, and then its own bits on the last link after that
+    one's (each switch forwards a port's packets in order). Only a message whose hold is shorter
+    than the previous one's (a short last piece behind full ones) can overtake it; everywhere
+    else the bound already holds, so it is not applied (and no rounding can move a result).
+    `previous` is (hold_s, arrive_s) of that message, or None."""
+    if previous is None or rate_bps <= 0.0:
+        return own_s
+    hold = hop.post_for(bits) - hop.post_s
+    if hold >= previous[0]:
+        return own_s
+    behind = previous[1] + bits / rate_bps
+    return behind if behind > own_s else own_s
+
+
 def _reverse(keys: np.ndarray, values: np.ndarray, count: int) -> tuple[np.ndarray, np.ndarray]:
     """CSR of `values` grouped by `keys`: for each message, the messages waiting on it."""
     order = np.argsort(keys, kind="stable")
@@ -131,6 +173,11 @@ def run_des(
     src = schedule.src.tolist()
     starts = [float(s) for s in start_s]
     hops_of = [paths[p].hops if p >= 0 else () for p in path_ids.tolist()]
+    # store-and-forward routes: per (src, dst), the (hold, arrival) of the last message sent
+    fifo_rate = [0.0] + fifo_rates(fabric, schedule, path_ids, paths)  # index: path id + 1
+    path_of = (path_ids + 1).tolist()
+    route_of = (schedule.src * len(fabric.node_names) + schedule.dst).tolist()
+    last_on_route: dict[int, tuple[float, float]] = {}
 
     # Logical times travel with the callbacks (t), so a transfer settled a rounding step early
     # still counts from its projected finish; a message is ready at the latest of its deps.
@@ -180,8 +227,15 @@ def run_des(
         if h == 0:
             free[m] = t
             satisfied(sent_next[sent_ptr[m] : sent_ptr[m + 1]], t)
-        post = hops_of[m][h].post_for(bits[m])
-        if post > 0:
+        hop = hops_of[m][h]
+        post = hop.post_for(bits[m])
+        rate = fifo_rate[path_of[m]] if h + 1 == len(hops_of[m]) else 0.0
+        if rate > 0.0:  # a store-and-forward route: in order behind the message before it
+            route = route_of[m]
+            end = fifo_arrival(hop, bits[m], t + post, last_on_route.get(route), rate)
+            last_on_route[route] = (post - hop.post_s, end)
+            env.at(end, lambda _e: hop_end(m, h, end))
+        elif post > 0:
             env.at(t + post, lambda _e: hop_end(m, h, t + post))
         else:
             hop_end(m, h, t)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from transitsim.network.des.engine import ResourceFault, Timing, unshared_timing
+from transitsim.network.des.engine import ResourceFault, Timing, fifo_rate, unshared_timing
 from transitsim.network.des.fluid import ExactEnvironment
 from transitsim.network.fabric import PLAIN, Fabric, Path, Weights
 from transitsim.network.fast.fault_delay import HopFaults, down_windows
@@ -191,6 +191,29 @@ def run_fast_switch(
             post_cache[key] = np.array([h.post_for(nbytes * 8.0) for h in hops])
         return post_cache[key]
 
+    up_fifo = np.array([fifo_rate(fabric, i, plan.aggregator, p) for i, p in enumerate(paths.ups)])
+    dn_fifo = np.array(
+        [fifo_rate(fabric, plan.aggregator, i, p) for i, p in enumerate(paths.downs)]
+    )
+    up_post = np.array([h.post_s for h in up_hops])
+    dn_post = np.array([h.post_s for h in down_hops])
+    behind: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # per direction: (hold, arrival)
+
+    def in_order(hops, fifo, post_s, nbytes: float, own: np.ndarray) -> np.ndarray:
+        """des.engine.fifo_arrival for one piece of every worker: never before the piece
+        before it on a store-and-forward route, whose hold may be longer."""
+        if not fifo.any():
+            return own
+        hold = posts(hops, nbytes) - post_s
+        previous = behind.get(id(hops))
+        arrived = own
+        if previous is not None:
+            with np.errstate(divide="ignore"):
+                after = previous[1] + nbytes * 8.0 / fifo
+            arrived = np.where((fifo > 0) & (hold < previous[0]) & (after > own), after, own)
+        behind[id(hops)] = (hold, arrived)
+        return arrived
+
     def pieces():
         up_sent = down_sent = None
         for j, size in enumerate(plan.sizes):
@@ -209,7 +232,7 @@ def run_fast_switch(
             t = send(t, size * 8.0 / up_rate, up_held, up_ids)
             up_sent = free[up_ids] = t
             account(up_hops, size, began, t)
-            arrive[up_ids] = t + posts(up_hops, size)
+            arrive[up_ids] = in_order(up_hops, up_fifo, up_post, size, t + posts(up_hops, size))
             summed = float(arrive[up_ids].max())
             ready[join] = free[join] = arrive[join] = summed
             t = np.full(n, summed) if j == 0 else np.maximum(summed, down_sent)
@@ -220,7 +243,9 @@ def run_fast_switch(
             t = send(t, nbytes * 8.0 / dn_rate, down_held, down_ids)
             down_sent = free[down_ids] = t
             account(down_hops, nbytes, began, t)
-            arrive[down_ids] = t + posts(down_hops, nbytes)
+            arrive[down_ids] = in_order(
+                down_hops, dn_fifo, dn_post, nbytes, t + posts(down_hops, nbytes)
+            )
             yield env.at(float(arrive[down_ids].max()))
 
     env.process(pieces())

@@ -1,16 +1,14 @@
-"""The exact fast path for the pipelined trees: fixed transfer times, one pass in id order.
+"""The exact fast path for the pipelined trees where no link carries both halves: fixed times.
 
-`tree_schedule` makes every node take its transfers one at a time (serial sends, serial
-receives), and numbers messages in a topological order. Where, in addition, every route is one
-hop and every resource is used only by the messages of one sender or only by those of one
-receiver (one switch: a host's uplink and lanes carry its sends, its downlink its receives), no
-two transfers are ever on a resource at once, whatever the start times: each takes its fixed
-time, and one pass in id order gives the DES's ready / sent / arrived times (the same
-operations: ready + pre + bits / rate, + post). Elsewhere (a shared WAN or spine, where the DES
-shares links max-min fairly between the two trees' transfers; several hops) the caller runs the
-DES. With fixed times the finish is also max-plus linear in the start times (`tree_linear`).
-A link fault holds up the transfers crossing the link while it is down (`fault_delay`); they are
-still alone on their links, so the pass stays exact (but no longer linear).
+`tree_layout` gives each rank a chain of sends and a chain of receives per half (reduce,
+broadcast), and numbers messages in a topological order. Where no link carries transfers of
+both halves and every link carries one sender's or one receiver's transfers (`split_links`:
+two ranks on a switch), no two transfers are ever on a link at once, whatever the start times:
+each takes its fixed time, and one pass in id order gives the DES's ready / sent / arrived
+times (the same operations: ready + pre + bits / rate, + post), and the finish is max-plus
+linear in the start times (`tree_linear`). A link fault holds up the transfers crossing the link
+while it is down (`fault_delay`); they are still alone on their links, so the pass stays exact
+(but no longer linear). Where the halves overlap, `fast/tree_shared.py` shares the links.
 """
 
 from dataclasses import dataclass
@@ -47,43 +45,13 @@ class TreeTable:
         return cls(schedule, path_ids, paths, pre, dur, post)
 
 
-def shared_resources(
-    fabric: Fabric, schedule: Schedule, path_ids: np.ndarray, paths: list[Path]
-) -> list[int]:
-    """The resources crossed by transfers of more than one sender and of more than one receiver,
-    in the order first met: there transfers can meet, so their times are not fixed."""
-    senders: dict[int, set[int]] = {}
-    receivers: dict[int, set[int]] = {}
-    _, index = np.unique(path_ids, return_index=True)  # one message of each path
-    for m in index.tolist():
-        p = int(path_ids[m])
-        if p < 0:
-            continue
-        s, d = int(schedule.src[m]), int(schedule.dst[m])
-        for r in fabric.path_resources(paths[p]):
-            senders.setdefault(r, set()).add(s)
-            receivers.setdefault(r, set()).add(d)
-    return [r for r, who in senders.items() if len(who) > 1 and len(receivers[r]) > 1]
-
-
-def tree_reason(fabric: Fabric, schedule: Schedule, path_ids: np.ndarray, paths: list[Path]):
-    """Why fixed transfer times would not be exact here (None: they are, for any starts)."""
-    if any(len(p.hops) != 1 for p in paths):
-        return "routes of more than one hop"
-    shared = shared_resources(fabric, schedule, path_ids, paths)
-    if shared:
-        name = fabric.resources[shared[0]].name
-        return f"transfers of different senders and receivers share {name} (max-min sharing)"
-    return None
-
-
 def run_fast_tree(
     fabric: Fabric,
     table: TreeTable,
     start_s: np.ndarray,
     faults: list[ResourceFault] | None = None,
 ) -> Timing:
-    """Every message's times in one pass in id order (call tree_reason first)."""
+    """Every message's times in one pass in id order (where split_links finds no overlap)."""
     schedule = table.schedule
     count = len(schedule)
     workers = schedule.workers

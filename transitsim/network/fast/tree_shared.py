@@ -1,24 +1,26 @@
-"""The exact fast path for the trees where their transfers share a link: across datacentres.
+"""The exact fast path for the trees whose halves overlap: each rank's links shared two ways.
 
-On one switch every link of a tree carries the transfers of one sender or of one receiver, and
-those are serial, so each transfer takes a fixed time (`fast/tree.py`). Across datacentres the WAN
-link carries transfers of several senders to several receivers at once (the tree edges that
-cross the boundary, both trees, several chunks in flight), which the DES shares max-min fairly.
-Their other links are still private (one sender's or one receiver's serial transfers), so where
-the flows of each shared link have one and the same cap of their own, max-min on that link is
-processor sharing: k flows each get min(cap, C / k). This module times the schedule in one event
-pass: fixed-time transfers off the shared links, processor sharing on them (per link: the bits
-each flow has been served, and a heap of the flows' targets), as `fast/hierarchical.py` does for the
-hierarchical exchange. Message for message the same ready / sent / arrived times as the DES, up
-to rounding; the finish is no longer max-plus linear in the start times (replay simulates each
-straggler-perturbed step).
+The reduce and the broadcast run at once (schedules/trees.py, NCCL's runTreeSplit), each a chain
+of sends and a chain of receives per rank, so a rank's links carry at most two transfers at a
+time: one of each half. Where every link carries the transfers of one sender or of one receiver
+(one switch; a leaf-spine or datacentres whose inter-switch links one host uses alone), the
+links that carry the same transfers act as one (their capacity: the smallest), and all of these
+have one and the same capacity C, max-min fairness, which the DES computes by progressive
+filling over every link at once, is local: a moving transfer gets C / k, k the most transfers
+moving on one of its links (1 or 2). Proof: at rate C / 2 every link with two moving transfers
+is full, so those freeze there; the rest cross only links of their own and rise to C. A
+transfer stopped by a link that is down (capacity 0) freezes at 0 and is not counted on its
+other links. So a start, a departure or a link going down or up changes the rates of the
+transfers on the links it touches and of no others, and one event pass in time order gives the
+DES's times (the same rates, the same bits left at each change).
 
-Exactness is checked, not assumed (`shared_reason`): one-hop routes; every link either private
-(one sender's or one receiver's transfers) or in exactly one shared set, crossed with weight 1;
-the flows of a shared set with equal caps of their own. Link faults: a private transfer waits
-out its links' down windows (`fault_delay`); a shared link that goes down stops every flow on it;
-a fault on a shared flow's own link would make the shares uneven, so there the caller runs the
-DES.
+Exactness is checked, not assumed (`split_links`): one-hop routes; every link one-sided (one
+sender's or one receiver's transfers) and crossed with weight 1; one capacity for all. Elsewhere
+(a WAN or spine that several senders' transfers to several receivers cross, links of different
+rates) max-min would move capacity between links, and the caller runs the DES. Where no link
+carries both halves (two ranks), every transfer is alone and `fast/tree.py` times it in one
+pass with a max-plus linear form; here the finish depends on the start times through the
+sharing, so a straggler replay simulates each step.
 """
 
 import heapq
@@ -28,29 +30,112 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from transitsim.network.des.engine import ResourceFault, Timing
-from transitsim.network.des.fluid import SETTLE_REL
-from transitsim.network.fabric import Fabric, Path
+from transitsim.network.des.engine import ResourceFault, Timing, assign_paths
+from transitsim.network.des.fluid import settled
+from transitsim.network.fabric import LOCAL_XFORM, Fabric, Path, Weights
 from transitsim.network.fast.fault_delay import delayed_one, down_windows, route_windows
-from transitsim.network.fast.sharing import ProcessorSharing, overlap_s
-from transitsim.network.fast.tree import TreeTable, shared_resources
+from transitsim.network.fast.tree import TreeTable
 from transitsim.network.schedules.dag import Schedule
+from transitsim.network.schedules.trees import tree_layout, tree_spacing_on
 
 
 @dataclass
-class SharedLinks:
-    """Per compiled path: its shared set (-1: none); per shared set, its resources, capacity
-    and the one cap of their own its flows have."""
+class SplitLinks:
+    """The links of a tree all-reduce grouped by the transfers they carry (a group's links
+    carry the same ones), and what the event pass needs of them."""
 
-    group_of_path: list[int]
-    resources: list[tuple[int, ...]]
-    capacity: list[float]
-    group_cap: list[float]
-    # the schedule as plain lists, made on the first run (each step of a replay reuses them)
-    lists: dict[str, list] | None = None
+    capacity: float  # every group's (its slowest link's) payload rate
+    groups_of: list[tuple[int, ...]]  # per compiled path: its groups (none for a transform)
+    group_resources: list[tuple[int, ...]]
+    # per compiled path: (resource, group) of its links at `capacity`, in hop order: the DES
+    # names the first of them on a full group as what set the transfer's rate
+    binding_of: list[tuple[tuple[int, int], ...]]
+    overlap: bool  # some group carries transfers of both halves (else: fixed times)
+    lists: dict[str, list] | None = None  # the schedule as plain lists, made on the first run
 
 
-def _lists(schedule: Schedule, table: TreeTable, links: SharedLinks) -> dict[str, list]:
+def split_links(
+    fabric: Fabric,
+    schedule: Schedule,
+    halves: np.ndarray,
+    path_ids: np.ndarray,
+    paths: list[Path],
+) -> SplitLinks | str:
+    """The tree's link groups, or why per-link sharing would not be exact here."""
+    if any(len(p.hops) != 1 for p in paths):
+        return "routes of more than one hop"
+    carries: dict[int, set[tuple[int, int]]] = {}  # resource -> (src, dst) pairs it carries
+    phases: dict[int, set[int]] = {}
+    transfer = schedule.kind != LOCAL_XFORM
+    _, first = np.unique(path_ids, return_index=True)
+    for m in first.tolist():
+        p = int(path_ids[m])
+        if p < 0 or not transfer[m]:
+            continue
+        hop = paths[p].hops[0]
+        for r, w in zip(hop.resources, hop.weights, strict=True):
+            if not math.isfinite(fabric.resources[r].rate_bps):
+                continue
+            if w != 1.0:
+                return "a link carries weighted (transformed) bytes"
+            carries.setdefault(r, set()).add((int(schedule.src[m]), int(schedule.dst[m])))
+    crossing = (path_ids >= 0) & transfer  # which halves cross each resource
+    for key in np.unique(path_ids[crossing] * 2 + halves[crossing]).tolist():
+        for r in paths[key // 2].hops[0].resources:
+            if r in carries:
+                phases.setdefault(r, set()).add(key % 2)
+    keys: dict[frozenset, int] = {}
+    group_of: dict[int, int] = {}
+    for r, pairs in carries.items():
+        if len({s for s, _ in pairs}) > 1 and len({d for _, d in pairs}) > 1:
+            name = fabric.resources[r].name
+            return (
+                f"transfers of different senders and receivers share {name}, beside the "
+                "halves sharing each rank's links (max-min would not be per-link sharing)"
+            )
+        group_of[r] = keys.setdefault(frozenset(pairs), len(keys))
+    group_resources: list[list[int]] = [[] for _ in keys]
+    for r, g in group_of.items():
+        group_resources[g].append(r)
+    overlap = any(len(phases.get(r, ())) > 1 for r in group_of)
+    caps = {min(fabric.resources[r].rate_bps for r in rs) for rs in group_resources}
+    if overlap and len(caps) > 1:
+        return "links of different rates carry the overlapping halves (max-min across links)"
+    capacity = min(caps, default=math.inf)
+    if overlap and not math.isfinite(capacity):
+        return "links without a rate"
+    groups_of, binding_of = [], []
+    for path in paths:
+        hop = path.hops[0]
+        mine = [group_of[r] for r in hop.resources if r in group_of]
+        groups_of.append(tuple(dict.fromkeys(mine)))
+        binding_of.append(
+            tuple(
+                (r, group_of[r])
+                for r in hop.resources
+                if r in group_of and fabric.resources[r].rate_bps == capacity
+            )
+        )
+    return SplitLinks(
+        capacity, groups_of, [tuple(rs) for rs in group_resources], binding_of, overlap
+    )
+
+
+def tree_parts(
+    fabric: Fabric, algo: str, payload_bytes: int, pre_transform: bool, weights: Weights
+) -> tuple:
+    """A tree all-reduce on this fabric: its schedule, compiled paths, time table, and its link
+    groups (or why sharing them per link would not be exact)."""
+    spacing = tree_spacing_on(fabric, algo, payload_bytes, weights)
+    workers = fabric.network.workers
+    schedule, halves = tree_layout(algo, workers, payload_bytes, pre_transform, spacing)
+    path_ids, compiled = assign_paths(fabric, schedule, weights)
+    table = TreeTable.of(schedule, path_ids, compiled)
+    links = split_links(fabric, schedule, halves, path_ids, compiled)
+    return schedule, path_ids, compiled, table, links
+
+
+def _lists(schedule: Schedule, table: TreeTable) -> dict[str, list]:
     """Successors in CSR form (whose arrival, whose send each message waits for) and the
     per-message columns the event pass reads, as Python lists."""
     count = len(schedule)
@@ -63,15 +148,14 @@ def _lists(schedule: Schedule, table: TreeTable, links: SharedLinks) -> dict[str
     sent_ptr = np.zeros(count + 1, dtype=np.int64)
     np.cumsum(np.bincount(schedule.after[has_after], minlength=count), out=sent_ptr[1:])
     sent_order = has_after[np.argsort(schedule.after[has_after], kind="stable")]
-    groups = np.array(links.group_of_path + [-1], dtype=np.int64)[table.path_ids]
     return {
         "waiting": (lengths + (schedule.after >= 0)).tolist(),
         "arrival_ptr": arrival_ptr.tolist(),
         "arrival_next": waiters[order].tolist(),
         "sent_ptr": sent_ptr.tolist(),
         "sent_next": sent_order.tolist(),
-        "group_of": groups.tolist(),
         "src": schedule.src.tolist(),
+        "local": (schedule.kind == LOCAL_XFORM).tolist(),
         "pre": table.pre.tolist(),
         "dur": table.dur.tolist(),
         "post": table.post.tolist(),
@@ -80,104 +164,101 @@ def _lists(schedule: Schedule, table: TreeTable, links: SharedLinks) -> dict[str
     }
 
 
-def shared_links(
-    fabric: Fabric, schedule: Schedule, path_ids: np.ndarray, paths: list[Path]
-) -> SharedLinks | str:
-    """The tree's shared links, or why processor sharing would not be exact here."""
-    if any(len(p.hops) != 1 for p in paths):
-        return "routes of more than one hop"
-    shared = set(shared_resources(fabric, schedule, path_ids, paths))
-    keys: dict[tuple[int, ...], int] = {}
-    groups, caps, resources, capacity = [], [], [], []
-    for path in paths:
-        hop = path.hops[0]
-        mine = tuple(r for r in hop.resources if r in shared)
-        own = [
-            fabric.resources[r].rate_bps / w
-            for r, w in zip(hop.resources, hop.weights, strict=True)
-            if r not in shared
-        ]
-        caps.append(min(own, default=math.inf))
-        if not mine:
-            groups.append(-1)
-            continue
-        if any(w != 1.0 for r, w in zip(hop.resources, hop.weights, strict=True) if r in shared):
-            return "a shared link carries weighted (transformed) bytes"
-        if mine not in keys:
-            keys[mine] = len(resources)
-            resources.append(mine)
-            capacity.append(min(fabric.resources[r].rate_bps for r in mine))
-        groups.append(keys[mine])
-    seen: set[int] = set()
-    for mine in resources:
-        if seen & set(mine):
-            return "flows share links in overlapping sets"
-        seen |= set(mine)
-    group_cap = []
-    for g in range(len(resources)):
-        own = {caps[p] for p, group in enumerate(groups) if group == g}
-        if len(own) != 1:
-            return "flows sharing a link have different rates of their own"
-        group_cap.append(own.pop())
-    return SharedLinks(groups, resources, capacity, group_cap)
-
-
-def private_fault_reason(links: SharedLinks, paths: list[Path], faults) -> str | None:
-    """Why a fault would make a shared link's shares uneven (None: it would not)."""
-    windows = down_windows(faults)
-    shared = {r for mine in links.resources for r in mine}
-    for p, path in enumerate(paths):
-        if links.group_of_path[p] < 0:
-            continue
-        own = [r for r in path.hops[0].resources if r not in shared]
-        if route_windows(windows, own):
-            return "a link fault on a shared flow's own link (uneven max-min shares)"
-    return None
-
-
-def run_shared_tree(
+def run_split_tree(
     fabric: Fabric,
     table: TreeTable,
-    links: SharedLinks,
+    links: SplitLinks,
     start_s: np.ndarray,
     faults: list[ResourceFault] | None = None,
 ) -> Timing:
-    """Every message's times: fixed-time transfers and processor-shared links, in time order
-    (call shared_links, and with faults private_fault_reason, first)."""
+    """Every message's times, in time order: transfers share each link group as max-min does
+    there (C / k), a group with a link down stops its transfers (call split_links first)."""
     schedule = table.schedule
     count = len(schedule)
     workers = schedule.workers
     start = np.asarray(start_s, dtype=float).tolist()
     if links.lists is None:
-        links.lists = _lists(schedule, table, links)
+        links.lists = _lists(schedule, table)
     lists = links.lists
-    src, pre, dur, post, bits = (lists[k] for k in ("src", "pre", "dur", "post", "bits"))
-    path_ids, group_of = lists["path_ids"], lists["group_of"]
+    src, local, pre, dur, post, bits = (
+        lists[k] for k in ("src", "local", "pre", "dur", "post", "bits")
+    )
+    path_ids = lists["path_ids"]
     arrival_ptr, arrival_next = lists["arrival_ptr"], lists["arrival_next"]
     sent_ptr, sent_next = lists["sent_ptr"], lists["sent_next"]
     waiting = list(lists["waiting"])
+    groups_of, binding_of, capacity = links.groups_of, links.binding_of, links.capacity
     windows = down_windows(faults or [])
     held = [route_windows(windows, p.hops[0].resources) for p in table.paths]
+    count_groups = len(links.group_resources)
 
     ready, free, arrive = [math.nan] * count, [math.nan] * count, [math.nan] * count
     stall = [0.0] * count
     due = [-math.inf] * count
-    busy_shared = [0.0] * len(links.resources)
-    down = [route_windows(windows, mine) for mine in links.resources]
-    slowed = [False] * count
+    shared_by = [-1] * count
+    # per flow (a message on its way): rate, when its bits were last counted, bits left,
+    # projected finish, version (stale departures), time stood still, what set its rate
+    rate = [-1.0] * count
+    since = [0.0] * count
+    left = [0.0] * count
+    finish = [math.inf] * count
+    version = [0] * count
+    stalled = [0.0] * count
+    bound = [-1] * count
+    alive = [False] * count
+    members: list[dict[int, None]] = [{} for _ in range(count_groups)]  # insertion-ordered
+    is_down = [False] * count_groups
+    busy_g = [0.0] * count_groups
+    busy_from = [0.0] * count_groups
     events: list[tuple[float, int, int, int, int]] = []  # (time, seq, kind, a, b)
-    START, DEPART, CAPACITY = 0, 1, 2
+    CAPACITY, START, DEPART = 0, 1, 2
     seq = itertools.count().__next__
-    sharing = ProcessorSharing(links.capacity, links.group_cap, events, seq, DEPART, busy_shared)
-    sharing.push_windows(down, CAPACITY)
+    for g, resources in enumerate(links.group_resources):  # pushed first: at a tie, first
+        for begin, end in route_windows(windows, resources):
+            heapq.heappush(events, (begin, seq(), CAPACITY, g, 1))
+            heapq.heappush(events, (end, seq(), CAPACITY, g, 0))
 
-    # Messages off the shared links are timed as soon as they are released, without events:
-    # their times follow from their dependencies alone, and whatever they release later on a
-    # shared link is pushed at its own (later) time, so the events stay in time order.
+    groups_m = [groups_of[p] if p >= 0 else () for p in path_ids]  # per message
+    binding_m = [binding_of[p] if p >= 0 else () for p in path_ids]
+    stopped = [False] * count  # a link of its groups is down: rate 0, not counted
+    moving_on = [0] * count_groups  # per group: its transfers not stopped
+
+    def reshare(flows, now: float) -> None:
+        """des.fluid.FluidEngine._share for these flows: the new rate where it changed."""
+        for f in flows:
+            if stopped[f]:
+                new = 0.0
+            else:
+                most = max([moving_on[g] for g in groups_m[f]], default=1)
+                new = capacity / most
+                bound[f] = next((r for r, g in binding_m[f] if moving_on[g] == most), -1)
+            if new == rate[f]:
+                continue  # unchanged: keep the projected finish bit for bit
+            elapsed = now - since[f]
+            if rate[f] > 0 and elapsed > 0:
+                left[f] = max(0.0, left[f] - rate[f] * elapsed)
+            elif rate[f] == 0 and elapsed > 0:
+                stalled[f] += elapsed
+            base = max(now, since[f])
+            rate[f] = new
+            since[f] = base
+            version[f] += 1
+            if left[f] <= 0.0:
+                finish[f] = base
+            elif new <= 0.0:
+                finish[f] = math.inf
+                continue
+            else:
+                finish[f] = base + left[f] / new
+            heapq.heappush(events, (finish[f], seq(), DEPART, f, version[f]))
+
+    def on_groups(groups) -> list[int]:
+        return list(dict.fromkeys(f for g in groups for f in members[g]))
+
     todo: list[int] = []  # released messages not timed yet
 
-    def satisfied(targets_: list[int], t: float) -> None:
-        for m in targets_:
+    def satisfied(targets: list[int], t: float) -> None:
+        for m in targets:
             if t > due[m]:
                 due[m] = t
             waiting[m] -= 1
@@ -189,6 +270,38 @@ def run_shared_tree(
         satisfied(sent_next[sent_ptr[m] : sent_ptr[m + 1]], t)
         arrive[m] = t + post[m]
         satisfied(arrival_next[arrival_ptr[m] : arrival_ptr[m + 1]], arrive[m])
+
+    def complete(f: int, now: float) -> None:
+        """des.fluid.FluidEngine._complete: off its groups, the others reshared, then done."""
+        alive[f] = False
+        version[f] += 1
+        groups = groups_m[f]
+        for g in groups:
+            members[g].pop(f, None)
+            moving_on[g] -= not stopped[f]
+            if not members[g]:
+                busy_g[g] += now - busy_from[g]
+        reshare(on_groups(groups), now)
+        stall[f] = stalled[f]
+        if bound[f] >= 0:
+            shared_by[f] = bound[f]
+        sent(f, max(finish[f], now))
+
+    def begin(f: int, t: float) -> None:
+        groups = groups_m[f]
+        for g in groups:  # transfers over by now (to rounding) leave before this one joins
+            for other in [o for o in members[g] if settled(finish[o], t)]:
+                if alive[other]:
+                    complete(other, t)
+        alive[f] = True
+        rate[f], since[f], left[f], finish[f] = -1.0, t, bits[f], math.inf
+        stopped[f] = any(is_down[g] for g in groups)
+        for g in groups:
+            if not members[g]:
+                busy_from[g] = t
+            members[g][f] = None
+            moving_on[g] += not stopped[f]
+        reshare(on_groups(groups), t)
 
     def drain() -> None:
         while todo:
@@ -203,15 +316,11 @@ def run_shared_tree(
                 free[m] = arrive[m] = t
                 satisfied(sent_next[sent_ptr[m] : sent_ptr[m + 1]], t)
                 satisfied(arrival_next[arrival_ptr[m] : arrival_ptr[m + 1]], t)
-                continue
-            t = t + pre[m]
-            if group_of[m] >= 0:
-                heapq.heappush(events, (t, seq(), START, m, 0))
-            elif held[p]:
-                end, stall[m] = delayed_one(t, dur[m], held[p])
+            elif local[m]:  # the own transform: alone on its lanes (both halves wait for it)
+                end, stall[m] = delayed_one(t + pre[m], dur[m], held[p])
                 sent(m, end)
             else:
-                sent(m, t + dur[m])
+                heapq.heappush(events, (t + pre[m], seq(), START, m, 0))
 
     initial = float(min(start)) if start else 0.0
     for m in np.flatnonzero(np.asarray(waiting) == 0).tolist():
@@ -223,59 +332,58 @@ def run_shared_tree(
         t, _, kind, a, b = heapq.heappop(events)
         processed += 1
         if kind == START:
-            sharing.start(group_of[a], t, bits[a], a)
+            begin(a, t)
         elif kind == CAPACITY:
-            sharing.set_down(a, t, bool(b))
-        else:  # DEPART of the flow with the least left on link set a (unless stale)
-            m = sharing.depart(a, t, b)
-            if m is None:
-                continue
-            began = ready[m] + pre[m]
-            stall[m] = still = overlap_s(began, t, down[a])
-            slowed[m] = t - began - still > dur[m] * (1 + SETTLE_REL)
-            sent(m, t)
-            drain()
+            is_down[a] = bool(b)
+            for f in members[a]:  # stopped or moving again: counted on its groups or not
+                now_stopped = any(is_down[g] for g in groups_m[f])
+                if now_stopped != stopped[f]:
+                    stopped[f] = now_stopped
+                    for g in groups_m[f]:
+                        moving_on[g] += -1 if now_stopped else 1
+            reshare(on_groups({g for f in members[a] for g in groups_m[f]}), t)
+        elif alive[a] and version[a] == b:  # a departure, unless stale
+            complete(a, t)
+        drain()
 
     ready_s, free_s, arrive_s = np.array(ready), np.array(free), np.array(arrive)
     stood = np.array(stall)
-    busy, carried = _usage(fabric, table, links, ready_s, free_s, busy_shared)
-    first_res = [mine[0] for mine in links.resources]
-    shared_by = np.array(
-        [first_res[group_of[m]] if slowed[m] else -1 for m in range(count)], dtype=np.int64
-    )
     return Timing(
         ready_s=ready_s,
         free_s=free_s,
         arrive_s=arrive_s,
-        events=processed,  # shared links' starts, departures and changes (the rest: none)
+        events=processed,  # starts, departures and link changes (JOINs and transforms: none)
         stall_s=stood,
         stall0_s=stood,  # one hop: the first is the whole
-        shared_by=shared_by,
-        busy_s=busy,
-        bytes=carried,
+        shared_by=np.array(shared_by, dtype=np.int64),
+        busy_s=_busy(fabric, table, links, ready_s, free_s, busy_g),
+        bytes=_carried(fabric, table),
     )
 
 
-def _usage(fabric, table: TreeTable, links: SharedLinks, ready_s, free_s, busy_shared):
-    """Bytes per resource, and busy time: the sum of its transfers' spans (from the start of
-    sending to the last bit sent, as the DES counts), or for a shared link the union of its
-    flows' spans."""
+def _carried(fabric: Fabric, table: TreeTable) -> np.ndarray:
+    """Bytes per resource: every message's bytes times its weight there."""
     ids = np.flatnonzero(table.path_ids >= 0)
-    path_ids = table.path_ids[ids]
-    count = len(table.paths)
-    span = free_s[ids] - (ready_s[ids] + table.pre[ids])
-    nbytes = np.bincount(path_ids, weights=table.schedule.nbytes[ids], minlength=count)
-    spans = np.bincount(path_ids, weights=span, minlength=count)
+    nbytes = np.bincount(
+        table.path_ids[ids], weights=table.schedule.nbytes[ids], minlength=len(table.paths)
+    )
     carried = np.zeros(len(fabric.resources))
-    busy = np.zeros(len(fabric.resources))
-    shared = {r for mine in links.resources for r in mine}
     for p in np.flatnonzero(nbytes > 0).tolist():
         hop = table.paths[p].hops[0]
         for r, w in zip(hop.resources, hop.weights, strict=True):
             carried[r] += w * nbytes[p]
-            if r not in shared:
-                busy[r] += spans[p]
-    for g, mine in enumerate(links.resources):
-        for r in mine:
-            busy[r] = busy_shared[g]
-    return busy, carried
+    return carried
+
+
+def _busy(fabric, table: TreeTable, links: SplitLinks, ready_s, free_s, busy_g) -> np.ndarray:
+    """Busy time per resource, as the DES counts it (while a transfer is on it, stood still or
+    not): a group's union of spans, plus the own transform's span (before any of them)."""
+    busy = np.zeros(len(fabric.resources))
+    for g, resources in enumerate(links.group_resources):
+        busy[list(resources)] = busy_g[g]
+    local = np.flatnonzero((table.schedule.kind == LOCAL_XFORM) & (table.path_ids >= 0))
+    for m in local.tolist():
+        span = free_s[m] - (ready_s[m] + table.pre[m])
+        for r in table.paths[int(table.path_ids[m])].hops[0].resources:
+            busy[r] += span
+    return busy

@@ -9,10 +9,13 @@ N) or shifted by one rank (odd N), in which the first tree's leaves are the inte
 each tree carries half of the payload, so each rank sends and receives about 2x the payload,
 like the ring, with O(log N) steps of latency instead of O(N).
 
-Each node takes its transfers one at a time in schedule order: its sends are serial (`after`),
-and so are its receives (a JOIN at the receiver waits for its previous incoming message from
-another sender to have been sent): NCCL posts one send and one receive per peer and step.
-Messages are ordered by pipeline slot (chunk + level), so dependencies and both chains always
+NCCL runs the two halves at once (runTreeSplit: the reduce and the broadcast in separate
+threads), each serial in itself: every rank has a chain of sends and a chain of receives per
+half, so its send up can overlap its send down (they share its links, fluidly, in the DES). In
+a chain, transfers are one at a time in schedule order: the sends through `after`, the receives
+through a JOIN at the receiver that waits for its previous incoming message of that half from
+another sender to have been sent (NCCL posts one send and one receive per peer and step).
+Messages are ordered by pipeline slot (chunk + spacing x level), so dependencies and all chains
 point to earlier messages: the ids are a topological order (`fast/tree.py` relies on it).
 """
 
@@ -20,7 +23,7 @@ import math
 
 import numpy as np
 
-from transitsim.network.fabric import JOIN, LOCAL_XFORM, PLAIN
+from transitsim.network.fabric import JOIN, LOCAL_XFORM, PLAIN, Fabric, Weights
 from transitsim.network.schedules.dag import Schedule
 
 TREE_CHUNK_BYTES = 64 * 1024  # bytes of one pipelined chunk per tree (NCCL-like granularity)
@@ -119,26 +122,92 @@ def tree_forest(algo: str, workers: int) -> list[np.ndarray]:
     return list(dbt_parents(workers))
 
 
-def tree_allreduce(algo: str, workers: int, payload_bytes: int, pre_transform: bool) -> Schedule:
+UP, DOWN = 0, 1  # the two halves: reduce (towards the root) and broadcast (away from it)
+
+
+def tree_allreduce(
+    algo: str, workers: int, payload_bytes: int, pre_transform: bool, spacing: int = 1
+) -> Schedule:
     """The pipelined all-reduce over `algo`'s trees, each carrying an equal share of the payload."""
+    return tree_layout(algo, workers, payload_bytes, pre_transform, spacing)[0]
+
+
+def tree_spacing(algo: str, busy_s: float, latency_s: float) -> int:
+    """Pipeline slots between a tree level and the next, in the order of each rank's chains.
+
+    One half's chain at a rank of the double binary tree carries both trees' transfers, and
+    the two trees' dependencies run opposite ways (a rank's child in one tree can be its parent
+    in the other), so with one slot per level two ranks wait on each other's chunk every slot:
+    the loop is 4 sends (at half the link each, the halves sharing it: 2 busy_s a send) and 2
+    latencies, over 2 slots of 4 sends of link time each. K slots per level spread the loop
+    over 2K slots: K ~ 1 + latency_s / (2 busy_s). More slots per level also lengthen the
+    pipeline's fill (2 K depth slots): rounded to the nearest, K = 1 where the latency is under
+    a chunk's send (on the grid of docs/engine.md, rounding up lost up to 20 % there, with few
+    chunks per tree, and gained 5 % with many). One tree's chains carry one tree each: spacing
+    changes nothing there.
+    """
+    if algo != "double_binary_tree" or latency_s <= 0 or busy_s <= 0:
+        return 1
+    return 1 + math.floor(latency_s / (2.0 * busy_s) + 0.5)
+
+
+def tree_spacing_on(fabric: Fabric, algo: str, payload_bytes: int, weights: Weights) -> int:
+    """`tree_spacing` on this network: a chunk's sender busy time and the latency after it,
+    the largest over the trees' edges (at most the chunks: more changes no order)."""
+    workers = fabric.network.workers
+    if algo != "double_binary_tree" or workers < 2:
+        return 1
+    forest = tree_forest(algo, workers)
+    chunks = tree_chunks(payload_bytes / len(forest))
+    bits = payload_bytes / len(forest) / chunks * 8.0
+    busy = latency = 0.0
+    for parents in forest:
+        for v, p in enumerate(parents.tolist()):
+            for s, d in ((v, p), (p, v)) if p >= 0 else ():
+                hop = fabric.path(s, d, PLAIN, weights).hops[0]
+                busy = max(busy, hop.pre_s + (bits / hop.rate_bps if bits > 0 else 0.0))
+                latency = max(latency, hop.post_for(bits))
+    return min(tree_spacing(algo, busy, latency), chunks)
+
+
+def _planned(forest: list[np.ndarray], workers: int, chunks: int, spacing: int) -> list[tuple]:
+    """(slot, phase, colour, tree, chunk, src, dst) of every transfer, in schedule order.
+
+    A transfer of chunk c at a rank `h` levels above its tree's deepest is in slot
+    c + spacing x h going up (c + spacing x (top + depth) coming down), so it needs only
+    transfers of earlier slots; within a phase no rank sends or receives two transfers of one
+    colour in a slot (each phase's transfers are coloured on their own)."""
+    edges = [(t, v, int(p)) for t, parents in enumerate(forest) for v, p in enumerate(parents)]
+    edges = [e for e in edges if e[2] >= 0]
+    depths = [tree_depths(parents) for parents in forest]
+    tops = [int(d.max()) if workers else 0 for d in depths]
+    planned = []
+    for phase in (UP, DOWN):
+        transfers = [(t, v, p) if phase == UP else (t, p, v) for t, v, p in edges]
+        colour = edge_colours([(s, d) for _, s, d in transfers], workers)
+        for (t, s, d), k in zip(transfers, colour, strict=True):
+            depth = int(depths[t][s])
+            offset = spacing * (tops[t] - depth if phase == UP else tops[t] + depth)
+            planned.extend((c + offset, phase, k, t, c, s, d) for c in range(chunks))
+    planned.sort()
+    return planned
+
+
+def tree_layout(
+    algo: str, workers: int, payload_bytes: int, pre_transform: bool, spacing: int = 1
+) -> tuple[Schedule, np.ndarray]:
+    """The tree all-reduce's Schedule, and each message's half (UP, DOWN; -1: a pre-stage
+    transform or a JOIN), which the fast path needs to know which transfers can overlap.
+
+    NCCL's runTreeSplit: the reduce and the broadcast run at once, each serial in itself. So
+    every rank has a chain of sends and a chain of receives per half (not one of each for
+    both), and an interior rank's send up can overlap its send down (they share its links).
+    """
     forest = tree_forest(algo, workers)
     share = payload_bytes / len(forest)
     chunks = tree_chunks(share)
     chunk_bytes = share / chunks
-    edges = [(t, v, int(p)) for t, parents in enumerate(forest) for v, p in enumerate(parents)]
-    edges = [e for e in edges if e[2] >= 0]
-    transfers = [(t, 0, v, p) for t, v, p in edges] + [(t, 1, p, v) for t, v, p in edges]
-    colour = edge_colours([(s, d) for _, _, s, d in transfers], workers)
-    depths = [tree_depths(parents) for parents in forest]
-    tops = [int(d.max()) if workers else 0 for d in depths]
-    # (period, colour, tree, phase, chunk, src, dst) of every transfer: in period p a transfer
-    # needs only transfers of period p - 1, and no node sends or receives two of one colour
-    planned: list[tuple[int, int, int, int, int, int, int]] = []
-    for (t, phase, s, d), k in zip(transfers, colour, strict=True):
-        top, depth = tops[t], depths[t]
-        offset = top - int(depth[s]) if phase == 0 else top + int(depth[s])
-        planned.extend((c + offset, k, t, phase, c, s, d) for c in range(chunks))
-    planned.sort()
+    planned = _planned(forest, workers, chunks, spacing)
     children = [[[] for _ in range(workers)] for _ in forest]
     for t, parents in enumerate(forest):
         for v in range(workers):
@@ -152,6 +221,7 @@ def tree_allreduce(algo: str, workers: int, payload_bytes: int, pre_transform: b
     after: list[int] = []
     deps: list[list[int]] = []
     counts: list[bool] = []
+    halves: list[int] = []
 
     def add(s: int, d: int, k: int, size: float, a: int, needs: list[int], result: bool) -> int:
         src.append(s)
@@ -161,45 +231,45 @@ def tree_allreduce(algo: str, workers: int, payload_bytes: int, pre_transform: b
         after.append(a)
         deps.append(needs)
         counts.append(result)
+        halves.append(-1)
         return len(src) - 1
 
-    last_sent = [-1] * workers
-    last_recv = [-1] * workers
+    # per half: each node's last send and last receive (its chains)
+    last_sent = [[-1] * workers for _ in (UP, DOWN)]
+    last_recv = [[-1] * workers for _ in (UP, DOWN)]
     own = [-1] * workers  # the own transformed contribution (pre-stage), if any
     if pre_transform:
         for i in range(workers):
-            own[i] = last_sent[i] = last_recv[i] = add(
-                i, i, LOCAL_XFORM, float(payload_bytes), -1, [], True
-            )
+            own[i] = add(i, i, LOCAL_XFORM, float(payload_bytes), -1, [], True)
+            for phase in (UP, DOWN):  # both halves start once it is done
+                last_sent[phase][i] = last_recv[phase][i] = own[i]
     up = [dict() for _ in forest]  # up[t][(v, c)]: v's partial sum of chunk c, sent to its parent
     down = [dict() for _ in forest]  # down[t][(v, c)]: the summed chunk c sent to v
-    for _, _, t, phase, c, s, d in planned:
+    for _, phase, _, t, c, s, d in planned:
         parents = forest[t]
-        if phase == 0:
+        if phase == UP or parents[s] < 0:
             needs = [up[t][(k, c)] for k in children[t][s]]
         else:
-            if parents[s] < 0:
-                needs = [up[t][(k, c)] for k in children[t][s]]
-            else:
-                needs = [down[t][(s, c)]]
+            needs = [down[t][(s, c)]]
         if own[s] >= 0:
             needs.append(own[s])
-        previous = last_recv[d]
+        previous = last_recv[phase][d]
         if previous >= 0 and src[previous] != s:
             needs.append(add(d, d, JOIN, 0.0, previous, [], False))
-        into_root = phase == 0 and parents[d] < 0
-        m = add(s, d, PLAIN, chunk_bytes, last_sent[s], needs, phase == 1 or into_root)
-        if phase == 0:
+        into_root = phase == UP and parents[d] < 0
+        m = add(s, d, PLAIN, chunk_bytes, last_sent[phase][s], needs, phase == DOWN or into_root)
+        halves[m] = phase
+        if phase == UP:
             up[t][(s, c)] = m
         else:
             down[t][(d, c)] = m
-        last_sent[s] = m
-        last_recv[d] = m
+        last_sent[phase][s] = m
+        last_recv[phase][d] = m
     lengths = np.array([len(n) for n in deps], dtype=np.int64)
     data_ptr = np.zeros(len(src) + 1, dtype=np.int64)
     np.cumsum(lengths, out=data_ptr[1:])
     flat = [x for n in deps for x in n]
-    return Schedule(
+    schedule = Schedule(
         workers,
         np.array(src, dtype=np.int64),
         np.array(dst, dtype=np.int64),
@@ -210,3 +280,4 @@ def tree_allreduce(algo: str, workers: int, payload_bytes: int, pre_transform: b
         np.array(flat, dtype=np.int64),
         np.array(counts, dtype=bool),
     )
+    return schedule, np.array(halves, dtype=np.int8)
