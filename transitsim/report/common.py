@@ -11,9 +11,9 @@ from typing import Any
 
 import pandas as pd
 import plotly.graph_objects as go
-from plotly.subplots import make_subplots
 
 from transitsim.base.errors import TransitsimError
+from transitsim.report.names import cut_apart
 
 # Okabe-Ito (colour-blind safe), then Tableau 10 for more configurations than eight.
 PALETTE = (
@@ -149,19 +149,6 @@ def ms_per_step(
     return networks, configs, values
 
 
-def config_columns(configs: list[str], labels: dict[str, str]) -> go.Figure:
-    """One column of horizontal bars per configuration, the networks shared down the side;
-    column titles cut to fit their column (hover and the legend name them whole)."""
-    room = max(12, int(150 / max(len(configs), 1)))  # characters a column title has
-    return make_subplots(
-        rows=1,
-        cols=len(configs),
-        shared_yaxes=True,
-        horizontal_spacing=0.02,
-        subplot_titles=[text(short(labels.get(c, c), min(30, room))) for c in configs],
-    )
-
-
 def network_axis(
     fig: go.Figure, networks: list[str], names: dict[str, str], limit: int = 48, **where: int
 ) -> None:
@@ -170,7 +157,7 @@ def network_axis(
     fig.update_yaxes(
         tickmode="array",
         tickvals=[text(n) for n in networks],
-        ticktext=[text(short(names[n], limit)) for n in networks],
+        ticktext=[text(shown) for shown in cut_apart([names[n] for n in networks], limit)],
         categoryorder="array",
         categoryarray=[text(n) for n in networks],
         **where,

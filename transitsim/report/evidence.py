@@ -16,7 +16,6 @@ import plotly.graph_objects as go
 from transitsim.base import human
 from transitsim.report.common import (
     NUMBER,
-    config_columns,
     dropdown,
     ms_per_step,
     network_axis,
@@ -24,6 +23,7 @@ from transitsim.report.common import (
     short,
     text,
 )
+from transitsim.report.grid import config_columns
 from transitsim.report.names import network_names
 
 # Step-time components, stacked in this order where the timeline has them.
@@ -224,7 +224,7 @@ def breakdown_figure(timeline: pd.DataFrame, labels: dict[str, str]) -> go.Figur
                 row=1,
                 col=col,
             )
-        fig.update_xaxes(title_text="ms per step" if col == 1 else None, row=1, col=col)
+        fig.update_xaxes(title_text="time per step (ms)" if col == 1 else None, row=1, col=col)
     for col in range(2, len(configs) + 1):  # one scale: bars compare across configurations
         fig.update_xaxes(matches="x", row=1, col=col)
     network_axis(fig, networks, names)

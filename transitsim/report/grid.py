@@ -11,7 +11,7 @@ import math
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from transitsim.report.common import text
+from transitsim.report.common import short, text
 
 PLOT_WIDTH_PX = 940  # what a 1,280 px page leaves the charts beside their legend
 CHAR_PX = 7.2  # one character of a 13 px subplot title, wide letters counted in
@@ -87,3 +87,24 @@ def panel_grid(
     fig.update_annotations(font={"size": 13})
     fig.update_layout(height=height, margin={"t": top, "b": bottom})
     return fig, rows, cols
+
+
+def config_columns(configs: list[str], labels: dict[str, str]) -> go.Figure:
+    """One column of horizontal bars per configuration, the networks shared down the side;
+    column titles wrapped onto two lines of their column's width, then cut (hover and the
+    legend name them whole)."""
+    room = max(8, int(PLOT_WIDTH_PX * 0.8 / max(len(configs), 1) / CHAR_PX))
+    titles = []
+    for config in configs:
+        lines = wrap(labels.get(config, config), room)
+        shown = lines[:2] if len(lines) <= 2 else [lines[0], short(" ".join(lines[1:]), room)]
+        titles.append("<br>".join(text(short(line, room)) for line in shown))
+    fig = make_subplots(
+        rows=1,
+        cols=len(configs),
+        shared_yaxes=True,
+        horizontal_spacing=0.02,
+        subplot_titles=titles,
+    )
+    fig.update_annotations(font={"size": 13})
+    return fig

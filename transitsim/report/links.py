@@ -15,13 +15,13 @@ import plotly.graph_objects as go
 
 from transitsim.report.common import (
     PALETTE,
-    config_columns,
     dropdown,
     network_axis,
     ordered,
     short,
     text,
 )
+from transitsim.report.grid import config_columns
 from transitsim.report.names import network_names
 
 LINK_UTIL_COLUMNS = ("network", "link", "t_s", "utilisation")

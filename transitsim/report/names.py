@@ -8,6 +8,7 @@ never sees one name for two bars. Axes are named for people ("host link rate (Gb
 """
 
 import math
+import os
 import re
 from typing import Any
 
@@ -210,6 +211,28 @@ def network_names(networks: list[str]) -> dict[str, str]:
     for label in shown.values():
         counts[label] = counts.get(label, 0) + 1
     return {name: label if counts[label] == 1 else name for name, label in shown.items()}
+
+
+def cut_apart(names: list[str], limit: int) -> list[str]:
+    """Names cut to `limit` characters for an axis, still told apart: cut at the end where that
+    keeps them distinct; else what they share up front is dropped ("…tier 03 · overlap"); else
+    each keeps its head and tail; else they stay whole."""
+
+    def distinct(shown: list[str]) -> bool:
+        return len(set(shown)) == len(set(names))
+
+    ends = [n if len(n) <= limit else n[: limit - 1] + "…" for n in names]
+    if distinct(ends):
+        return ends
+    common = len(os.path.commonprefix(list(dict.fromkeys(names))))
+    cut = names[0].rfind(" ", 0, common + 1)  # the word they differ in starts after this space
+    common = max(names[0].rfind(" ", 0, cut), 0) if cut > 0 else 0  # keep the word before it
+    tails = ["…" + n[common:].lstrip() if common else n for n in names]
+    if distinct(tails) and all(len(t) <= limit for t in tails):
+        return tails
+    head, tail = (limit - 1) // 2, limit - 1 - (limit - 1) // 2
+    middles = [n if len(n) <= limit else n[:head] + "…" + n[-tail:] for n in names]
+    return middles if distinct(middles) else list(names)
 
 
 def config_tags(configs: list[str], labels: dict[str, str], variants: dict[str, str]) -> dict:

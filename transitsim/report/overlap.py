@@ -14,7 +14,8 @@ import plotly.graph_objects as go
 
 from transitsim.analysis.overlap_verdict import has_overlap_axis, overlap_verdicts
 from transitsim.base import human
-from transitsim.report.common import config_columns, esc, ms_per_step, network_axis, text
+from transitsim.report.common import esc, ms_per_step, network_axis, text
+from transitsim.report.grid import config_columns
 from transitsim.report.names import network_names
 
 HIDING_COLUMNS = ("exposed_s", "hidden_s")
@@ -61,7 +62,9 @@ def hiding_figure(timeline: pd.DataFrame, labels: dict[str, str]) -> go.Figure:
                 row=1,
                 col=col,
             )
-        fig.update_xaxes(title_text="exchange ms per step" if col == 1 else None, row=1, col=col)
+        fig.update_xaxes(
+            title_text="exchange time per step (ms)" if col == 1 else None, row=1, col=col
+        )
     for col in range(2, len(configs) + 1):
         fig.update_xaxes(matches="x", row=1, col=col)
     network_axis(fig, networks, names)
