@@ -223,6 +223,11 @@ def test_display_names_show_what_varies_and_never_repeat() -> None:
         "rack · summed at receivers · 10 Gb/s",
         "band made at the switch · overlap",
     ]
+    switch = [
+        "r[switch.aggregator=true, host_link.rate=1 Gb/s]",
+        "r[switch.aggregator=false, host_link.rate=1 Gb/s]",
+    ]
+    assert list(network_names(switch).values()) == ["switch sums: yes", "switch sums: no"]
     held = ["2dc[wan_link.background=0.25]", "2dc[wan_link.background=wan.csv]"]
     assert list(network_names(held).values()) == ["held 25 %", "held wan.csv"]
     # two ids that would show alike keep their ids
@@ -365,6 +370,14 @@ def test_without_intervals_the_charts_draw_as_before() -> None:
         "winner"
     ].figure
     assert all(t.error_y.array is None for t in fig.data if t.type == "scatter")
+
+
+def test_link_heatmap_orders_links_by_host_number() -> None:
+    rows = [("n", "r", link, t, 0.5) for link in ("h10->sw", "h2->sw", "h1->sw") for t in (0, 1)]
+    link_util = pd.DataFrame(rows, columns=["network", "run", "link", "t_s", "utilisation"])
+    panels = build_panels(small_timeline(), make_summary(), make_ladder(), link_util)
+    (heat,) = {p.key: p for p in panels}["links"].figure.data
+    assert [html.unescape(y) for y in heat.y] == ["h1->sw", "h2->sw", "h10->sw"]
 
 
 def test_link_heatmap_bins_the_step_function_exactly() -> None:

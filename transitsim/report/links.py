@@ -9,6 +9,8 @@
   (wire and wait time over step time), a row per network and a column per configuration.
 """
 
+import re
+
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
@@ -28,6 +30,11 @@ LINK_UTIL_COLUMNS = ("network", "link", "t_s", "utilisation")
 LINK_STATS_COLUMNS = ("run", "network", "link", "busy_share")
 TIME_BINS = 120  # columns of the heatmap: one step cut into this many equal spans
 BUSIEST_LINKS = 16
+
+
+def natural(name: str) -> list:
+    """Sort key that puts h2 before h10 (link names number their hosts)."""
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name)]
 
 
 def _binned(rows: pd.DataFrame, edges: np.ndarray) -> np.ndarray:
@@ -55,7 +62,7 @@ def step_heatmap(link_util: pd.DataFrame, timeline: pd.DataFrame) -> tuple[go.Fi
     most = 1
     for number, (network, run) in enumerate(views):
         rows = keyed[(keyed["network"] == network) & (keyed["_run"] == run)]
-        links = ordered(rows["link"].astype(str))
+        links = sorted(ordered(rows["link"].astype(str)), key=natural)
         most = max(most, len(links))
         low, high = float(rows["t_s"].min()), float(rows["t_s"].max())
         edges = np.linspace(low, high if high > low else low + 1e-9, TIME_BINS + 1)

@@ -203,7 +203,10 @@ def network_names(networks: list[str]) -> dict[str, str]:
             if is_share(key):
                 value = _share_text(value)
             name_word = SHORT_NAMES.get(key, param_name(key))
-            parts.append(value if alone else f"{name_word} {value}")
+            if value in ("true", "false"):  # as a scenario writes a switch setting
+                parts.append(f"{name_word}: {'yes' if value == 'true' else 'no'}")
+            else:
+                parts.append(value if alone else f"{name_word} {value}")
         if suffix.strip():
             parts.append(_suffix(suffix))
         shown[name] = " · ".join(parts) or name
