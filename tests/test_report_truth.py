@@ -362,6 +362,16 @@ def test_seed_intervals_become_error_bars_and_a_table_column(listed_panels) -> N
     assert "Interval" not in without
 
 
+def test_a_sweep_given_without_intervals_takes_them_from_the_summary() -> None:
+    """outputs.py may pass the sweep without the interval columns; the summary has them."""
+    summary = sweep_with_listed()
+    sweep = summary.drop(columns=["time_to_target_s_lo", "time_to_target_s_hi", "interval"])
+    panels = build_panels(small_timeline(), summary, make_ladder(), sweep=sweep, labels=LABELS)
+    fig = {p.key: p for p in panels}["winner"].figure
+    line = next(t for t in fig.data if t.name == "A AdamW")
+    assert line.error_y.array is not None and "95 % t interval" in line.customdata[0][2]
+
+
 def test_without_intervals_the_charts_draw_as_before() -> None:
     sweep = sweep_with_listed().drop(
         columns=["time_to_target_s_lo", "time_to_target_s_hi", "interval", "seeds"]

@@ -1,6 +1,6 @@
 """Screenshots of every shipped scenario's report, for a person to review the charts by eye.
 
-For each scenario (default: scenarios/*.yaml) this runs it (`transitsim run`, serially), opens its
+For each scenario (default: scenarios/*.yaml) this runs it (as `transitsim run` does), opens its
 report.html in Debian's headless Chromium (the flags of tests/browser.py) and writes two PNGs:
 `<name>-first-screen.png` (the 1280 x 800 window a reader opens on) and `<name>-full.png` (the
 whole page, 1280 px wide), palette-compressed so the lot stays a few MB in git.
@@ -93,7 +93,7 @@ def run_report(scenario: Path, folder: Path) -> Path:
     from transitsim.run import run_scenario
     from transitsim.scenario import load_scenario
 
-    run_scenario(load_scenario(scenario), folder, serial=True, quiet=True)
+    run_scenario(load_scenario(scenario), folder, quiet=True)  # Dask past a few seconds of work
     return folder / "report.html"
 
 

@@ -35,6 +35,7 @@ from transitsim.report.winner import (
     sweep_parameters,
     winner_figure,
 )
+from transitsim.report.winner_parts import with_intervals
 from transitsim.traces.chrome_events import write_trace_events
 
 __all__ = [
@@ -78,6 +79,7 @@ def build_panels(
     labels = labels or {}
     palette = colours(ordered(timeline["config"]))
     targets = _targets(summary, ladder)
+    sweep = with_intervals(sweep, summary)
     winner, note = winner_figure(sweep, summary, targets, labels, palette)
     wire = timeline["wire_bytes"].dropna()
     panels = [Panel("winner", "Which configuration reaches the target first", note, winner)]

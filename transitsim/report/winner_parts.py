@@ -63,6 +63,24 @@ def groups(
     return found[:MAX_CHARTS]
 
 
+INTERVAL_FIELDS = ("time_to_target_s_lo", "time_to_target_s_hi", "interval", "seeds")
+KEYS = ["config", "network", "target"]
+
+
+def with_intervals(sweep: pd.DataFrame | None, summary: pd.DataFrame | None) -> pd.DataFrame | None:
+    """The sweep with the summary's seed intervals where the sweep was given without them
+    (matched by configuration, network and target), so its charts can draw them."""
+    if sweep is None or summary is None or not len(sweep) or not len(summary):
+        return sweep
+    missing = [c for c in INTERVAL_FIELDS if c in summary and c not in sweep]
+    if "time_to_target_s_lo" not in missing or not all(k in summary for k in KEYS):
+        return sweep
+    extra = summary[[*KEYS, *missing]].drop_duplicates(KEYS)
+    merged = sweep.merge(extra, on=KEYS, how="left", validate="many_to_one")
+    merged.index = sweep.index
+    return merged
+
+
 def interval_bounds(rows: pd.DataFrame) -> tuple[pd.Series | None, pd.Series | None]:
     """(lo, hi) seconds per row where the summary has them, else (None, None); a row without a
     bound (not reached, or one seed) has its mean as both."""
