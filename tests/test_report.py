@@ -197,7 +197,7 @@ def test_ladder_marks_targets_not_reached_and_counts_seeds() -> None:
     fig = panels_by_key(ladder=ladder)["ladder"].figure
     assert [t.name for t in fig.data] == ["to 4.0", "to 3.2"]
     assert list(fig.data[1].y) == [40.0, 0.0]
-    assert list(fig.data[1].text) == ["40 (mean of 2)", "not reached"]
+    assert list(fig.data[1].text) == ["40 (mean of 2)", "not<br>reached"]
 
 
 def test_breakdown_has_a_row_per_network_and_a_column_per_config() -> None:
@@ -208,9 +208,9 @@ def test_breakdown_has_a_row_per_network_and_a_column_per_config() -> None:
     names = ["compute", "transform", "wire", "wait"]
     assert [t.name for t in fig.data] == names * 2  # per configuration column
     first, second = [a.text for a in fig.layout.annotations][:2]
-    assert first == "A-adamw"  # a column title wraps onto two lines of its width, then is cut
+    assert first == "A-adamw"  # a column title wraps onto three lines of its width, then is cut
     lines = second.split("<br>")
-    assert len(lines) == 2 and lines[1].endswith("…")
+    assert len(lines) == 3 and lines[2].endswith("…")
     assert lines[0] == html.escape("C-<b>bold</b><a", quote=False)  # escaped: shown, not run
     wire = fig.data[2]
     assert list(wire.y) == NETWORKS

@@ -443,6 +443,9 @@ def test_link_totals_and_the_timeline_fallback() -> None:
     busy = ((rows.wire_s + rows.wait_s) * rows.interval_steps).sum()
     expected = 100 * busy / (rows.step_s * rows.interval_steps).sum()
     assert first.x[2] == pytest.approx(expected)
+    bare = timeline.drop(columns=["step_s", "wire_s", "wait_s"])
+    nothing = {p.key: p for p in build_panels(bare, make_summary(), make_ladder())}["links"]
+    assert nothing.figure is None and "no link data given" in nothing.note
 
 
 def test_error_bars_reach_the_page(tmp_path: Path) -> None:

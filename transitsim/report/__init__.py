@@ -189,13 +189,16 @@ def _links_panel(
             "chosen in the menu",
             figure,
         )
+    figure = exchange_share_bars(timeline, labels)
     return Panel(
         "links",
         heading,
         "no link was recorded on these networks (steps are recorded on networks of at most 64 "
         "workers); instead, from the timeline: the share of each step the exchange kept the "
-        "network busy (wire and waiting time over step time)",
-        exchange_share_bars(timeline, labels),
+        "network busy (wire and waiting time over step time)"
+        if figure is not None
+        else "no link data given, and the timeline has no step times to show instead",
+        figure,
     )
 
 

@@ -23,7 +23,7 @@ from transitsim.report.common import (
     short,
     text,
 )
-from transitsim.report.grid import config_columns
+from transitsim.report.grid import column_height, config_columns
 from transitsim.report.names import network_names
 
 # Step-time components, stacked in this order where the timeline has them.
@@ -163,7 +163,7 @@ def ladder_figure(ladder: pd.DataFrame, labels: dict[str, str]) -> go.Figure:
         steps = rows["steps"].astype("float64")
         seeds = rows["seeds"] if "seeds" in rows else pd.Series(1, index=rows.index)
         shown = [
-            human.steps(s, int(n)) if not math.isnan(s) else "not reached"
+            human.steps(s, int(n)) if not math.isnan(s) else "not<br>reached"  # fits its bar
             for s, n in zip(steps, seeds.fillna(1), strict=True)
         ]
         names = [text(labels.get(c, c)) for c in configs]
@@ -175,7 +175,9 @@ def ladder_figure(ladder: pd.DataFrame, labels: dict[str, str]) -> go.Figure:
                 name=text(f"to {human.loss(float(target))}"),
                 text=shown,
                 textposition="outside",
-                customdata=np.column_stack([shown, [human.size(v) for v in wire], names]),
+                customdata=np.column_stack(
+                    [[s.replace("<br>", " ") for s in shown], [human.size(v) for v in wire], names]
+                ),
                 hovertemplate=(
                     f"<b>%{{customdata[2]}}</b><br>target {text(human.loss(float(target)))}"
                     "<br>steps %{customdata[0]}<br>wire bytes per worker %{customdata[1]}"
@@ -230,9 +232,8 @@ def breakdown_figure(timeline: pd.DataFrame, labels: dict[str, str]) -> go.Figur
     network_axis(fig, networks, names)
     fig.update_layout(
         barmode="stack",
-        height=max(320, 160 + 22 * len(networks)),
+        height=column_height(fig, len(networks)),
         yaxis={"autorange": "reversed", "tickfont": {"size": 11}},
         legend={"title": {"text": "component"}},
-        margin={"t": 64},  # the column titles clear the mode bar
     )
     return fig

@@ -17,6 +17,7 @@ PLOT_WIDTH_PX = 940  # what a 1,280 px page leaves the charts beside their legen
 CHAR_PX = 7.2  # one character of a 13 px subplot title, wide letters counted in
 TITLE_LINE_PX = 17
 AXIS_BELOW_PX = 62  # tick labels and the axis title under a chart
+MAX_TITLE_LINES = 3  # a configuration column's title: wrapped, not cut, up to this
 
 
 def wrap(title: str, room: int) -> list[str]:
@@ -93,18 +94,30 @@ def config_columns(configs: list[str], labels: dict[str, str]) -> go.Figure:
     """One column of horizontal bars per configuration, the networks shared down the side;
     column titles wrapped onto two lines of their column's width, then cut (hover and the
     legend name them whole)."""
+    spacing = 0.02 if len(configs) <= 4 else 0.035  # room for the tick labels between columns
     room = max(8, int(PLOT_WIDTH_PX * 0.8 / max(len(configs), 1) / CHAR_PX))
-    titles = []
+    titles, most = [], 1
     for config in configs:
         lines = wrap(labels.get(config, config), room)
-        shown = lines[:2] if len(lines) <= 2 else [lines[0], short(" ".join(lines[1:]), room)]
-        titles.append("<br>".join(text(short(line, room)) for line in shown))
+        if len(lines) > MAX_TITLE_LINES:
+            lines = [*lines[: MAX_TITLE_LINES - 1], " ".join(lines[MAX_TITLE_LINES - 1 :])]
+        titles.append("<br>".join(text(short(line, room)) for line in lines))
+        most = max(most, len(lines))
     fig = make_subplots(
         rows=1,
         cols=len(configs),
         shared_yaxes=True,
-        horizontal_spacing=0.02,
+        horizontal_spacing=spacing,
         subplot_titles=titles,
     )
     fig.update_annotations(font={"size": 13})
+    fig.update_layout(margin={"t": 34 + TITLE_LINE_PX * most})  # titles clear the mode bar
     return fig
+
+
+def column_height(fig: go.Figure, rows: int) -> int:
+    """A bar-column figure's height: 22 px a row, and never less than its legend and titles
+    need (a short legend in a short chart scrolls)."""
+    legend = sum(1 for trace in fig.data if trace.showlegend is not False)
+    top = fig.layout.margin.t or 80
+    return max(top + 90 + 22 * rows, top + 150 + 24 * legend, 320)

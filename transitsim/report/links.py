@@ -23,7 +23,7 @@ from transitsim.report.common import (
     short,
     text,
 )
-from transitsim.report.grid import config_columns
+from transitsim.report.grid import column_height, config_columns
 from transitsim.report.names import network_names
 
 LINK_UTIL_COLUMNS = ("network", "link", "t_s", "utilisation")
@@ -143,9 +143,12 @@ def busy_share_bars(link_stats: pd.DataFrame, timeline: pd.DataFrame) -> tuple[g
     return fig, BUSIEST_LINKS
 
 
-def exchange_share_bars(timeline: pd.DataFrame, labels: dict[str, str]) -> go.Figure:
+def exchange_share_bars(timeline: pd.DataFrame, labels: dict[str, str]) -> go.Figure | None:
     """Per network and configuration: the share of a step the exchange kept the network busy,
-    (wire + wait) / step time, weighted by the steps each row stands for."""
+    (wire + wait) / step time, weighted by the steps each row stands for (None: the timeline
+    has no step or wire times to say it from)."""
+    if "step_s" not in timeline or not any(c in timeline for c in ("wire_s", "wait_s")):
+        return None
     weights = (
         timeline["interval_steps"].astype("float64")
         if "interval_steps" in timeline.columns
@@ -197,8 +200,7 @@ def exchange_share_bars(timeline: pd.DataFrame, labels: dict[str, str]) -> go.Fi
         )
     network_axis(fig, networks, names)
     fig.update_layout(
-        height=max(320, 160 + 22 * len(networks)),
+        height=column_height(fig, len(networks)),
         yaxis={"autorange": "reversed", "tickfont": {"size": 11}},
-        margin={"t": 64},
     )
     return fig

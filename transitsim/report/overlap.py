@@ -15,7 +15,7 @@ import plotly.graph_objects as go
 from transitsim.analysis.overlap_verdict import has_overlap_axis, overlap_verdicts
 from transitsim.base import human
 from transitsim.report.common import esc, ms_per_step, network_axis, text
-from transitsim.report.grid import config_columns
+from transitsim.report.grid import column_height, config_columns
 from transitsim.report.names import network_names
 
 HIDING_COLUMNS = ("exposed_s", "hidden_s")
@@ -70,10 +70,9 @@ def hiding_figure(timeline: pd.DataFrame, labels: dict[str, str]) -> go.Figure:
     network_axis(fig, networks, names)
     fig.update_layout(
         barmode="stack",
-        height=max(320, 160 + 22 * len(networks)),
+        height=column_height(fig, len(networks)),
         yaxis={"autorange": "reversed", "tickfont": {"size": 11}},
         legend={"title": {"text": "exchange time"}},
-        margin={"t": 64},
     )
     return fig
 
