@@ -228,8 +228,19 @@ def test_display_names_show_what_varies_and_never_repeat() -> None:
         "r[switch.aggregator=false, host_link.rate=1 Gb/s]",
     ]
     assert list(network_names(switch).values()) == ["switch sums: yes", "switch sums: no"]
+    fabric = [
+        "f[workers=8, collective=ring_allreduce] +overlap",
+        "f[workers=64, collective=switch_sum]",
+    ]
+    assert list(network_names(fabric).values()) == [
+        "8 workers · ring_allreduce · overlap",
+        "64 workers · switch_sum",
+    ]
     held = ["2dc[wan_link.background=0.25]", "2dc[wan_link.background=wan.csv]"]
     assert list(network_names(held).values()) == ["held 25 %", "held wan.csv"]
+    # a lone grid point still says its value (not "" or just "overlap")
+    lone = ["2dc[wan_link.background=wan.csv]", "2dc[wan_link.background=wan.csv] +overlap"]
+    assert list(network_names(lone).values()) == ["held wan.csv", "held wan.csv · overlap"]
     # two ids that would show alike keep their ids
     alike = ["x[rate=1 Gb/s] +overlap", "x[rate=1 Gb/s, b=2] +overlap", "x[rate=2 Gb/s]"]
     names = network_names(alike)

@@ -42,6 +42,8 @@ SHORT_NAMES = {
     "pluggable.line_rate": "line",
     "wan_link.background": "held",
 }
+# How a network's shown name says a value, where its name alone is clumsy.
+PHRASES = {"workers": "{value} workers", "collective": "{value}"}
 # Keys whose values are shares of 1, shown in %.
 SHARE_KEYS = ("background", "keep", "efficiency", "mfu")
 # Counts and ratios that carry no SI unit: the name says what they count.
@@ -195,8 +197,9 @@ def network_names(networks: list[str]) -> dict[str, str]:
             continue
         base, pairs, suffix = point
         parts = [base] if keep_base and base else []
+        own = [key for key, _ in pairs if key in varying] or [key for key, _ in pairs]
         for key, value in pairs:
-            if key not in varying:
+            if key not in own:  # held across the grid: said once, by the chart, not per name
                 continue
             unit = key_unit(key) or ""
             alone = bool(unit) and units.count(unit) == 1  # its unit says which value it is
@@ -205,6 +208,8 @@ def network_names(networks: list[str]) -> dict[str, str]:
             name_word = SHORT_NAMES.get(key, param_name(key))
             if value in ("true", "false"):  # as a scenario writes a switch setting
                 parts.append(f"{name_word}: {'yes' if value == 'true' else 'no'}")
+            elif key in PHRASES:
+                parts.append(PHRASES[key].format(value=value))
             else:
                 parts.append(value if alone else f"{name_word} {value}")
         if suffix.strip():

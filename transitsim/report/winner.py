@@ -248,4 +248,5 @@ def listed_figure(
         and listed[c].notna().any()
         and listed[c].nunique() > 1
     ]
-    return listed_bars(listed, held, targets, labels, palette)
+    everything = ordered(sweep["network"].astype(str))
+    return listed_bars(listed, held, targets, labels, palette, everything)

@@ -23,8 +23,10 @@ def listed_bars(
     targets: list[float],
     labels: dict[str, str],
     palette: dict[str, str],
+    networks_of_run: list[str] | None = None,
 ) -> go.Figure:
-    """A chart per target (and held value, e.g. overlap): per network a bar per configuration."""
+    """A chart per target (and held value, e.g. overlap): per network a bar per configuration.
+    networks_of_run: every network of the run, so names say what tells these apart there."""
     found = groups(rows, held, targets)
     configs = ordered(rows["config"])
     most = max((part["network"].nunique() for _, part in found), default=1)
@@ -34,7 +36,7 @@ def listed_bars(
         max_cols=2,
         horizontal_spacing=0.22,
     )
-    names = network_names(ordered(rows["network"].astype(str)))
+    names = network_names(networks_of_run or ordered(rows["network"].astype(str)))
     shown: set[str] = set()
     for number, (_, part) in enumerate(found):
         row, col = number // cols + 1, number % cols + 1
