@@ -10,7 +10,8 @@ whole page, 1280 px wide), palette-compressed so the lot stays a few MB in git.
     python tools/screenshot_reports.py --reports out/shots   # re-shoot reports already run
 
 Needs /usr/bin/chromium (apt-get install chromium) and Pillow (pip install pillow). All
-scenarios take about 4 minutes on 2 cores (moving-bands about 2). Errors are one line, exit 2.
+scenarios took about 6 minutes on this 2-core machine (moving-bands about 3). Errors are one
+line, exit 2.
 """
 
 import argparse
