@@ -1,6 +1,7 @@
 """The report's overlap panels: exchange time exposed and hidden per network, and the verdict
 without and with overlap side by side, checked on the figures and in headless Chromium."""
 
+import html
 import re
 from pathlib import Path
 
@@ -90,13 +91,31 @@ def test_hiding_panel_shows_exposed_and_hidden_per_network() -> None:
     assert hidden_a.customdata[1] == "45%"
 
 
+def table_cells(page: str) -> list[list[str]]:
+    """The shown text of each row of the side-by-side verdict table (an HTML table)."""
+    table = page.split("id='overlap-verdict-table'", 1)[1].split("</table>", 1)[0]
+    rows = re.findall(r"<tr>(.*?)</tr>", table.split("<tbody>", 1)[1], re.S)
+    return [[html.unescape(c) for c in re.findall(r"<td[^>]*>(.*?)</td>", r)] for r in rows]
+
+
 def test_verdict_without_and_with_overlap_side_by_side() -> None:
     panels = {panel.key: panel for panel in build_panels(**inputs())}
-    cells = panels["overlap-verdict"].figure.data[0].cells.values
-    target, network, without, _, with_, _, changed = cells
+    rows = table_cells(panels["overlap-verdict"].html)
+    target, network, without, _, with_, _, changed = zip(*rows, strict=True)
     assert list(network) == ["wan", "wan"] and list(target) == ["4.0", "3.2"]
     assert list(without) == ["C", "A-adamw"] and list(with_) == ["A-adamw", "A-adamw"]
     assert list(changed) == ["yes", "no"]
+    assert panels["overlap-verdict"].figure is None  # not a plotly table: nothing is clipped
+
+
+def test_verdict_table_keeps_underscores_and_escapes_names() -> None:
+    data = inputs()
+    for frame in (data["summary"], data["timeline"]):
+        frame["config"] = frame["config"].replace({"C": "C_ring_allreduce<b>"})
+    panels = {panel.key: panel for panel in build_panels(**data)}
+    table = panels["overlap-verdict"].html
+    assert "C_ring_allreduce&lt;b&gt;" in table and "<b>" not in table
+    assert table_cells(table)[0][2] == "C_ring_allreduce<b>"
 
 
 def test_without_an_overlap_axis_there_is_no_side_by_side_table() -> None:
@@ -127,7 +146,7 @@ def test_overlap_panels_render_in_headless_chromium(tmp_path: Path) -> None:
     legend = re.findall(r'class="legendtext"[^>]*>([^<]*)<', hiding)
     assert legend == ["exposed (in the step)", "hidden by backward"]
     verdict = dom.split('<section id="overlap-verdict">', 1)[1].split("</section>", 1)[0]
-    shown = re.findall(r">([^<>]+)</text>", verdict)
     assert "verdict changes" in verdict and "fastest with overlap" in verdict
-    assert " ".join(shown).startswith("4.0 3.2 wan wan C A-adamw 4 s 9 s A-adamw A-adamw 3 s 7 s")
-    assert shown.count("yes") == 1 and shown.count("no") == 1
+    rows = table_cells(verdict.replace('"', "'"))
+    assert rows[0] == ["4.0", "wan", "C", "4 s", "A-adamw", "3 s", "yes"]
+    assert rows[1] == ["3.2", "wan", "A-adamw", "9 s", "A-adamw", "7 s", "no"]

@@ -1,11 +1,13 @@
 """The interactive report: one self-contained HTML file (plotly.js inlined, so it opens offline).
 
 It leads with the answer: the question, a verdict in words generated from the results
-(transitsim.analysis.verdict) and the winner map (winner.py). Then the evidence (evidence.py): loss
-against simulated time and against wire bytes, the steps-to-loss ladder, where a step's time
-goes, the exchange time exposed and hidden by backward and the verdict without and with overlap
-(overlap.py), link utilisation over one step; the sortable summary (table.py); and the run's
-assumptions, notes, fallbacks and failed jobs (page.py).
+(transitsim.analysis.verdict) and the winner map (winner.py), with the listed networks of a
+sweep beside it. Then the evidence (evidence.py): loss against simulated time and against wire
+bytes, the steps-to-loss ladder, where a step's time goes, the exchange time exposed and hidden
+by backward and the verdict without and with overlap (overlap.py), which link is busy when
+(links.py); the sortable summary (table.py); and the run's assumptions, notes, fallbacks and
+failed jobs (page.py). Every chart keys its categories by full network and configuration ids;
+names.py shortens them for display only.
 """
 
 from pathlib import Path
@@ -16,15 +18,24 @@ from transitsim.analysis.metrics import TIMELINE_COLUMNS
 from transitsim.analysis.verdict import verdict_sentences
 from transitsim.base.atomic import write_text_atomic
 from transitsim.report.common import Panel, ReportContext, colours, ordered, require
-from transitsim.report.evidence import breakdown_figure, ladder_figure, link_figure, loss_figure
-from transitsim.report.overlap import has_hiding, hiding_figure, overlap_verdict_figure
+from transitsim.report.evidence import breakdown_figure, ladder_figure, loss_figure
+from transitsim.report.links import (
+    LINK_STATS_COLUMNS,
+    LINK_UTIL_COLUMNS,
+    busy_share_bars,
+    exchange_share_bars,
+    step_heatmap,
+)
+from transitsim.report.overlap import has_hiding, hiding_figure, overlap_verdict_table
 from transitsim.report.page import render_html
 from transitsim.report.winner import (
-    RESULT_COLUMNS,
     SWEEP_COLUMNS,
+    is_result,
+    listed_figure,
     sweep_parameters,
     winner_figure,
 )
+from transitsim.report.winner_parts import with_intervals
 from transitsim.traces.chrome_events import write_trace_events
 
 __all__ = [
@@ -38,7 +49,6 @@ __all__ = [
 ]
 
 LADDER_COLUMNS = ("config", "variant", "target", "steps")
-LINK_UTIL_COLUMNS = ("network", "link", "t_s", "utilisation")
 
 
 def _targets(summary: pd.DataFrame | None, ladder: pd.DataFrame) -> list[float]:
@@ -57,9 +67,11 @@ def build_panels(
     link_util: pd.DataFrame | None = None,
     sweep: pd.DataFrame | None = None,
     labels: dict[str, str] | None = None,
+    link_stats: pd.DataFrame | None = None,
 ) -> list[Panel]:
     """The report's panels in page order, the winner map first (a panel without data keeps its
-    place with a note)."""
+    place with a note). link_stats: per-link totals over each run (run, network, link,
+    busy_share), drawn where no step was recorded."""
     require(timeline, TIMELINE_COLUMNS, "timeline")
     require(ladder, LADDER_COLUMNS, "ladder")
     if sweep is not None and len(sweep):
@@ -67,10 +79,22 @@ def build_panels(
     labels = labels or {}
     palette = colours(ordered(timeline["config"]))
     targets = _targets(summary, ladder)
+    sweep = with_intervals(sweep, summary)
     winner, note = winner_figure(sweep, summary, targets, labels, palette)
     wire = timeline["wire_bytes"].dropna()
-    panels = [
-        Panel("winner", "Which configuration reaches the target first", note, winner),
+    panels = [Panel("winner", "Which configuration reaches the target first", note, winner)]
+    listed = listed_figure(sweep, targets, labels, palette)
+    if listed is not None:
+        panels.append(
+            Panel(
+                "winner-listed",
+                "On the networks listed one by one",
+                "time to each target on each listed network (no swept value); ★ and a black "
+                "outline: the fastest there",
+                listed,
+            )
+        )
+    panels += [
         Panel(
             "loss-time",
             "Loss against wall-clock time",
@@ -118,31 +142,64 @@ def build_panels(
                 hiding_figure(timeline, labels),
             )
         )
-    side_by_side = overlap_verdict_figure(summary, timeline, labels)
+    side_by_side = overlap_verdict_table(summary, timeline, labels)
     if side_by_side is not None:
         panels.append(
             Panel(
                 "overlap-verdict",
                 "The verdict without and with overlap",
                 "per target and network: the configuration that reaches the target first when "
-                "the exchange follows backward, and when it overlaps it",
-                side_by_side,
+                "the exchange follows backward, and when it overlaps it (click a heading to sort)",
+                None,
+                html=side_by_side,
             )
         )
+    panels.append(_links_panel(timeline, link_util, link_stats, labels))
+    return panels
+
+
+def _links_panel(
+    timeline: pd.DataFrame,
+    link_util: pd.DataFrame | None,
+    link_stats: pd.DataFrame | None,
+    labels: dict[str, str],
+) -> Panel:
+    """Which link is busy when, from the best data given (links.py)."""
+    heading = "Which link is busy when"
     if link_util is not None and len(link_util):
         require(link_util, LINK_UTIL_COLUMNS, "link_util")
-        panels.append(
-            Panel(
-                "links",
-                "Link utilisation over one step",
-                "fraction of each link's rate in use during one recorded step of the run named "
-                "above the chart, on the network chosen in the menu (its busiest links)",
-                link_figure(link_util, labels),
-            )
+        figure, links = step_heatmap(link_util, timeline)
+        figure.update_layout(height=max(300, 170 + 24 * links))
+        return Panel(
+            "links",
+            heading,
+            "share of each link's rate in use over one recorded step (the last) of the run named "
+            "in the menu, on its network: a row per link (its busiest), time across; white: idle",
+            figure,
         )
-    else:
-        panels.append(Panel("links", "Link utilisation over one step", "no link data given", None))
-    return panels
+    if link_stats is not None and len(link_stats):
+        require(link_stats, LINK_STATS_COLUMNS, "link_stats")
+        figure, links = busy_share_bars(link_stats, timeline)
+        figure.update_layout(height=max(320, 170 + 60 * min(links, 16)))
+        return Panel(
+            "links",
+            heading,
+            "no step was recorded on these networks; instead, the share of the whole run each "
+            "of the busiest links was busy, per configuration (mean over seeds), on the network "
+            "chosen in the menu",
+            figure,
+        )
+    figure = exchange_share_bars(timeline, labels)
+    return Panel(
+        "links",
+        heading,
+        "no link was recorded on these networks (steps are recorded on networks of at most 64 "
+        "workers); instead, from the timeline: the share of each step the exchange kept the "
+        "network busy (wire and waiting time over step time)"
+        if figure is not None
+        else "no link data given, and the timeline has no step times to show instead",
+        figure,
+    )
 
 
 def write_report(
@@ -155,14 +212,16 @@ def write_report(
     title: str = "transitsim report",
     labels: dict[str, str] | None = None,
     context: ReportContext | None = None,
+    link_stats: pd.DataFrame | None = None,
 ) -> Path:
     """Write the self-contained HTML report atomically. labels: config name -> display name;
-    context: question, verdict (None: generated), assumptions, notes and failed jobs."""
+    context: question, verdict (None: generated), assumptions, notes and failed jobs;
+    link_stats: per-link totals per run, drawn where no step was recorded (links.py)."""
     context = context or ReportContext()
     if context.verdict is None:
         params = context.params or (
-            [] if sweep is None else [c for c in sweep.columns if c not in RESULT_COLUMNS]
+            [] if sweep is None else [c for c in sweep.columns if not is_result(c)]
         )
         context.verdict = verdict_sentences(summary, params, labels)
-    panels = build_panels(timeline, summary, ladder, link_util, sweep, labels)
+    panels = build_panels(timeline, summary, ladder, link_util, sweep, labels, link_stats)
     return write_text_atomic(path, render_html(title, panels, summary, labels, context))

@@ -11,9 +11,9 @@ from typing import Any
 
 import pandas as pd
 import plotly.graph_objects as go
-from plotly.subplots import make_subplots
 
 from transitsim.base.errors import TransitsimError
+from transitsim.report.names import cut_apart
 
 # Okabe-Ito (colour-blind safe), then Tableau 10 for more configurations than eight.
 PALETTE = (
@@ -41,12 +41,14 @@ NUMBER = ":.9~g"  # hover numbers: nine significant digits, no trailing zeros
 
 @dataclass(frozen=True)
 class Panel:
-    """One section of the report: an id, a heading, a plain-text note, maybe a figure."""
+    """One section of the report: an id, a heading, a plain-text note, maybe a figure, maybe a
+    block of (already escaped) HTML drawn under it, such as a table."""
 
     key: str
     heading: str
     note: str
     figure: go.Figure | None
+    html: str = ""
 
 
 @dataclass
@@ -93,15 +95,6 @@ def ordered(values: pd.Series) -> list[Any]:
 def colours(configs: list[str]) -> dict[str, str]:
     """One colour per configuration, the same in every chart of the page."""
     return {config: PALETTE[index % len(PALETTE)] for index, config in enumerate(configs)}
-
-
-def network_names(networks: list[str]) -> dict[str, str]:
-    """Short display names: a grid point "rack[host_link.rate=10 Gb/s]" shows its values only
-    when every network is a point of the same grid."""
-    prefixes = {name.split("[", 1)[0] for name in networks if name.endswith("]") and "[" in name}
-    if len(prefixes) != 1 or not all(name.endswith("]") and "[" in name for name in networks):
-        return {name: name for name in networks}
-    return {name: name.split("[", 1)[1][:-1] for name in networks}
 
 
 def dropdown(fig: go.Figure, options: list[tuple[str, list[bool], dict[str, Any]]]) -> None:
@@ -156,12 +149,16 @@ def ms_per_step(
     return networks, configs, values
 
 
-def config_columns(configs: list[str], labels: dict[str, str]) -> go.Figure:
-    """One column of horizontal bars per configuration, the networks shared down the side."""
-    return make_subplots(
-        rows=1,
-        cols=len(configs),
-        shared_yaxes=True,
-        horizontal_spacing=0.02,
-        subplot_titles=[text(short(labels.get(c, c), 30)) for c in configs],
+def network_axis(
+    fig: go.Figure, networks: list[str], names: dict[str, str], limit: int = 48, **where: int
+) -> None:
+    """A category axis keyed by the full network ids, each shown by its short name: bars of two
+    networks whose shown names are alike stay two bars."""
+    fig.update_yaxes(
+        tickmode="array",
+        tickvals=[text(n) for n in networks],
+        ticktext=[text(shown) for shown in cut_apart([names[n] for n in networks], limit)],
+        categoryorder="array",
+        categoryarray=[text(n) for n in networks],
+        **where,
     )

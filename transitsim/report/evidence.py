@@ -1,10 +1,10 @@
-"""The evidence under the verdict: loss curves, the steps ladder, where a step's time goes, links.
+"""The evidence under the verdict: loss curves, the steps ladder, where a step's time goes.
 
 Loss against simulated time and against wire bytes: per configuration the mean over its seeds
 with a band from the lowest to the highest seed, the targets drawn as dashed lines, one network
 at a time (a menu). The step-time breakdown has one row per network and one column per
-configuration, so it stays legible at 50+ networks. Link utilisation names the run and the
-network whose step it shows.
+configuration, so it stays legible at 50+ networks; its rows are keyed by the full network id
+(names.py shortens them for the axis only), so two networks never stack into one bar.
 """
 
 import math
@@ -16,15 +16,15 @@ import plotly.graph_objects as go
 from transitsim.base import human
 from transitsim.report.common import (
     NUMBER,
-    PALETTE,
-    config_columns,
     dropdown,
     ms_per_step,
-    network_names,
+    network_axis,
     ordered,
     short,
     text,
 )
+from transitsim.report.grid import column_height, config_columns
+from transitsim.report.names import network_names
 
 # Step-time components, stacked in this order where the timeline has them.
 COMPONENTS = (
@@ -163,30 +163,39 @@ def ladder_figure(ladder: pd.DataFrame, labels: dict[str, str]) -> go.Figure:
         steps = rows["steps"].astype("float64")
         seeds = rows["seeds"] if "seeds" in rows else pd.Series(1, index=rows.index)
         shown = [
-            human.steps(s, int(n)) if not math.isnan(s) else "not reached"
+            human.steps(s, int(n)) if not math.isnan(s) else "not<br>reached"  # fits its bar
             for s, n in zip(steps, seeds.fillna(1), strict=True)
         ]
+        names = [text(labels.get(c, c)) for c in configs]
         wire = rows["wire_bytes"] if "wire_bytes" in rows else pd.Series(np.nan, index=rows.index)
         fig.add_trace(
             go.Bar(
-                x=[text(short(labels.get(c, c))) for c in configs],
+                x=[text(c) for c in configs],
                 y=steps.fillna(0.0),
                 name=text(f"to {human.loss(float(target))}"),
                 text=shown,
                 textposition="outside",
-                customdata=np.column_stack([shown, [human.size(v) for v in wire]]),
+                customdata=np.column_stack(
+                    [[s.replace("<br>", " ") for s in shown], [human.size(v) for v in wire], names]
+                ),
                 hovertemplate=(
-                    f"<b>%{{x}}</b><br>target {text(human.loss(float(target)))}"
+                    f"<b>%{{customdata[2]}}</b><br>target {text(human.loss(float(target)))}"
                     "<br>steps %{customdata[0]}<br>wire bytes per worker %{customdata[1]}"
                     "<extra></extra>"
                 ),
             )
         )
+    fig.update_xaxes(
+        tickmode="array",
+        tickvals=[text(c) for c in configs],
+        ticktext=[text(short(labels.get(c, c))) for c in configs],
+    )
     fig.update_layout(
         barmode="group",
         xaxis={"title": {"text": "configuration"}},
         yaxis={"title": {"text": "optimiser steps to reach the target"}},
         legend={"title": {"text": "validation loss"}},
+        margin={"t": 50},
     )
     return fig
 
@@ -197,7 +206,7 @@ def breakdown_figure(timeline: pd.DataFrame, labels: dict[str, str]) -> go.Figur
     networks, configs, values = ms_per_step(timeline, [c for c, _ in present])
     names = network_names(networks)
     fig = config_columns(configs, labels)
-    y = [text(short(names[n], 48)) for n in networks]
+    y = [text(n) for n in networks]  # keyed by the full id; the axis shows the short name
     for col, config in enumerate(configs, start=1):
         for column, name in present:
             fig.add_trace(
@@ -217,58 +226,14 @@ def breakdown_figure(timeline: pd.DataFrame, labels: dict[str, str]) -> go.Figur
                 row=1,
                 col=col,
             )
-        fig.update_xaxes(title_text="ms per step" if col == 1 else None, row=1, col=col)
+        fig.update_xaxes(title_text="time per step (ms)" if col == 1 else None, row=1, col=col)
     for col in range(2, len(configs) + 1):  # one scale: bars compare across configurations
         fig.update_xaxes(matches="x", row=1, col=col)
+    network_axis(fig, networks, names)
     fig.update_layout(
         barmode="stack",
-        height=max(320, 160 + 22 * len(networks)),
+        height=column_height(fig, len(networks)),
         yaxis={"autorange": "reversed", "tickfont": {"size": 11}},
         legend={"title": {"text": "component"}},
-        margin={"t": 40},
-    )
-    return fig
-
-
-def link_figure(link_util: pd.DataFrame, labels: dict[str, str]) -> go.Figure:
-    """Utilisation of each link over one recorded step, one (network, run) at a time."""
-    keyed = link_util.assign(
-        _view=link_util["network"].astype(str)
-        + ("" if "run" not in link_util else " · step of " + link_util["run"].astype(str))
-    )
-    views = ordered(keyed["_view"])
-    fig = go.Figure()
-    owners: list[str] = []
-    for view in views:
-        rows_of_view = keyed[keyed["_view"] == view]
-        for index, link in enumerate(ordered(rows_of_view["link"])):
-            rows = rows_of_view[rows_of_view["link"] == link].sort_values("t_s", kind="stable")
-            fig.add_trace(
-                go.Scatter(
-                    x=rows["t_s"] * 1e3,
-                    y=rows["utilisation"],
-                    mode="lines",
-                    line={"shape": "hv", "color": PALETTE[index % len(PALETTE)]},
-                    name=text(short(link, 48)),
-                    visible=view == views[0],
-                    hovertemplate=(
-                        f"<b>{text(link)}</b><br>t %{{x:.4g}} ms"
-                        "<br>utilisation %{y:.1%}<extra></extra>"
-                    ),
-                )
-            )
-            owners.append(view)
-    fig.update_layout(
-        title={"text": text(short(views[0], 110)), "font": {"size": 13}, "x": 0.35},
-        xaxis={"title": {"text": "time within the step (ms)"}},
-        yaxis={"title": {"text": "utilisation"}, "tickformat": ".0%", "range": [0, 1.05]},
-        legend={"title": {"text": "link"}},
-    )
-    dropdown(
-        fig,
-        [
-            (text(short(v, 60)), [o == v for o in owners], {"title.text": text(short(v, 110))})
-            for v in views
-        ],
     )
     return fig

@@ -5,7 +5,8 @@ Per network (a row) and configuration (a column): the exchange's mean millisecon
 showed in the step (exposed) and that backward hid (hidden), from the timeline's exposed_s and
 hidden_s. Without overlap nothing is hidden, so the bar is the whole exchange. The verdict table
 folds a scenario's overlap axis back together (transitsim/analysis/overlap_verdict.py), as
-`transitsim run` prints it.
+`transitsim run` prints it; it is an HTML table, not a plotly one, so text is never clipped
+(plotly's table cut the descenders of `ring_allreduce`) and it sorts like the summary.
 """
 
 import pandas as pd
@@ -13,7 +14,9 @@ import plotly.graph_objects as go
 
 from transitsim.analysis.overlap_verdict import has_overlap_axis, overlap_verdicts
 from transitsim.base import human
-from transitsim.report.common import config_columns, ms_per_step, network_names, short, text
+from transitsim.report.common import esc, ms_per_step, network_axis, text
+from transitsim.report.grid import column_height, config_columns
+from transitsim.report.names import network_names
 
 HIDING_COLUMNS = ("exposed_s", "hidden_s")
 HIDING_PARTS = (
@@ -31,7 +34,7 @@ def hiding_figure(timeline: pd.DataFrame, labels: dict[str, str]) -> go.Figure:
     networks, configs, values = ms_per_step(timeline, list(HIDING_COLUMNS))
     names = network_names(networks)
     fig = config_columns(configs, labels)
-    y = [text(short(names[n], 48)) for n in networks]
+    y = [text(n) for n in networks]  # keyed by the full id; the axis shows the short name
     for col, config in enumerate(configs, start=1):
         per_step = {column: values[(config, column)] for column, _, _ in HIDING_PARTS}
         exchange = [e + h for e, h in zip(per_step["exposed_s"], per_step["hidden_s"], strict=True)]
@@ -59,48 +62,73 @@ def hiding_figure(timeline: pd.DataFrame, labels: dict[str, str]) -> go.Figure:
                 row=1,
                 col=col,
             )
-        fig.update_xaxes(title_text="exchange ms per step" if col == 1 else None, row=1, col=col)
+        fig.update_xaxes(
+            title_text="exchange time per step (ms)" if col == 1 else None, row=1, col=col
+        )
     for col in range(2, len(configs) + 1):
         fig.update_xaxes(matches="x", row=1, col=col)
+    network_axis(fig, networks, names)
     fig.update_layout(
         barmode="stack",
-        height=max(320, 160 + 22 * len(networks)),
+        height=column_height(fig, len(networks)),
         yaxis={"autorange": "reversed", "tickfont": {"size": 11}},
         legend={"title": {"text": "exchange time"}},
-        margin={"t": 40},
     )
     return fig
 
 
-def overlap_verdict_figure(
+def overlap_verdict_table(
     summary: pd.DataFrame | None, timeline: pd.DataFrame, labels: dict[str, str]
-) -> go.Figure | None:
-    """Per target and network: the fastest configuration without and with overlap (None: the
-    summary has no overlap axis)."""
+) -> str | None:
+    """Per target and network: the fastest configuration without and with overlap, as a
+    sortable HTML table (None: the summary has no overlap axis)."""
     if summary is None or not len(summary) or not has_overlap_axis(summary):
         return None
     table = overlap_verdicts(summary, timeline)
     if table.empty:
         return None
+    names = network_names(list(dict.fromkeys(str(n) for n in table["network"])))
 
     def name(config: object) -> str:
-        return "none reaches it" if config is None else text(labels.get(config, config))
+        return "none reaches it" if config is None else str(labels.get(config, config))
 
-    columns = {
-        "target": [human.loss(float(t)) for t in table["target"]],
-        "network": [text(n) for n in table["network"]],
-        "fastest without overlap": [name(c) for c in table["fastest_without"]],
-        "its time": [human.seconds(t) for t in table["time_without_s"]],
-        "fastest with overlap": [name(c) for c in table["fastest_with"]],
-        "its time with": [human.seconds(t) for t in table["time_with_s"]],
-        "verdict changes": ["yes" if c else "no" for c in table["changed"]],
-    }
-    fig = go.Figure(
-        go.Table(
-            columnwidth=[1, 4, 3, 1.4, 3, 1.4, 1.4],
-            header={"values": [f"<b>{c}</b>" for c in columns], "align": "left"},
-            cells={"values": list(columns.values()), "align": "left"},
+    def seconds(value: float) -> tuple[str, str]:
+        return human.seconds(value), "" if pd.isna(value) else repr(float(value))
+
+    rows = []
+    for row in table.itertuples(index=False):
+        cells = [
+            (human.loss(float(row.target)), repr(float(row.target))),
+            (names[str(row.network)], str(row.network)),
+            (name(row.fastest_without), name(row.fastest_without)),
+            seconds(row.time_without_s),
+            (name(row.fastest_with), name(row.fastest_with)),
+            seconds(row.time_with_s),
+            ("yes" if row.changed else "no", "yes" if row.changed else "no"),
+        ]
+        rows.append(
+            "<tr>"
+            + "".join(
+                f"<td data-v='{esc(value)}'"
+                + (f" title='{esc(row.network)}'" if index == 1 else "")
+                + f">{esc(shown)}</td>"
+                for index, (shown, value) in enumerate(cells)
+            )
+            + "</tr>"
         )
+    header = "".join(f"<th title='click to sort'>{esc(c)}</th>" for c in VERDICT_HEADINGS)
+    return (
+        f"<div class='wide'><table class='sortable' id='overlap-verdict-table'><thead><tr>"
+        f"{header}</tr></thead><tbody>{''.join(rows)}</tbody></table></div>"
     )
-    fig.update_layout(height=min(160 + 28 * len(table), 1400), margin={"t": 10, "b": 10})
-    return fig
+
+
+VERDICT_HEADINGS = (
+    "target",
+    "network",
+    "fastest without overlap",
+    "its time",
+    "fastest with overlap",
+    "its time with overlap",
+    "verdict changes",
+)

@@ -93,6 +93,7 @@ def render_html(
         if panel.figure is not None:
             body += _figure_html(panel, inline_js)
             inline_js = False
+        body += panel.html  # built escaped (a table)
         heading = "<h2 class='first'>" if index == 0 else "<h2>"  # the winner map: compact
         parts.append(
             f"<section id='{panel.key}'>{heading}{esc(panel.heading)}</h2>{body}</section>"

@@ -1,9 +1,11 @@
 """The winner map, the report's first chart: which configuration reaches each target first.
 
-A 1-D sweep: time to target against the swept value, a line per configuration and a star on
-the fastest, one chart per target (and per value of a held text parameter), all on the page at
-once. A 2-D sweep: a heatmap per target of the fastest configuration at each grid point, with
-its margin (runner-up time / best). Listed networks without a sweep: grouped bars per target.
+A 1-D sweep: time to target against the swept value, a line per configuration, error bars
+where the summary has a seed interval, and a star on the fastest, one chart per target (and
+per value of a held parameter such as overlap), all on the page at once. A 2-D sweep: a
+heatmap per target of the fastest configuration at each grid point, with its margin
+(winner_grid.py). Listed networks (with no sweep, or beside one, where the swept value is
+empty): bars per target with the fastest marked (winner_bars.py), never an empty panel.
 """
 
 import math
@@ -11,59 +13,45 @@ import math
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
-from plotly.subplots import make_subplots
 
 from transitsim.analysis.verdict import winners
 from transitsim.base import human
-from transitsim.base.units import key_unit
-from transitsim.report.common import NUMBER, network_names, ordered, short, text
+from transitsim.report.common import ordered, short, text
+from transitsim.report.grid import panel_grid
+from transitsim.report.names import axis_title, axis_unit, number
+from transitsim.report.winner_bars import listed_bars
+from transitsim.report.winner_grid import heatmap_map
+from transitsim.report.winner_parts import (
+    RESULT_COLUMNS,
+    SWEEP_COLUMNS,
+    groups,
+    interval_bounds,
+    interval_text,
+    is_result,
+    margin_text,
+)
 
-SWEEP_COLUMNS = ("network", "config", "variant", "target", "time_to_target_s")
-# Columns of a sweep/summary table that are results, not swept parameters.
-RESULT_COLUMNS = {
-    *SWEEP_COLUMNS,
-    "label",
-    "seeds",
-    "reached",
-    "steps_to_target",
-    "bytes_to_target",
-    "speedup_vs_baseline",
-    "bottleneck",
-    "extrapolated",
-}
-MAX_CHARTS = 6
+__all__ = [
+    "RESULT_COLUMNS",
+    "SWEEP_COLUMNS",
+    "is_result",
+    "listed_figure",
+    "sweep_parameters",
+    "winner_figure",
+]
 
 
 def sweep_parameters(sweep: pd.DataFrame) -> list[str]:
     """Swept parameters a winner map can run along: numeric columns with two or more values."""
     params = []
     for column in sweep.columns:
-        if column in RESULT_COLUMNS or not pd.api.types.is_numeric_dtype(sweep[column]):
+        if is_result(column) or not pd.api.types.is_numeric_dtype(sweep[column]):
             continue
         if pd.api.types.is_bool_dtype(sweep[column]):
             continue
         if sweep[column].dropna().nunique() >= 2:
             params.append(column)
     return params
-
-
-def _groups(
-    sweep: pd.DataFrame, held: list[str], targets: list[float]
-) -> list[tuple[str, pd.DataFrame]]:
-    """(chart title, rows) per target and held-parameter combination, at most MAX_CHARTS."""
-    groups = []
-    for target in targets:
-        part = sweep[sweep["target"] == target]
-        if part.empty:
-            continue
-        combos = part.groupby(held, sort=False, dropna=False) if held else [((), part)]
-        for values, rows in combos:
-            values = values if isinstance(values, tuple) else (values,)
-            extra = ", ".join(f"{k} {human.param(k, v)}" for k, v in zip(held, values, strict=True))
-            groups.append(
-                (f"to loss {human.loss(target)}" + (f" · {extra}" if extra else ""), rows)
-            )
-    return groups[:MAX_CHARTS]
 
 
 def _one_two_five(values: pd.Series) -> list[float]:
@@ -78,11 +66,38 @@ def _one_two_five(values: pd.Series) -> list[float]:
     return ticks
 
 
-def _grid_shape(count: int) -> tuple[int, int]:
-    """Rows and columns of panels: four (two targets, overlap off and on) fit one row, so the
-    chart stays on the report's first screen; more wrap at three a row."""
-    cols = count if count <= 4 else 3
-    return math.ceil(count / cols), cols
+def _stars(part: pd.DataFrame, key: str, divisor: float, labels: dict[str, str]) -> go.Scatter:
+    """The fastest configuration at each swept value, as gold stars (hover: by how much)."""
+    best = winners(part)
+    by_network = part.drop_duplicates("network").set_index("network")[key]
+    stars = [(by_network[w.network] / divisor, w) for w in best if w.config is not None]
+    stars.sort(key=lambda item: item[0])
+    times = part.set_index(["network", "config"])["time_to_target_s"]
+    return go.Scatter(
+        x=[x for x, _ in stars],
+        y=[times[(w.network, w.config)] for _, w in stars],
+        mode="markers",
+        name="fastest",
+        legendgroup="fastest",
+        marker={
+            "symbol": "star",
+            "size": 15,
+            "color": "gold",
+            "line": {"color": "black", "width": 1},
+        },
+        customdata=np.column_stack(
+            [
+                [text(labels.get(w.config, w.config)) for _, w in stars],
+                [margin_text(w.margin) for _, w in stars],
+            ]
+        )
+        if stars
+        else None,
+        hovertemplate=(
+            "fastest: <b>%{customdata[0]}</b><br>%{customdata[1]} ahead of the next<extra></extra>"
+        ),
+        meta=[w.config for _, w in stars],
+    )
 
 
 def _line_map(
@@ -93,100 +108,75 @@ def _line_map(
     labels: dict[str, str],
     palette: dict[str, str],
 ) -> go.Figure:
-    groups = _groups(sweep, held, targets)
-    rows, cols = _grid_shape(len(groups))
-    fig = make_subplots(
-        rows=rows,
-        cols=cols,
-        subplot_titles=[text(title) for title, _ in groups],
-        horizontal_spacing=0.07,
-        vertical_spacing=0.16,
-    )
+    found = groups(sweep, held, targets)
+    fig, _, cols = panel_grid([title for title, _ in found])
+    unit, divisor = axis_unit(key, sweep[key].dropna().astype(float).tolist())
     shown: set[str] = set()
-    for index, (_, part) in enumerate(groups):
+    for index, (_, part) in enumerate(found):
         row, col = index // cols + 1, index % cols + 1
         for config in ordered(part["config"]):
             line = part[part["config"] == config].sort_values(key, kind="stable")
             name = labels.get(config, config)
+            mean = line["time_to_target_s"].astype("float64")
+            low, high = interval_bounds(line)
+            spread = low is not None and bool(((high - low) > 0).any())
             fig.add_trace(
                 go.Scatter(
-                    x=line[key],
-                    y=line["time_to_target_s"],
+                    x=line[key].astype("float64") / divisor,
+                    y=mean,
                     mode="lines+markers",
                     name=text(short(name, 40)),
                     legendgroup=text(config),
                     showlegend=config not in shown,
                     line={"color": palette[config], "width": 2},
                     marker={"size": 7},
+                    error_y={
+                        "type": "data",
+                        "symmetric": False,
+                        "array": (high - mean).clip(lower=0).fillna(0.0).tolist(),
+                        "arrayminus": (mean - low).clip(lower=0).fillna(0.0).tolist(),
+                        "thickness": 1.3,
+                        "width": 4,
+                        "color": palette[config],
+                    }
+                    if spread
+                    else None,
                     customdata=np.column_stack(
                         [
                             [human.param(key, v) for v in line[key]],
-                            [human.seconds(v) for v in line["time_to_target_s"]],
+                            [human.seconds(v) for v in mean],
+                            interval_text(line),
                         ]
                     ),
                     hovertemplate=(
-                        f"<b>{text(name)}</b><br>{text(key)} %{{customdata[0]}}"
-                        "<br>time to target %{customdata[1]}<extra></extra>"
+                        f"<b>{text(name)}</b><br>{text(axis_title(key, []))} %{{customdata[0]}}"
+                        "<br>time to target %{customdata[1]}%{customdata[2]}<extra></extra>"
                     ),
                 ),
                 row=row,
                 col=col,
             )
             shown.add(config)
-        best = winners(part)
-        by_network = part.drop_duplicates("network").set_index("network")[key]
-        stars = [(by_network[w.network], w) for w in best if w.config is not None]
-        stars.sort(key=lambda item: item[0])
-        times = part.set_index(["network", "config"])["time_to_target_s"]
-        fig.add_trace(
-            go.Scatter(
-                x=[x for x, _ in stars],
-                y=[times[(w.network, w.config)] for _, w in stars],
-                mode="markers",
-                name="fastest",
-                legendgroup="fastest",
-                showlegend="fastest" not in shown,
-                marker={
-                    "symbol": "star",
-                    "size": 15,
-                    "color": "gold",
-                    "line": {"color": "black", "width": 1},
-                },
-                customdata=np.column_stack(
-                    [
-                        [text(labels.get(w.config, w.config)) for _, w in stars],
-                        [human.ratio(w.margin) for _, w in stars],
-                    ]
-                )
-                if stars
-                else None,
-                hovertemplate=(
-                    "fastest: <b>%{customdata[0]}</b><br>%{customdata[1]} ahead of the next"
-                    "<extra></extra>"
-                ),
-            ),
-            row=row,
-            col=col,
-        )
+        stars = _stars(part, key, divisor, labels)
+        stars.showlegend = "fastest" not in shown
+        fig.add_trace(stars, row=row, col=col)
         shown.add("fastest")
         previous = None
-        for x, w in stars:
-            if previous is not None and w.config != previous:
+        for x, config in zip(stars.x, stars.meta, strict=True):
+            if previous is not None and config != previous and math.isfinite(x):
                 fig.add_vline(x=x, line={"dash": "dot", "color": "#444"}, row=row, col=col)
-            previous = w.config
-        values = part[key].dropna()
+            previous = config
+        values = part[key].dropna().astype("float64")
         log_x = bool((values > 0).all() and values.max() / values.min() >= 100)
         spent = part["time_to_target_s"].dropna()
         log_y = bool(len(spent) and (spent > 0).all() and spent.max() / spent.min() >= 10)
-        ticks = sorted(values.unique())
+        ticks = sorted(values.unique() / divisor)
         fig.update_xaxes(
             type="log" if log_x else "linear",
-            title_text=text(key),
-            tickvals=ticks if key_unit(key) and len(ticks) <= 12 else None,
-            ticktext=[human.param(key, v) for v in ticks]
-            if key_unit(key) and len(ticks) <= 12
-            else None,
-            exponentformat="SI",
+            title_text=text(axis_title(key, values.tolist())),
+            tickvals=ticks if len(ticks) <= 12 else None,
+            ticktext=[number(v) for v in ticks] if len(ticks) <= 12 else None,
+            ticksuffix=" %" if unit == "%" and len(ticks) > 12 else None,
             row=row,
             col=col,
         )
@@ -194,140 +184,12 @@ def _line_map(
         fig.update_yaxes(
             type="log" if log_y else "linear",
             tickvals=y_ticks,
-            ticktext=[human.seconds(v) for v in y_ticks] if y_ticks else None,
-            title_text="time to target" if col == 1 else None,
+            ticktext=[number(v) for v in y_ticks] if y_ticks else None,
+            title_text="time to target (s)" if col == 1 else None,
             row=row,
             col=col,
         )
-    fig.update_layout(
-        height=420 if rows == 1 else 330 * rows,
-        legend={"title": {"text": "configuration"}},
-        hovermode="closest",
-        margin={"t": 50, "b": 50},
-    )
-    return fig
-
-
-def _heatmap(
-    sweep: pd.DataFrame,
-    keys: list[str],
-    held: list[str],
-    targets: list[float],
-    labels: dict[str, str],
-    palette: dict[str, str],
-) -> go.Figure:
-    """Fastest configuration per (x, y) grid point, coloured by configuration, margin as text."""
-    x_key, y_key = keys[0], keys[1]
-    held = held + keys[2:]
-    groups = _groups(sweep, held, targets)
-    rows, cols = _grid_shape(len(groups))
-    fig = make_subplots(
-        rows=rows,
-        cols=cols,
-        subplot_titles=[text(title) for title, _ in groups],
-        horizontal_spacing=0.08,
-        vertical_spacing=0.18,
-    )
-    configs = ordered(sweep["config"])
-    index_of = {config: i for i, config in enumerate(configs)}
-    scale = []
-    for i, config in enumerate(configs):  # a stepped colour scale: one band per configuration
-        low, high = i / len(configs), (i + 1) / len(configs)
-        scale += [[low, palette[config]], [high, palette[config]]]
-    for number, (_, part) in enumerate(groups):
-        row, col = number // cols + 1, number % cols + 1
-        xs = sorted(part[x_key].dropna().unique())
-        ys = sorted(part[y_key].dropna().unique())
-        z = np.full((len(ys), len(xs)), np.nan)
-        labels_grid = np.full((len(ys), len(xs)), "none reach it", dtype=object)
-        points = part.drop_duplicates("network").set_index("network")[[x_key, y_key]]
-        for w in winners(part):
-            if w.network not in points.index:
-                continue
-            xv, yv = points.loc[w.network]
-            i, j = ys.index(yv), xs.index(xv)
-            if w.config is None:
-                continue
-            z[i, j] = index_of[w.config]
-            margin = "only one" if math.isnan(w.margin) else human.ratio(w.margin)
-            labels_grid[i, j] = f"{text(short(labels.get(w.config, w.config), 18))}<br>{margin}"
-        fig.add_trace(
-            go.Heatmap(
-                x=[human.param(x_key, v) for v in xs],
-                y=[human.param(y_key, v) for v in ys],
-                z=z,
-                zmin=-0.5,
-                zmax=len(configs) - 0.5,
-                colorscale=scale,
-                showscale=False,
-                text=labels_grid,
-                texttemplate="%{text}",
-                textfont={"size": 11, "color": "white"},
-                xgap=2,
-                ygap=2,
-                hovertemplate=(
-                    f"{text(x_key)} %{{x}}<br>{text(y_key)} %{{y}}<br>fastest: %{{text}}"
-                    "<extra></extra>"
-                ),
-            ),
-            row=row,
-            col=col,
-        )
-        fig.update_xaxes(title_text=text(x_key), type="category", row=row, col=col)
-        fig.update_yaxes(title_text=text(y_key), type="category", row=row, col=col)
-    for config in configs:  # legend entries: the heatmap has none of its own
-        fig.add_trace(
-            go.Scatter(
-                x=[None],
-                y=[None],
-                mode="markers",
-                marker={"symbol": "square", "size": 14, "color": palette[config]},
-                name=text(short(labels.get(config, config), 40)),
-                showlegend=True,
-            )
-        )
-    fig.update_layout(
-        height=420 if rows == 1 else 340 * rows,
-        legend={"title": {"text": "fastest (margin: runner-up / best)"}},
-        margin={"t": 50, "b": 50},
-        plot_bgcolor="#f3f3f3",
-    )
-    return fig
-
-
-def _bars(
-    summary: pd.DataFrame, targets: list[float], labels: dict[str, str], palette: dict[str, str]
-) -> go.Figure:
-    """Listed networks, no sweep: time to each target per network, a bar per configuration."""
-    groups = [(f"to loss {human.loss(t)}", summary[summary["target"] == t]) for t in targets]
-    groups = groups[:MAX_CHARTS]
-    rows, cols = _grid_shape(len(groups))
-    fig = make_subplots(rows=rows, cols=cols, subplot_titles=[text(t) for t, _ in groups])
-    names = network_names(ordered(summary["network"]))
-    shown: set[str] = set()
-    for number, (_, part) in enumerate(groups):
-        row, col = number // cols + 1, number % cols + 1
-        for config in ordered(part["config"]):
-            bars = part[part["config"] == config]
-            fig.add_trace(
-                go.Bar(
-                    y=[text(short(names[n], 36)) for n in bars["network"]],
-                    x=bars["time_to_target_s"],
-                    orientation="h",
-                    name=text(short(labels.get(config, config), 40)),
-                    legendgroup=text(config),
-                    showlegend=config not in shown,
-                    marker={"color": palette[config]},
-                    hovertemplate=f"{text(labels.get(config, config))}: %{{x{NUMBER}}} s"
-                    "<extra></extra>",
-                ),
-                row=row,
-                col=col,
-            )
-            shown.add(config)
-        fig.update_xaxes(title_text="time to target (s)", row=row, col=col)
-    count = summary["network"].nunique()
-    fig.update_layout(barmode="group", height=max(360, 120 + 28 * count * rows))
+    fig.update_layout(legend={"title": {"text": "configuration"}}, hovermode="closest")
     return fig
 
 
@@ -341,14 +203,50 @@ def winner_figure(
     """The winner map for this run, and a one-line note on how to read it."""
     if sweep is not None and len(sweep):
         keys = sweep_parameters(sweep)
-        params = [c for c in sweep.columns if c not in RESULT_COLUMNS]
-        held = [p for p in params if p not in keys and sweep[p].nunique(dropna=False) > 1]
-        if len(keys) == 1:
-            note = "a star marks the fastest configuration at each value; dotted: where it changes"
-            return _line_map(sweep, keys[0], held, targets, labels, palette), note
-        if len(keys) >= 2:
+        if keys:
+            points = sweep.dropna(subset=keys, how="any")
+            params = [c for c in points.columns if not is_result(c)]
+            held = [p for p in params if p not in keys and points[p].nunique(dropna=False) > 1]
+            bars = " (bars: seed interval)" if "time_to_target_s_lo" in sweep else ""
+            if len(keys) == 1:
+                note = (
+                    "a star marks the fastest configuration at each value; dotted: where it "
+                    f"changes{bars}"
+                )
+                return _line_map(points, keys[0], held, targets, labels, palette), note
             note = "each cell: the fastest configuration there, and how much faster than the next"
-            return _heatmap(sweep, keys, held, targets, labels, palette), note
-    if summary is not None and len(summary) and summary["time_to_target_s"].notna().any():
-        return _bars(summary, targets, labels, palette), "time to each target on each network"
+            return heatmap_map(points, keys, held, targets, labels, palette), note
+    rows = summary if sweep is None or not len(sweep) else sweep
+    if rows is not None and len(rows) and rows["time_to_target_s"].notna().any():
+        held = [c for c in rows.columns if not is_result(c) and rows[c].nunique() > 1]
+        figure = listed_bars(rows, held, targets, labels, palette)
+        return figure, "time to each target on each network; ★ and a black outline: the fastest"
     return None, "no configuration reached a target"
+
+
+def listed_figure(
+    sweep: pd.DataFrame | None,
+    targets: list[float],
+    labels: dict[str, str],
+    palette: dict[str, str],
+) -> go.Figure | None:
+    """Beside a sweep: the networks listed one by one (no swept value), as bars per target with
+    the fastest marked; None when the sweep has none or nothing reached a target there."""
+    if sweep is None or not len(sweep):
+        return None
+    keys = sweep_parameters(sweep)
+    if not keys:
+        return None
+    listed = sweep[sweep[keys].isna().all(axis=1)]
+    if listed.empty or not listed["time_to_target_s"].notna().any():
+        return None
+    held = [
+        c
+        for c in listed.columns
+        if not is_result(c)
+        and c not in keys
+        and listed[c].notna().any()
+        and listed[c].nunique() > 1
+    ]
+    everything = ordered(sweep["network"].astype(str))
+    return listed_bars(listed, held, targets, labels, palette, everything)

@@ -1,0 +1,146 @@
+"""Screenshots of every shipped scenario's report, for a person to review the charts by eye.
+
+For each scenario (default: scenarios/*.yaml) this runs it (as `transitsim run` does), opens its
+report.html in Debian's headless Chromium (the flags of tests/browser.py) and writes two PNGs:
+`<name>-first-screen.png` (the 1280 x 800 window a reader opens on) and `<name>-full.png` (the
+whole page, 1280 px wide), palette-compressed so the lot stays a few MB in git.
+
+    python tools/screenshot_reports.py                       # all, into docs/report-screenshots/
+    python tools/screenshot_reports.py scenarios/cluster.yaml --keep out/shots
+    python tools/screenshot_reports.py --reports out/shots   # re-shoot reports already run
+
+Needs /usr/bin/chromium (apt-get install chromium) and Pillow (pip install pillow). All
+scenarios took about 6 minutes on this 2-core machine (moving-bands about 3). Errors are one
+line, exit 2.
+"""
+
+import argparse
+import re
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))  # one Chromium flag list: the tests' own
+
+from browser import CHROMIUM, chromium  # noqa: E402
+
+WIDTH = 1280
+FIRST_SCREEN = (WIDTH, 800)
+MAX_HEIGHT = 16_000  # Chromium's largest screenshot surface is about 16k px
+# Appended to a copy of the page: its full height once plotly has drawn every chart.
+MEASURE = """<script>
+window.addEventListener('load', function () { setTimeout(function () {
+  document.body.setAttribute('data-height', String(document.documentElement.scrollHeight));
+}, 0); });
+</script></body>"""
+
+
+class ShotError(Exception):
+    """A problem to report in one line."""
+
+
+def page_height(report: Path, profile: Path) -> int:
+    """The report's full height in CSS pixels at WIDTH, measured in the browser."""
+    measured = report.with_name("measure-height.html")
+    measured.write_text(report.read_text(encoding="utf-8").replace("</body>", MEASURE, 1))
+    try:
+        dump = chromium(
+            profile,
+            f"--window-size={WIDTH},1000",
+            "--virtual-time-budget=20000",
+            "--dump-dom",
+            measured.as_uri(),
+        )
+    finally:
+        measured.unlink()
+    found = re.search(r'data-height="(\d+)"', dump.stdout)
+    if dump.returncode != 0 or not found:
+        raise ShotError(f"{report}: the page did not render in Chromium")
+    return int(found.group(1))
+
+
+def screenshot(report: Path, png: Path, size: tuple[int, int], profile: Path) -> None:
+    """One PNG of the report at this window size, palette-compressed in place."""
+    from PIL import Image
+
+    taken = chromium(
+        profile,
+        f"--window-size={size[0]},{size[1]}",
+        "--virtual-time-budget=20000",
+        f"--screenshot={png}",
+        report.as_uri(),
+    )
+    if taken.returncode != 0 or not png.exists():
+        raise ShotError(f"{report}: Chromium took no screenshot")
+    with Image.open(png) as image:
+        # octree keeps the chart palette's colours apart (median cut merged green into blue)
+        small = image.convert("RGB").quantize(colors=256, method=Image.Quantize.FASTOCTREE)
+    small.save(png, optimize=True)
+
+
+def shoot(report: Path, name: str, out: Path, work: Path) -> list[Path]:
+    """The first screen and the full page of one report."""
+    height = min(page_height(report, work / "profile-measure") + 40, MAX_HEIGHT)
+    first, full = out / f"{name}-first-screen.png", out / f"{name}-full.png"
+    screenshot(report, first, FIRST_SCREEN, work / "profile-first")
+    screenshot(report, full, (WIDTH, height), work / "profile-full")
+    return [first, full]
+
+
+def run_report(scenario: Path, folder: Path) -> Path:
+    """Run one scenario into folder; its report.html."""
+    from transitsim.run import run_scenario
+    from transitsim.scenario import load_scenario
+
+    run_scenario(load_scenario(scenario), folder, quiet=True)  # Dask past a few seconds of work
+    return folder / "report.html"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("scenarios", nargs="*", type=Path, help="default: scenarios/*.yaml")
+    parser.add_argument("--out", type=Path, default=ROOT / "docs" / "report-screenshots")
+    parser.add_argument("--keep", type=Path, help="run into KEEP/<name>/ (default: a temp dir)")
+    parser.add_argument("--reports", type=Path, help="shoot REPORTS/<name>/report.html, no runs")
+    args = parser.parse_args(argv)
+    try:
+        from PIL import Image  # noqa: F401
+    except ImportError:
+        print("screenshot_reports: needs Pillow (pip install pillow)", file=sys.stderr)
+        return 2
+    if not CHROMIUM.exists():
+        print(f"screenshot_reports: needs {CHROMIUM} (apt-get install chromium)", file=sys.stderr)
+        return 2
+    scenarios = args.scenarios or sorted((ROOT / "scenarios").glob("*.yaml"))
+    args.out.mkdir(parents=True, exist_ok=True)
+    from transitsim.base.errors import TransitsimError
+
+    summary = {}
+    with tempfile.TemporaryDirectory(prefix="report-shots-") as tmp:
+        work = Path(tmp)
+        for scenario in scenarios:
+            name = scenario.stem
+            started = time.perf_counter()
+            try:
+                if args.reports is not None:
+                    report = args.reports / name / "report.html"
+                    if not report.exists():
+                        raise ShotError(f"{report}: no such report")
+                else:
+                    report = run_report(scenario, (args.keep or work) / name)
+                shots = shoot(report, name, args.out, work)
+            except (ShotError, TransitsimError) as error:
+                print(f"screenshot_reports: {error}", file=sys.stderr)
+                return 2
+            sizes = [f"{p.name} {p.stat().st_size / 1e3:.0f} kB" for p in shots]
+            summary[name] = sizes
+            print(f"{name}: {', '.join(sizes)} ({time.perf_counter() - started:.0f} s)")
+    total = sum(p.stat().st_size for p in args.out.glob("*.png"))
+    print(f"{len(summary)} report(s), {total / 1e6:.1f} MB of PNGs in {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,108 @@
+"""A 2-D sweep's winner map: per target (and held value), a heatmap of the fastest
+configuration at each grid point, coloured by configuration, with a short tag and its margin
+(runner-up time / best) in each cell. Axes are named for people, in one unit each.
+"""
+
+import math
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+
+from transitsim.analysis.verdict import winners
+from transitsim.report.common import ordered, short, text
+from transitsim.report.grid import panel_grid
+from transitsim.report.names import axis_title, config_tags, value_text
+from transitsim.report.winner_parts import groups, margin_text
+
+
+def heatmap_map(
+    sweep: pd.DataFrame,
+    keys: list[str],
+    held: list[str],
+    targets: list[float],
+    labels: dict[str, str],
+    palette: dict[str, str],
+) -> go.Figure:
+    """Fastest configuration per (x, y) grid point, coloured by configuration, margin as text."""
+    x_key, y_key = keys[0], keys[1]
+    held = held + keys[2:]
+    found = groups(sweep, held, targets)
+    fig, _, cols = panel_grid([title for title, _ in found], row_px=300, horizontal_spacing=0.06)
+    configs = ordered(sweep["config"])
+    variants = dict(zip(sweep["config"], sweep["variant"].astype(str), strict=True))
+    tags = config_tags(configs, labels, variants)
+    index_of = {config: i for i, config in enumerate(configs)}
+    scale = []
+    for i, config in enumerate(configs):  # a stepped colour scale: one band per configuration
+        low, high = i / len(configs), (i + 1) / len(configs)
+        scale += [[low, palette[config]], [high, palette[config]]]
+    x_all = sweep[x_key].dropna().astype(float).tolist()
+    y_all = sweep[y_key].dropna().astype(float).tolist()
+    for number, (_, part) in enumerate(found):
+        row, col = number // cols + 1, number % cols + 1
+        xs = sorted(part[x_key].dropna().unique())
+        ys = sorted(part[y_key].dropna().unique())
+        z = np.full((len(ys), len(xs)), np.nan)
+        cells = np.full((len(ys), len(xs)), "none<br>reach it", dtype=object)
+        hover = np.full((len(ys), len(xs)), "none reaches it", dtype=object)
+        points = part.drop_duplicates("network").set_index("network")[[x_key, y_key]]
+        for w in winners(part):
+            if w.network not in points.index or w.config is None:
+                continue
+            xv, yv = points.loc[w.network]
+            i, j = ys.index(yv), xs.index(xv)
+            z[i, j] = index_of[w.config]
+            margin = "only one" if math.isnan(w.margin) else margin_text(w.margin)
+            cells[i, j] = f"{text(tags[w.config])}<br>{margin}"
+            hover[i, j] = f"{text(labels.get(w.config, w.config))}, {margin} ahead of the next"
+        fig.add_trace(
+            go.Heatmap(
+                x=[value_text(x_key, v, x_all) for v in xs],
+                y=[value_text(y_key, v, y_all) for v in ys],
+                z=z,
+                zmin=-0.5,
+                zmax=len(configs) - 0.5,
+                colorscale=scale,
+                showscale=False,
+                text=cells,
+                customdata=hover,
+                texttemplate="%{text}",
+                textfont={"size": 11, "color": "white"},
+                xgap=2,
+                ygap=2,
+                hovertemplate=(
+                    f"{text(axis_title(x_key, x_all))} %{{x}}<br>{text(axis_title(y_key, y_all))}"
+                    " %{y}<br>fastest: %{customdata}<extra></extra>"
+                ),
+            ),
+            row=row,
+            col=col,
+        )
+        fig.update_xaxes(
+            title_text=text(axis_title(x_key, x_all)), type="category", row=row, col=col
+        )
+        fig.update_yaxes(
+            title_text=text(axis_title(y_key, y_all)) if col == 1 else None,
+            type="category",
+            row=row,
+            col=col,
+        )
+    for config in configs:  # legend entries: the heatmap has none of its own
+        fig.add_trace(
+            go.Scatter(
+                x=[None],
+                y=[None],
+                mode="markers",
+                marker={"symbol": "square", "size": 14, "color": palette[config]},
+                name=text(f"{tags[config]}: {short(labels.get(config, config), 36)}")
+                if tags[config] != labels.get(config, config).split(" ", 1)[0]
+                else text(short(labels.get(config, config), 40)),
+                showlegend=True,
+            )
+        )
+    fig.update_layout(
+        legend={"title": {"text": "fastest (margin: runner-up / best)"}},
+        plot_bgcolor="#f3f3f3",
+    )
+    return fig
