@@ -469,3 +469,37 @@ def test_error_bars_reach_the_page(tmp_path: Path) -> None:
     )
     data, _ = read_figures(path.read_text(encoding="utf-8"))["plot-winner"]
     assert any(t.get("error_y") for t in data)
+
+
+def test_winner_map_calls_a_near_tie_a_tie() -> None:
+    """A cell whose runner-up is within the verdict's 1 % reads "tie", as the verdict says; a
+    clear win keeps its margin alone (issue 22: winners by noise)."""
+    from transitsim.report.winner_grid import heatmap_map
+
+    rows = []
+    for rate, b_time in ((1e9, 452.0), (10e9, 300.0)):
+        for config, variant, time_s in (("a", "A", 453.7), ("b", "B", b_time)):
+            rows.append(
+                {
+                    "config": config,
+                    "variant": variant,
+                    "network": f"2dc[rate={rate:g}]",
+                    "wan_link.rate": rate,
+                    "wan_link.length": 5e6,
+                    "target": 2.0,
+                    "time_to_target_s": time_s,
+                }
+            )
+    sweep = pd.DataFrame(rows)
+    labels = {"a": "A AdamW", "b": "B top-k"}
+    fig = heatmap_map(
+        sweep,
+        ["wan_link.rate", "wan_link.length"],
+        [],
+        [2.0],
+        labels,
+        {"a": "#1f77b4", "b": "#ff7f0e"},
+    )
+    cells = [str(c) for trace in fig.data for c in np.asarray(trace.text).ravel()]
+    assert any("tie" in c and "1.00x" in c for c in cells), cells  # 452.0 vs 453.7: 0.37 %
+    assert any("1.51x" in c and "tie" not in c for c in cells), cells  # 300 vs 453.7: a win

@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
+from transitsim.analysis.outcomes import DEFAULT_TIE_MARGIN
 from transitsim.analysis.verdict import winners
 from transitsim.report.common import ordered, short, text
 from transitsim.report.grid import panel_grid
@@ -54,8 +55,13 @@ def heatmap_map(
             i, j = ys.index(yv), xs.index(xv)
             z[i, j] = index_of[w.config]
             margin = "only one" if math.isnan(w.margin) else margin_text(w.margin)
-            cells[i, j] = f"{text(tags[w.config])}<br>{margin}"
-            hover[i, j] = f"{text(labels.get(w.config, w.config))}, {margin} ahead of the next"
+            name = text(labels.get(w.config, w.config))
+            if w.margin < 1 + DEFAULT_TIE_MARGIN:  # as the verdict calls it: a tie, not a win
+                cells[i, j] = f"{text(tags[w.config])} tie<br>{margin}"
+                hover[i, j] = f"{name} ties with the next ({margin}: within 1 %)"
+            else:
+                cells[i, j] = f"{text(tags[w.config])}<br>{margin}"
+                hover[i, j] = f"{name}, {margin} ahead of the next"
         fig.add_trace(
             go.Heatmap(
                 x=[value_text(x_key, v, x_all) for v in xs],
