@@ -503,3 +503,40 @@ def test_winner_map_calls_a_near_tie_a_tie() -> None:
     cells = [str(c) for trace in fig.data for c in np.asarray(trace.text).ravel()]
     assert any("tie" in c and "1.00x" in c for c in cells), cells  # 452.0 vs 453.7: 0.37 %
     assert any("1.51x" in c and "tie" not in c for c in cells), cells  # 300 vs 453.7: a win
+
+
+def test_winner_map_calls_overlapping_seed_intervals_a_tie() -> None:
+    """2.2x apart in the mean, but the seeds' ranges overlap: the verdict calls it a tie, and so
+    does the map."""
+    from transitsim.report.winner_grid import heatmap_map
+
+    rows = []
+    for rate in (1e9, 10e9):
+        for config, variant, mean, lo, hi in (
+            ("a", "A", 82.6, 55.0, 110.0),
+            ("b", "B", 103.2, 103.1, 103.3),
+        ):
+            overlap = rate == 1e9
+            rows.append(
+                {
+                    "config": config,
+                    "variant": variant,
+                    "network": f"2dc[rate={rate:g}]",
+                    "wan_link.rate": rate,
+                    "wan_link.length": 1e4,
+                    "target": 3.3,
+                    "time_to_target_s": mean,
+                    "time_to_target_s_lo": lo if overlap else mean,
+                    "time_to_target_s_hi": hi if overlap else mean,
+                }
+            )
+    fig = heatmap_map(
+        pd.DataFrame(rows),
+        ["wan_link.rate", "wan_link.length"],
+        [],
+        [3.3],
+        {"a": "A AdamW", "b": "B top-k"},
+        {"a": "#1f77b4", "b": "#ff7f0e"},
+    )
+    cells = [str(c) for trace in fig.data for c in np.asarray(trace.text).ravel()]
+    assert sum("tie" in c for c in cells) == 1, cells  # the overlapping point only

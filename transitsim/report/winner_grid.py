@@ -56,9 +56,11 @@ def heatmap_map(
             z[i, j] = index_of[w.config]
             margin = "only one" if math.isnan(w.margin) else margin_text(w.margin)
             name = text(labels.get(w.config, w.config))
-            if w.margin < 1 + DEFAULT_TIE_MARGIN:  # as the verdict calls it: a tie, not a win
+            if w.margin < 1 + DEFAULT_TIE_MARGIN or _intervals_overlap(part, w.network):
                 cells[i, j] = f"{text(tags[w.config])} tie<br>{margin}"
-                hover[i, j] = f"{name} ties with the next ({margin}: within 1 %)"
+                hover[i, j] = (
+                    f"{name} ties with the next ({margin}: within 1 % or seed ranges overlap)"
+                )
             else:
                 cells[i, j] = f"{text(tags[w.config])}<br>{margin}"
                 hover[i, j] = f"{name}, {margin} ahead of the next"
@@ -112,3 +114,17 @@ def heatmap_map(
         plot_bgcolor="#f3f3f3",
     )
     return fig
+
+
+def _intervals_overlap(part: pd.DataFrame, network: str) -> bool:
+    """Whether the two fastest at `network` have seed intervals that overlap (the verdict's other
+    tie rule); False where the summary carries no intervals."""
+    if not {"time_to_target_s_lo", "time_to_target_s_hi"} <= set(part.columns):
+        return False
+    rows = part[part["network"] == network].dropna(subset=["time_to_target_s"])
+    rows = rows.drop_duplicates("config").sort_values("time_to_target_s", kind="stable")
+    if len(rows) < 2:
+        return False
+    best, next_ = rows.iloc[0], rows.iloc[1]
+    low, high = next_["time_to_target_s_lo"], best["time_to_target_s_hi"]
+    return bool(pd.notna(low) and pd.notna(high) and low <= high)
