@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from transitsim.base.errors import TransitsimError
+from transitsim.base.reading import read_regular_file
 
 MAX_ROWS = 100_000  # a day at one row a second is 86,400
 MAX_CSV_BYTES = 16 << 20
@@ -183,13 +184,10 @@ def read_background_csv(path: Path | str, rate_bps: float) -> Background:
     from transitsim.base.units import parse_rate_bps
 
     path = Path(path)
+    raw = read_regular_file(path, MAX_CSV_BYTES, "background CSV")  # never a FIFO or /dev/zero
     try:
-        if path.stat().st_size > MAX_CSV_BYTES:
-            raise TransitsimError(f"{path}: background CSV larger than {MAX_CSV_BYTES >> 20} MiB")
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise TransitsimError(f"{path}: background CSV not found") from None
-    except (OSError, UnicodeDecodeError) as exc:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
         raise TransitsimError(f"{path}: cannot read background CSV: {exc}") from None
     try:
         rows = list(csv.reader(text.splitlines()))
