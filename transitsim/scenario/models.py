@@ -10,6 +10,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BeforeValidator, Field, PrivateAttr, WithJsonSchema, model_validator
 
+from transitsim.analysis.metrics import MAX_TARGETS
 from transitsim.base.errors import TransitsimError
 from transitsim.base.units import parse_time_s, show_value
 from transitsim.network import LinkFault
@@ -249,7 +250,7 @@ class Scenario(_Strict):
     bucket_size: Size = Field(
         DDP_BUCKET_BYTES, gt=0, description="DDP bucket cap for overlap (default 25 MiB, as DDP's)"
     )
-    targets: list[Target] = Field(min_length=1)
+    targets: list[Target] = Field(min_length=1, max_length=MAX_TARGETS)
     baseline: str | None = Field(None, description="a variant id or a config name (or label)")
     outputs: OutputsModel = Field(default_factory=OutputsModel)
 
