@@ -17,7 +17,7 @@ from typing import Any
 
 import pandas as pd
 
-from transitsim.base.atomic import check_writable_folder
+from transitsim.base.atomic import check_writable_folder, remove_stale_temps
 from transitsim.base.errors import TransitsimError
 from transitsim.base.reading import read_regular_file
 from transitsim.traces.format import (
@@ -426,6 +426,8 @@ def import_logs(paths: list[Path | str], out_dir: Path | str) -> list[ImportResu
                 "import them into different folders"
             )
     out_dir = Path(out_dir)
+    if out_dir.is_dir():  # what a killed import left; a live writer's temp file is locked
+        remove_stale_temps(out_dir, ".*.parquet.*.tmp")
     for result in results:
         trace = result.trace
         trace.path = write_trace(
