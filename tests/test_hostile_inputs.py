@@ -466,10 +466,14 @@ def test_a_scenario_key_with_a_line_break_is_one_line(work: Path, capsys) -> Non
 
 
 def test_a_log_that_never_ends_is_refused(tmp_path: Path, capsys, monkeypatch) -> None:
-    """`traces import /dev/zero` read forever (and grew without bound)."""
+    """`traces import /dev/zero` read forever (and grew without bound); a device is no log, and
+    a regular file is read to its bound only."""
     from transitsim.traces import experiment_logs as importers
 
     monkeypatch.setattr(importers, "MAX_LOG_BYTES", 10_000)
     out = tmp_path / "out"
-    one_line_exit_2(["traces", "import", "/dev/zero", "-o", str(out)], capsys, "10,000 bytes")
+    one_line_exit_2(["traces", "import", "/dev/zero", "-o", str(out)], capsys, "not a regular file")
+    big = tmp_path / "big.jsonl"
+    big.write_bytes(b" " * 10_001)
+    one_line_exit_2(["traces", "import", str(big), "-o", str(out)], capsys, "10,001 bytes")
     assert not out.exists()

@@ -6,6 +6,7 @@ folder at once both finish, leaving one whole set.
 """
 
 import fcntl
+import json
 import os
 import signal
 import subprocess
@@ -218,3 +219,83 @@ def test_sigterm_while_writing_leaves_no_temporary_files(tmp_path: Path) -> None
         terminated(tmp)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # handlers put back
+
+
+# --- issue 27: folders removed meanwhile, temp files of killed writers -------------------------
+
+MOMENTS = [  # (outfolder function, its call that first finds the parent gone)
+    ("remove_stale_staging", 1),  # before the staging folder is made
+    ("check_writable_file", 1),  # before the first file is written into it
+    ("check_writable_file", 3),  # between two files
+    ("_parent_locked", 2),  # before it is published
+    ("_publish", 1),  # while it is published
+]
+
+
+@pytest.mark.parametrize(("function", "call"), MOMENTS)
+def test_a_run_whose_parent_folder_is_removed_meanwhile_is_one_line(
+    work: Path, tmp_path: Path, capsys, monkeypatch, function: str, call: int
+) -> None:
+    """3 of these 5 moments ended in a traceback (FileNotFoundError, OSError from pandas)."""
+    import shutil
+
+    parent = tmp_path / "parent"
+    parent.mkdir()
+    original = getattr(outfolder, function)
+    calls = []
+
+    def removing(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == call:
+            shutil.rmtree(parent)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(outfolder, function, removing)
+    argv = ["run", str(work / "s.yaml"), "--serial", "-q", "-o", str(parent / "out")]
+    code, _, stderr = run_cli(argv, capsys)
+    assert len(calls) >= call, "the moment was never reached"
+    assert code == 2, stderr
+    assert stderr.count("\n") == 1 and "was removed while the run wrote" in stderr, stderr
+    assert [p.name for p in tmp_path.iterdir()] == [], "something was left behind"
+
+
+def _killed_writer(target: Path) -> subprocess.Popen:
+    """A process inside atomic_path(target), its temp file written, waiting to be killed."""
+    code = (
+        "import sys, time\nfrom transitsim.base.atomic import atomic_path\n"
+        "with atomic_path(sys.argv[1]) as tmp:\n"
+        "    tmp.write_bytes(b'half')\n    print('writing', flush=True)\n    time.sleep(120)\n"
+    )
+    process = subprocess.Popen(
+        [sys.executable, "-c", code, str(target)], stdout=subprocess.PIPE, text=True
+    )
+    assert process.stdout is not None and process.stdout.readline() == "writing\n"
+    return process
+
+
+def test_a_killed_import_leaves_a_temp_file_the_next_one_removes(tmp_path: Path, capsys) -> None:
+    """A SIGKILLed import left `.<run>.parquet.<random>.tmp` in the traces folder for ever;
+    a temp file a live writer holds is never removed."""
+    import logfactory as lf
+
+    log = tmp_path / "run.jsonl"
+    records = lf.records([4.0, 3.5, 3.2], variant="band")
+    log.write_text("\n".join(json.dumps(r) for r in records) + "\n", encoding="utf-8")
+    out = tmp_path / "traces"
+    out.mkdir()
+    name = f"{records[0]['name']}.parquet"
+    killed = _killed_writer(out / name)
+    killed.kill()
+    killed.wait(timeout=30)
+    other = _killed_writer(out / "other-run-s0.parquet")  # alive: its temp file must stay
+    try:
+        assert len(list(out.glob(".*.tmp"))) == 2
+        code, _, stderr = run_cli(["traces", "import", str(log), "-o", str(out), "-q"], capsys)
+        assert code == 0, stderr
+        assert [p.name for p in out.glob(".*.tmp")] == [
+            p.name for p in out.glob(".other-run-s0.parquet.*.tmp")
+        ]
+        assert len(list(out.glob(".*.tmp"))) == 1 and (out / name).is_file()
+    finally:
+        other.kill()
+        other.wait(timeout=30)

@@ -19,7 +19,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from transitsim.analysis.metrics import check_target, parse_targets
+from transitsim.analysis.metrics import (
+    check_target,
+    check_target_count,
+    parse_targets,
+)
 from transitsim.base.errors import TransitsimError
 from transitsim.network import LinkFault, NetworkSpec
 from transitsim.overlap import DDP_BUCKET_BYTES
@@ -132,9 +136,10 @@ def _targets(
     if isinstance(targets, str):
         return parse_targets(targets, traces)
     try:
-        values = [check_target(target) for target in targets]
+        items = check_target_count(list(targets))  # the CLI's bound, before any is checked
+        values = [check_target(target) for target in items]
     except TypeError:
-        raise TransitsimError(f"simulate: targets must be losses, got {targets!r}") from None
+        raise TransitsimError(f"simulate: targets must be losses, got {targets!r:.200}") from None
     except TransitsimError as exc:
         raise TransitsimError(f"simulate: {exc}") from None
     if not values:

@@ -174,7 +174,9 @@ def _last_step_events(
                     {"process": "workers", "track": track, "name": name}
                     | {"start_s": start, "end_s": end, "utilisation": np.nan}
                 )
-    util = result.utilisation if result.utilisation is not None else pd.DataFrame()
+    util = result.utilisation  # None where nothing was exchanged (one worker): no busy links
+    if util is None:
+        util = pd.DataFrame(columns=["link", "t0_s", "t1_s", "utilisation"])
     for link, t0, t1, share in util[["link", "t0_s", "t1_s", "utilisation"]].itertuples(
         index=False
     ):

@@ -61,6 +61,8 @@ SUMMARY_COLUMNS = (
     "speedup_vs_baseline",
 )
 
+MAX_TARGETS = 64  # loss targets one run or simulate() asks (check_target_count)
+
 
 def first_reaching(df: pd.DataFrame, target: float) -> pd.Series | None:
     """The first row, in step order, whose val_loss is at or below target (None if none is).
@@ -231,7 +233,15 @@ def parse_targets(spec: str, traces: list[Trace]) -> list[float]:
                 f"bad loss target {item!r}: expected a number like 3.158 or final:CONFIG"
             )
         targets.append(check_target(value))
-    return list(dict.fromkeys(targets))  # a target named twice is one question, one row each
+    return check_target_count(list(dict.fromkeys(targets)))  # named twice: one question
+
+
+def check_target_count(targets: list[float]) -> list[float]:
+    """At most MAX_TARGETS: each is a row per configuration and network, summarised one by one
+    (1,000 targets took a minute on one trace; the shipped scenarios ask 2)."""
+    if len(targets) > MAX_TARGETS:
+        raise TransitsimError(f"{len(targets):,} loss targets is too many (at most {MAX_TARGETS})")
+    return targets
 
 
 def check_target(value: object) -> float:

@@ -1,5 +1,7 @@
 """Atomic writes: a temp file beside the target, renamed into place, so a crash or a kill at any
 moment leaves the old file or the new one, never half of one. Every result file goes through here.
+Each writer holds a lock on its temp file, so the next write of the same file removes the temp
+files whose writer was killed (SIGKILL) and only those.
 
 The `check_*` functions say, before any work, whether a path can be written at all (a folder
 where a file is meant, a device, /proc, a file in the way of a folder): one TransitsimError line
@@ -7,6 +9,7 @@ instead of a traceback after minutes of simulation.
 """
 
 import contextlib
+import fcntl
 import os
 import signal
 import stat
@@ -90,19 +93,50 @@ def atomic_path(path: Path | str, *, shared: bool = True) -> Iterator[Path]:
     _check_file_kind(path, "output file")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
+        remove_stale_temps(path.parent, f".{path.name}.*.tmp")
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     except OSError as exc:
         raise TransitsimError(f"cannot write {path} ({_reason(exc)})") from None
-    os.close(fd)
-    with signals_raise():
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # held while it is written: never taken for a stale one
+        with signals_raise():
+            try:
+                yield Path(tmp)
+                if shared:
+                    os.chmod(tmp, 0o644)
+                try:
+                    os.replace(tmp, path)
+                except OSError as exc:  # its folder removed meanwhile
+                    raise TransitsimError(f"cannot write {path} ({_reason(exc)})") from None
+            except BaseException:
+                Path(tmp).unlink(missing_ok=True)
+                raise
+    finally:
+        os.close(fd)
+
+
+def remove_stale_temps(folder: Path | str, pattern: str) -> list[Path]:
+    """Remove the temp files matching `pattern` in `folder` that no live writer holds (each
+    writer holds its temp file's lock until it is renamed): what a SIGKILLed writer left behind.
+    Returns what was removed."""
+    removed = []
+    for temp in Path(folder).glob(pattern):
         try:
-            yield Path(tmp)
-            if shared:
-                os.chmod(tmp, 0o644)
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+            fd = os.open(temp, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except OSError:
+            continue  # gone meanwhile, a link, or not ours to read
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                continue
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                continue  # a live writer holds it
+            temp.unlink(missing_ok=True)
+            removed.append(temp)
+        finally:
+            os.close(fd)
+    return removed
 
 
 def write_text_atomic(path: Path | str, text: str) -> Path:

@@ -159,6 +159,30 @@ def write_folder(
         target.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise TransitsimError(f"cannot make {out_dir.parent} ({exc.strerror})") from None
+    try:
+        _write_staged(out_dir, target, writers, owned)
+    except OSError as exc:  # the folder (or its parent) removed meanwhile, a full disk, ...
+        raise TransitsimError(_write_failure(out_dir, target, exc)) from None
+    return [out_dir / name for name in writers]
+
+
+def _write_failure(out_dir: Path, target: Path, exc: OSError) -> str:
+    reason = exc.strerror or str(exc).split(":")[0] or type(exc).__name__
+    if not target.parent.is_dir():
+        return (
+            f"output folder {out_dir}: its folder {target.parent} was removed while the run "
+            f"wrote its outputs ({reason}); nothing was written"
+        )
+    return f"output folder {out_dir}: cannot write it ({reason}); the previous outputs are kept"
+
+
+def _write_staged(
+    out_dir: Path,
+    target: Path,
+    writers: dict[str, Callable[[Path], object]],
+    owned: Collection[str],
+) -> None:
+    """write_folder's work: staged, then published under the parent's lock."""
     with signals_raise():
         with _parent_locked(target):
             remove_stale_staging(out_dir)
@@ -180,4 +204,3 @@ def write_folder(
             raise
         finally:
             os.close(fd)  # also lets go of the staging lock
-    return [out_dir / name for name in writers]

@@ -66,9 +66,17 @@ def _parse_set(item: str) -> tuple[str, Any]:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.YAMLError:
         return key, text  # not YAML: the text as written
+    except RecursionError:
+        raise TransitsimError(f"--set {key}: the value is nested too deeply") from None
     if node is not None:
         check_expanded_size(node, f"--set {key}")  # an alias bomb would hang what reads it
-    return key, yaml.safe_load(text)
+    try:
+        return key, yaml.safe_load(text)
+    except yaml.YAMLError as exc:  # a tag safe_load refuses (!!python/object/apply:...)
+        problem = getattr(exc, "problem", None) or type(exc).__name__
+        raise TransitsimError(f"--set {key}: not a plain YAML value ({problem})") from None
+    except RecursionError:
+        raise TransitsimError(f"--set {key}: the value is nested too deeply") from None
 
 
 def _as_text(value: Any) -> str:

@@ -30,14 +30,20 @@ How each engine honours it:
   slows a flow's share, not the serialisation of the packets it does send.
 """
 
+import array
 import bisect
 import csv
+import functools
+import hashlib
+import heapq
 import math
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from transitsim.base.errors import TransitsimError
+from transitsim.base.reading import read_regular_file
 
 MAX_ROWS = 100_000  # a day at one row a second is 86,400
 MAX_CSV_BYTES = 16 << 20
@@ -58,6 +64,7 @@ def check_share(share: object, what: str) -> float:
 
 
 MAX_GREEDY_FLOWS = 1024
+REPR_ROWS = 8
 
 
 @dataclass(frozen=True)
@@ -99,6 +106,26 @@ class Background:
         object.__setattr__(self, "times_s", tuple(float(t) for t in times))
         object.__setattr__(self, "shares", checked)
 
+    def __repr__(self) -> str:
+        """As dataclasses write it, up to REPR_ROWS rows; a longer series by its size, span and
+        a digest of every row. repr(network) keys the caches of built fabrics and schedules,
+        and a 100,000-row series written out in full cost every step more than timing it."""
+        rows = len(self.times_s)
+        if rows <= REPR_ROWS:
+            return (
+                f"Background(times_s={self.times_s!r}, shares={self.shares!r}, "
+                f"greedy_flows={self.greedy_flows!r})"
+            )
+        return (
+            f"Background(<{rows} rows, {self.times_s[0]!r} to {self.times_s[-1]!r} s, "
+            f"blake2b {self._digest}>, greedy_flows={self.greedy_flows!r})"
+        )
+
+    @functools.cached_property
+    def _digest(self) -> str:
+        rows = array.array("d", self.times_s) + array.array("d", self.shares)
+        return hashlib.blake2b(rows.tobytes(), digest_size=16).hexdigest()
+
     @classmethod
     def constant(cls, share: float) -> "Background":
         return cls((0.0,), (share,))
@@ -132,41 +159,83 @@ def capacity_schedule(
     faults: list[Any],
     backgrounds: dict[int, tuple[Background, float]],
     initial_s: float,
-) -> tuple[list[float], list[tuple[float, int, float]]]:
-    """Each resource's capacity at `initial_s` and every later change: (time, resource, rate).
+    clock_s: float = 0.0,
+) -> tuple[list[float], Iterator[tuple[float, int, float]]]:
+    """Each resource's capacity at `initial_s`, and every later change: (time, resource, rate),
+    in time order (ties in resource order), produced as the caller asks for them.
 
     faults: ResourceFaults (capacity 0 from down_from_s until down_until_s). backgrounds: per
-    resource, its varying series (already on the exchange's clock) and its full payload rate.
+    resource, its varying series on the replay clock and its full payload rate; clock_s is the
+    replay time at which the exchange's clock reads 0 (a series time t is t - clock_s here).
     Both on one clock, so a fault inside a background period restores that period's rate.
+
+    Lazily, because a series may hold 100,000 rows while an exchange spans a few of them: the
+    DES takes changes until its last message arrives, so an exchange costs what its own window
+    holds (every row, shifted and scheduled, made each exchange cost a fraction of a second).
     """
     downs: dict[int, list[tuple[float, float]]] = {}
     for fault in faults:
         downs.setdefault(fault.resource, []).append((fault.down_from_s, fault.down_until_s))
     start = list(capacity)
-    changes: list[tuple[float, int, float]] = []
+    streams = []
     for r in sorted(set(downs) | set(backgrounds)):
         spans = downs.get(r, [])
         series = backgrounds.get(r)
+        rate_at = _rate_function(capacity[r], spans, series, clock_s)
+        start[r] = rate_at(initial_s)
+        streams.append(_changes(r, start[r], rate_at, spans, series, initial_s, clock_s))
+    return start, heapq.merge(*streams, key=lambda change: change[0])
 
-        def rate_at(t: float, r: int = r, spans: list = spans, series: Any = series) -> float:
-            if any(begin <= t < end for begin, end in spans):
-                return 0.0
-            if series is None:
-                return capacity[r]
-            bg, full_bps = series
-            return full_bps * (1.0 - bg.share_at(t))
 
-        points = {t for span in spans for t in span}
-        if series is not None:
-            points |= set(series[0].times_s)
-        current = start[r] = rate_at(initial_s)
-        for t in sorted(p for p in points if p > initial_s):
-            rate = rate_at(t)
-            if rate != current:
-                changes.append((t, r, rate))
-                current = rate
-    changes.sort(key=lambda change: change[0])
-    return start, changes
+def _rate_function(
+    full: float,
+    spans: list[tuple[float, float]],
+    series: tuple[Background, float] | None,
+    clock_s: float,
+) -> Callable[[float], float]:
+    """A resource's rate at exchange time t: 0 inside a fault, else what its background leaves."""
+    if series is None:
+        return lambda t: 0.0 if any(begin <= t < end for begin, end in spans) else full
+    bg, full_bps = series
+    times, shares = bg.times_s, bg.shares
+
+    def rate_at(t: float) -> float:
+        if any(begin <= t < end for begin, end in spans):
+            return 0.0
+        # the share in force at t on the shifted series (times - clock_s, as Background.shifted
+        # would compute each of them), without building it
+        index = bisect.bisect_right(times, t, key=lambda time_s: time_s - clock_s)
+        return full_bps * (1.0 - shares[max(index - 1, 0)])
+
+    return rate_at
+
+
+def _changes(
+    r: int,
+    current: float,
+    rate_at: Callable[[float], float],
+    spans: list[tuple[float, float]],
+    series: tuple[Background, float] | None,
+    initial_s: float,
+    clock_s: float,
+) -> Iterator[tuple[float, int, float]]:
+    """One resource's rate changes after initial_s: at each fault edge and series time."""
+    edges = sorted({t for span in spans for t in span if t > initial_s})
+    points: Iterator[float] = iter(edges)
+    if series is not None:
+        times = series[0].times_s
+        first = bisect.bisect_right(times, initial_s, key=lambda time_s: time_s - clock_s)
+        shifted = (times[i] - clock_s for i in range(first, len(times)))
+        points = heapq.merge(edges, shifted)
+    previous = math.nan
+    for t in points:
+        if t == previous:  # a fault edge on a series time, or two times equal once shifted
+            continue
+        previous = t
+        rate = rate_at(t)
+        if rate != current:
+            yield (t, r, rate)
+            current = rate
 
 
 # --- CSV ----------------------------------------------------------------------------------------
@@ -183,13 +252,10 @@ def read_background_csv(path: Path | str, rate_bps: float) -> Background:
     from transitsim.base.units import parse_rate_bps
 
     path = Path(path)
+    raw = read_regular_file(path, MAX_CSV_BYTES, "background CSV")  # never a FIFO or /dev/zero
     try:
-        if path.stat().st_size > MAX_CSV_BYTES:
-            raise TransitsimError(f"{path}: background CSV larger than {MAX_CSV_BYTES >> 20} MiB")
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise TransitsimError(f"{path}: background CSV not found") from None
-    except (OSError, UnicodeDecodeError) as exc:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
         raise TransitsimError(f"{path}: cannot read background CSV: {exc}") from None
     try:
         rows = list(csv.reader(text.splitlines()))

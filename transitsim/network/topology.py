@@ -21,6 +21,12 @@ from transitsim.network.fabrics import (
     node_groups,
     validate_fabric,
 )
+from transitsim.network.limits import (
+    MAX_DATACENTRES,
+    MAX_GPUS_PER_NODE,
+    MAX_WAN_LINKS,
+    MAX_WORKERS,
+)
 from transitsim.network.spec import COLLECTIVE_ALGOS, TOPOLOGIES, LinkSpec, NetworkSpec
 
 
@@ -97,6 +103,74 @@ def _check_count(value: object, what: str, minimum: int) -> None:
         raise TransitsimError(f"{what} must be an integer >= {minimum}, got {value!r}")
 
 
+# Keys a topology has no use for, with their defaults (a value other than the default would be
+# ignored silently, so it is refused), and why.
+_FABRIC_IS_ONE_SITE = "a cluster fabric is one datacentre"
+IGNORED_KEYS: dict[str, dict[str, tuple[object, str]]] = {
+    "fat_tree": {
+        "spine_link": (None, "its uplinks are host_link x hosts_per_rack / oversubscription"),
+        "datacentres": (1, _FABRIC_IS_ONE_SITE),
+        "wan_link": (None, _FABRIC_IS_ONE_SITE),
+        "wan_links": (1, _FABRIC_IS_ONE_SITE),
+    },
+    "rail_optimised": {
+        "oversubscription": (1.0, "only fat_tree thins its tiers; set spine_link's rate"),
+        "racks_per_pod": (0, "only fat_tree has pods; hosts_per_rack is the scalable unit"),
+        "datacentres": (1, _FABRIC_IS_ONE_SITE),
+        "wan_link": (None, _FABRIC_IS_ONE_SITE),
+        "wan_links": (1, _FABRIC_IS_ONE_SITE),
+    },
+}
+for _topology in ("switch", "leaf_spine", "datacentres"):
+    IGNORED_KEYS[_topology] = {
+        "oversubscription": (1.0, "only fat_tree has tiers to thin"),
+        "racks_per_pod": (0, "only fat_tree has pods"),
+    }
+
+
+def ignored_keys(network: NetworkSpec) -> list[tuple[str, str]]:
+    """(key, why) for every key set away from its default that the network's topology ignores."""
+    ignored = IGNORED_KEYS.get(network.topology, {})
+    return [
+        (key, why) for key, (default, why) in ignored.items() if getattr(network, key) != default
+    ]
+
+
+def _check_ignored(network: NetworkSpec, name: str) -> None:
+    for key, why in ignored_keys(network)[:1]:
+        raise TransitsimError(
+            f"{name}: {key} has no effect on topology {network.topology} ({why}): remove it"
+        )
+
+
+def _check_sizes(network: NetworkSpec, name: str) -> None:
+    """The scenario's bounds (network/limits.py), for NetworkSpecs built by hand too: 10**7
+    workers, or a rail fabric of 10**5, ran out of memory building the graph."""
+    for key, limit in (
+        ("workers", MAX_WORKERS),
+        ("hosts_per_rack", MAX_WORKERS),
+        ("datacentres", MAX_DATACENTRES),
+        ("wan_links", MAX_WAN_LINKS),
+        ("gpus_per_node", MAX_GPUS_PER_NODE),
+        ("racks_per_pod", MAX_WORKERS),
+    ):
+        value = getattr(network, key)
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise TransitsimError(f"{name}: {key} must be an integer, got {value!r}")
+        if value > limit:
+            raise TransitsimError(f"{name}: {key} must be at most {limit:,}, got {value:,}")
+
+
+def check_size_and_keys(network: NetworkSpec) -> None:
+    """What scenario validation checks of a built NetworkSpec as well: the size bounds, keys its
+    topology ignores, and a cluster fabric it could not time soon."""
+    name = f"network {network.name!r}"
+    _check_sizes(network, name)
+    _check_ignored(network, name)
+    if network.topology in FABRIC_TOPOLOGIES:
+        validate_fabric(network, name)
+
+
 def validate_network(network: NetworkSpec) -> None:
     """Raise TransitsimError (one line, naming the field) for anything the simulator cannot run."""
     if not isinstance(network, NetworkSpec):
@@ -108,6 +182,7 @@ def validate_network(network: NetworkSpec) -> None:
             f"(expected one of {', '.join(TOPOLOGIES)})"
         )
     _check_count(network.workers, f"{name}: workers", 1)
+    check_size_and_keys(network)
     _check_link(network.host_link, f"{name}: host_link")
     if network.pluggable is not None:
         _check_positive(network.pluggable.host_lane_bps, f"{name}: pluggable.host_lane_bps")

@@ -86,6 +86,10 @@ def expand_grid(scenario: Scenario) -> list[NetworkPoint]:
                 detail = message if inner in ("", key) else f"{inner}: {message}"
                 raise KeyPathIssue(("grid", "sweep", key, index), detail) from None
     keys = list(grid.sweep)
+    # a key swept over mappings (a background {csv: FILE}) is one table column: every value as
+    # the text written in the sweep, so the column holds one kind (numbers beside text failed
+    # to write as Parquet, after the whole run)
+    textual = {key for key in keys if any(isinstance(v, dict) for v in grid.sweep[key])}
     points = []
     for combination in itertools.product(*(grid.sweep[key] for key in keys)):
         candidate = raw
@@ -101,7 +105,10 @@ def expand_grid(scenario: Scenario) -> list[NetworkPoint]:
         params = {}
         for key, value in zip(keys, combination, strict=True):
             parsed = _get_dotted(model, key)
-            params[key] = value if isinstance(parsed, BaseModel) else parsed
+            if key in textual:
+                params[key] = _point_text(value)
+            else:
+                params[key] = value if isinstance(parsed, BaseModel) else parsed
         try:
             placement = placement_of(model, scenario.placement, ())
         except KeyPathIssue as issue:

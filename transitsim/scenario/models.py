@@ -10,6 +10,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BeforeValidator, Field, PrivateAttr, WithJsonSchema, model_validator
 
+from transitsim.analysis.metrics import MAX_TARGETS
 from transitsim.base.errors import TransitsimError
 from transitsim.base.units import parse_time_s, show_value
 from transitsim.network import LinkFault
@@ -325,6 +326,7 @@ class Scenario(_Strict):
     )
     targets: list[Target] = Field(
         min_length=1,
+        max_length=MAX_TARGETS,
         description='validation losses to reach, or "final:<config>" (that configuration\'s '
         "mean final loss over its seeds)",
     )

@@ -22,14 +22,18 @@ from transitsim.network.background import (
     check_share,
     read_background_csv,
 )
-from transitsim.network.limits import MAX_DATACENTRES, MAX_WORKERS
+from transitsim.network.limits import (
+    MAX_DATACENTRES,
+    MAX_GPUS_PER_NODE,
+    MAX_WAN_LINKS,
+    MAX_WORKERS,
+)
 from transitsim.network.presets import preset_dict, preset_names
 from transitsim.network.spec import COLLECTIVE_ALGOS, TOPOLOGIES, LinkSpec, TransformSpec
 from transitsim.scenario.quantities import Duration, Frequency, Length, Rate, Size, _Strict
 
 # Beyond these a value is a typo, and it is refused with the limit (see transitsim.network.limits).
 MAX_GRID_POINTS = 4096
-MAX_WAN_LINKS = 64
 
 
 class BackgroundModel(_Strict):
@@ -272,7 +276,10 @@ class NetworkModel(_Strict):
         None, description="this network's placement (instead of the scenario's)"
     )
     gpus_per_node: int = Field(
-        0, ge=0, le=1024, description="rail_optimised, fat_tree: GPUs per node, one NIC each"
+        0,
+        ge=0,
+        le=MAX_GPUS_PER_NODE,
+        description="rail_optimised, fat_tree: GPUs per node, one NIC each",
     )
     nvlink: LinkModel | None = Field(
         None, description="each GPU's link to its node's NVLink switch (absent: host_link)"

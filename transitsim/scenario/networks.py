@@ -147,8 +147,31 @@ def network_placement(scenario: Scenario, network_name: str) -> Placement:
     raise TransitsimError(f'scenario has no network named "{network_name}"')
 
 
+MAX_NESTING = 32  # a network mapping is a few levels deep (link_overrides.<link>.background)
+MAX_VALUES = 200_000  # as a scenario document (yaml_source's bound on expanded aliases)
+
+
+def check_plain_size(raw: Any, what: str = "network") -> None:
+    """A mapping from Python (simulate's networks=...) is bounded as YAML is: nesting deeper than
+    MAX_NESTING was a RecursionError in pydantic and deepcopy, and a mapping that holds itself
+    never ends. Walked without recursion."""
+    stack = [(raw, 0)]
+    seen = 0
+    while stack:
+        value, depth = stack.pop()
+        seen += 1
+        if seen > MAX_VALUES:
+            raise TransitsimError(f"{what}: more than {MAX_VALUES:,} values (or one holds itself)")
+        if isinstance(value, dict | list | tuple):
+            if depth >= MAX_NESTING:
+                raise TransitsimError(f"{what}: nested more than {MAX_NESTING} levels deep")
+            children = value.values() if isinstance(value, dict) else value
+            stack.extend((child, depth + 1) for child in children)
+
+
 def network_from_dict(raw: Any) -> NetworkSpec:
     """A network written as in a scenario (or a preset name) as a NetworkSpec."""
+    check_plain_size(raw)
     try:
         model = NetworkModel.model_validate(raw)
     except ValidationError as exc:

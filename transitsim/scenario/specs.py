@@ -4,6 +4,7 @@ import math
 from pathlib import Path
 
 from transitsim.network.spec import NetworkSpec, PluggableSpec, SwitchSpec
+from transitsim.network.topology import check_size_and_keys
 from transitsim.scenario.models import Placement
 from transitsim.scenario.network_models import NetworkModel, PlacementModel
 from transitsim.scenario.yaml_source import KeyPathIssue
@@ -47,7 +48,7 @@ def network_spec(model: NetworkModel, name: str, base_dir: Path | None = None) -
     base_dir: where relative files (a link's background CSV) are read from (None: the cwd)."""
     pluggable = model.pluggable
     switch = model.switch
-    return NetworkSpec(
+    spec = NetworkSpec(
         name=name,
         topology=model.topology,
         workers=model.workers,
@@ -80,3 +81,5 @@ def network_spec(model: NetworkModel, name: str, base_dir: Path | None = None) -
         racks_per_pod=model.racks_per_pod,
         oversubscription=model.oversubscription,
     )
+    check_size_and_keys(spec)  # keys its topology ignores; a fabric too large to time soon
+    return spec

@@ -14,6 +14,10 @@ from transitsim.base.errors import TransitsimError
 
 UNIFORM_BACKWARD_SHARE = 2.0 / 3.0
 PROFILE_KEY = "backward_profile"
+# Each tensor is a unit of the overlapped exchange (DeMo sends per tensor), so replay's work
+# grows with their count: 10,000 took 15 s on an 8-row trace. The largest dense models have
+# under 1,000 parameter tensors (GPT-2 XL 580, Llama-3 70B 723); the trainer's presets ~100.
+MAX_TENSORS = 4096
 
 
 @dataclass(frozen=True)
@@ -33,6 +37,14 @@ class BackwardProfile:
         return "measured backward profile" if self.measured else "uniform-backward assumption"
 
 
+def _fraction(value: Any, key: str) -> float:
+    """A number as JSON writes one; true, "0.5" and null are not fractions of the backward
+    (float() would take the first two as 1.0 and 0.5 and use them)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"{key} must be a number, got {value!r}"[:120])
+    return float(value)
+
+
 def uniform_profile() -> BackwardProfile:
     return BackwardProfile((), (), UNIFORM_BACKWARD_SHARE, measured=False)
 
@@ -49,9 +61,14 @@ def backward_profile(meta: dict[str, Any]) -> BackwardProfile:
     name = meta.get("name", "?")
     try:
         tensors = raw["tensors"]
+        if isinstance(tensors, list) and len(tensors) > MAX_TENSORS:
+            raise TransitsimError(
+                f"trace {name!r}: {PROFILE_KEY} lists {len(tensors):,} tensors (at most "
+                f"{MAX_TENSORS:,}: a model's parameter tensors, each a unit of the overlap)"
+            )
         numel = tuple(t["numel"] for t in tensors)
-        ready = tuple(float(t["ready"]) for t in tensors)
-        share = float(raw["backward_share"])
+        ready = tuple(_fraction(t["ready"], "ready") for t in tensors)
+        share = _fraction(raw["backward_share"], "backward_share")
     except (KeyError, TypeError, ValueError) as exc:
         raise TransitsimError(f"trace {name!r}: malformed {PROFILE_KEY} ({exc})") from None
     if not all(isinstance(n, int) and not isinstance(n, bool) and n <= 2**53 for n in numel):

@@ -8,14 +8,18 @@ log's cumulative counters. What a log lacks (a separate compute time) is estimat
 
 import json
 import math
+import os
+import re
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from transitsim.base.atomic import check_writable_folder
+from transitsim.base.atomic import check_writable_folder, remove_stale_temps
 from transitsim.base.errors import TransitsimError
+from transitsim.base.reading import read_regular_file
 from transitsim.traces.format import (
     DIAG_COLUMNS,
     STEP_COLUMNS,
@@ -37,6 +41,7 @@ _PLAIN_VARIANTS = {"adamw": "A", "topk": "B", "calib": "D", "optics": "E"}
 _BAND_VARIANTS = {"low": "C", "zigzag": "F", "high": "F", "random": "F"}
 _EVAL_FIELDS = ("step", "val_loss", "train_loss", "lr", "payload_bytes", "wire_bytes", "seconds")
 _CONFIG_FIELDS = ("n_params", "dense_bytes_per_step", "payload_bytes_per_step")
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 
 
 @dataclass
@@ -67,20 +72,16 @@ def variant_id(config: dict[str, Any], where: str) -> str:
 
 def _read_records(path: Path) -> tuple[list[tuple[int, dict[str, Any]]], list[str]]:
     """(line number, record) pairs; a broken last line is dropped with a note, others are errors."""
-    if not path.exists():
+    if not os.path.lexists(path) and "\x00" not in str(path):
         raise TransitsimError(f"{path}: no such file")
     if path.is_dir():
         raise TransitsimError(f"{path}: is a folder, not a log file")
+    # bounded, and never a FIFO (which would block) or a device that never ends (/dev/zero)
+    raw = read_regular_file(path, MAX_LOG_BYTES, "training log")
     try:
-        with path.open("rb") as handle:  # bounded: a device or pipe that never ends
-            raw = handle.read(MAX_LOG_BYTES + 1)
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
         raise TransitsimError(f"{path}: not a JSONL log (not UTF-8 text)") from None
-    except OSError as exc:
-        raise TransitsimError(f"{path}: cannot read ({exc.strerror})") from None
-    if len(raw) > MAX_LOG_BYTES:
-        raise TransitsimError(f"{path}: more than {MAX_LOG_BYTES:,} bytes: not a training log")
     lines = [(number, line) for number, line in enumerate(text.splitlines(), 1) if line.strip()]
     if not lines:
         raise TransitsimError(f"{path}: empty log")
@@ -88,7 +89,7 @@ def _read_records(path: Path) -> tuple[list[tuple[int, dict[str, Any]]], list[st
     notes: list[str] = []
     for index, (number, line) in enumerate(lines):
         try:
-            record = json.loads(line)
+            record = _loads(line, f"{path}:{number}")
         except json.JSONDecodeError:
             if index == len(lines) - 1 and index > 0:
                 notes.append("ignored a broken last line")
@@ -102,6 +103,30 @@ def _read_records(path: Path) -> tuple[list[tuple[int, dict[str, Any]]], list[st
             raise TransitsimError(f"{path}:{number}: not a log record (no 'type' field)")
         records.append((number, record))
     return records, notes
+
+
+def _loads(line: str, where: str) -> Any:
+    """One line's JSON; what json.loads cannot build is one line too: integers longer than
+    Python converts (`int_max_str_digits`), nesting deeper than its recursion limit, and text
+    holding a lone surrogate (\\udc80), which no UTF-8 file name or metadata can hold."""
+    try:
+        record = json.loads(line)
+    except RecursionError:
+        raise TransitsimError(f"{where}: JSON nested too deeply for a log record") from None
+    except json.JSONDecodeError:
+        raise
+    except ValueError:  # "Exceeds the limit (4300 digits) for integer string conversion"
+        raise TransitsimError(
+            f"{where}: a number with more than {sys.get_int_max_str_digits():,} digits"
+        ) from None
+    if _SURROGATE_ESCAPE.search(line):  # only an escape can make one; valid pairs pass
+        try:
+            json.dumps(record, ensure_ascii=False).encode("utf-8")
+        except UnicodeEncodeError:
+            raise TransitsimError(
+                f"{where}: text with a lone surrogate escape (not a Unicode character)"
+            ) from None
+    return record
 
 
 def _number(record: dict[str, Any], key: str, where: str) -> float:
@@ -369,6 +394,16 @@ def find_logs(paths: list[Path | str]) -> list[Path]:
     return [log for log in found if unique[log.resolve()] is log]
 
 
+def _check_text_path(path: Path) -> None:
+    """A path whose name is not UTF-8 (bytes such as 0xff, which Python holds as lone
+    surrogates) cannot be written into a trace's metadata or printed in its table."""
+    try:
+        str(path).encode("utf-8")
+    except UnicodeEncodeError:
+        shown = ascii(str(path))
+        raise TransitsimError(f"{shown}: the path is not UTF-8 text: rename it") from None
+
+
 def import_logs(paths: list[Path | str], out_dir: Path | str) -> list[ImportResult]:
     """Import every log (folders give their *.jsonl), then write `<run name>.parquet` in out_dir.
 
@@ -377,6 +412,8 @@ def import_logs(paths: list[Path | str], out_dir: Path | str) -> list[ImportResu
     """
     check_writable_folder(out_dir, what="traces folder")
     logs = find_logs(paths)
+    for item in [Path(out_dir), *logs]:  # the trace's metadata and every table name them
+        _check_text_path(item)
     if not logs:
         raise TransitsimError(f"no .jsonl logs in {', '.join(map(str, paths))}")
     results = [import_log(log) for log in logs]
@@ -389,6 +426,8 @@ def import_logs(paths: list[Path | str], out_dir: Path | str) -> list[ImportResu
                 "import them into different folders"
             )
     out_dir = Path(out_dir)
+    if out_dir.is_dir():  # what a killed import left; a live writer's temp file is locked
+        remove_stale_temps(out_dir, ".*.parquet.*.tmp")
     for result in results:
         trace = result.trace
         trace.path = write_trace(

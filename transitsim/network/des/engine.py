@@ -152,8 +152,9 @@ def run_des(
     workers = schedule.workers
     initial = float(np.min(start_s)) if len(start_s) else 0.0
     env = ExactEnvironment(initial)
-    backgrounds = {r: (bg.shifted(clock_s), full) for r, (bg, full) in fabric.backgrounds.items()}
-    capacity, changes = capacity_schedule(list(fabric.capacities()), faults, backgrounds, initial)
+    capacity, changes = capacity_schedule(
+        list(fabric.capacities()), faults, fabric.backgrounds, initial, clock_s
+    )
     engine = FluidEngine(env, np.asarray(capacity), record, fabric.greedy)
     ready = np.full(count, np.nan)
     free = np.full(count, np.nan)
@@ -182,6 +183,7 @@ def run_des(
     # Logical times travel with the callbacks (t), so a transfer settled a rounding step early
     # still counts from its projected finish; a message is ready at the latest of its deps.
     due = [-np.inf] * count
+    arrived = [0]  # messages arrived: when all have, no capacity change can matter
 
     def satisfied(targets: list[int], t: float) -> None:
         for m in targets:
@@ -201,6 +203,7 @@ def run_des(
         ready[m] = t
         if not hops_of[m]:  # a JOIN: nothing to send
             free[m] = arrive[m] = t
+            arrived[0] += 1
             satisfied(sent_next[sent_ptr[m] : sent_ptr[m + 1]], t)
             satisfied(arrival_next[arrival_ptr[m] : arrival_ptr[m + 1]], t)
             return
@@ -245,10 +248,22 @@ def run_des(
             hop_begin(m, h + 1, t)
             return
         arrive[m] = t
+        arrived[0] += 1
         satisfied(arrival_next[arrival_ptr[m] : arrival_ptr[m + 1]], t)
 
-    for time_s, resource, rate in changes:
-        env.at(time_s, lambda _e, r=resource, c=rate: engine.set_capacity(r, c))
+    # Capacity changes one at a time, each scheduled as the one before it takes effect, and none
+    # once every message has arrived (a background series may hold 100,000 rows). Urgent: at a
+    # tie they come before every other event, as they did when all were scheduled first.
+    def next_change(_e: object = None, pending: tuple | None = None) -> None:
+        if pending is not None:
+            engine.set_capacity(pending[1], pending[2])
+        if arrived[0] >= count:
+            return
+        change = next(changes, None)
+        if change is not None:
+            env.at(change[0], lambda e, c=change: next_change(e, c), urgent=True)
+
+    next_change()
     for m in np.flatnonzero(np.asarray(waiting) == 0).tolist():
         env.at(initial, lambda _e, m=m: release(m, initial))
     env.run()

@@ -21,7 +21,7 @@ from heapq import heappush
 
 import numpy as np
 import simpy
-from simpy.events import NORMAL
+from simpy.events import NORMAL, URGENT
 
 SETTLE_REL = 1e-12  # relative rounding slack between one transfer's end and the next's start
 
@@ -97,15 +97,20 @@ class ExactEnvironment(simpy.Environment):
         self.processed = 0
 
     def at(
-        self, time_s: float, callback: Callable[[simpy.Event], None] | None = None
+        self,
+        time_s: float,
+        callback: Callable[[simpy.Event], None] | None = None,
+        urgent: bool = False,
     ) -> simpy.Event:
-        """An event that fires at exactly `time_s` (not `now + (time_s - now)`, which may round)."""
+        """An event that fires at exactly `time_s` (not `now + (time_s - now)`, which may round).
+        urgent: before every normal event of the same time, whenever it was scheduled."""
         event = simpy.Event(self)
         event._ok = True
         event._value = None
         if callback is not None:
             event.callbacks.append(callback)
-        heappush(self._queue, (max(time_s, self._now), NORMAL, next(self._eid), event))
+        priority = URGENT if urgent else NORMAL
+        heappush(self._queue, (max(time_s, self._now), priority, next(self._eid), event))
         return event
 
     def step(self) -> None:
