@@ -7,6 +7,7 @@ It parses, builds a RunConfig, then either prints the model size and byte accoun
 import argparse
 import json
 import math
+import os
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -49,6 +50,7 @@ def _fraction(text: str) -> float:
 def build_parser(prog: str = "python -m trainer") -> argparse.ArgumentParser:
     parser = _Parser(
         prog=prog,
+        allow_abbrev=False,  # `--npro 2` was read as --nproc 2, then passed on to every rank
         description="Train one variant of the DeMo fixed-band experiment and write its trace.",
         epilog=(
             "Variants: A adamw, B top-k, C low band, D calibrated band, E optics (1-D 256), "
@@ -286,7 +288,11 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
 def main(argv: list[str] | None = None, prog: str = "python -m trainer") -> int:
     """Parse and run; returns the exit code. Bad input raises TransitsimError (exit 2)."""
     parser = build_parser(prog)
-    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = parser.parse_args(argv)
+    from trainer.distributed.launch import check_timeout
+
+    check_timeout(args.dist_timeout)
     cfg = config_from_args(args)
     if args.dry_run:
         report = dry_run_report(cfg, args.cache_dir)
@@ -306,17 +312,41 @@ def main(argv: list[str] | None = None, prog: str = "python -m trainer") -> int:
 
     check_backend(args.backend, cfg.device)
     if args.nproc is not None:
-        if args.nproc < 1:
-            raise TransitsimError(f"--nproc must be at least 1, got {args.nproc}")
-        if cfg.workers % args.nproc:
-            raise TransitsimError(
-                f"{cfg.workers} workers do not split evenly over --nproc {args.nproc}; "
-                f"use --set workers=N with N a multiple of {args.nproc}"
-            )
-        from trainer.distributed.launch import launch
-
-        return launch(sys.argv[1:] if argv is None else list(argv), args.nproc)
+        return _launch(cfg, args, argv, parser)
     return _train(cfg, args)
+
+
+def _launch(
+    cfg: RunConfig, args: argparse.Namespace, argv: list[str], parser: argparse.ArgumentParser
+) -> int:
+    """--nproc N: check that this machine can hold N ranks, then start them."""
+    from trainer.distributed.launch import LAUNCHER_PID, check_machine_holds, launch
+
+    if os.environ.get(LAUNCHER_PID):
+        raise TransitsimError("--nproc in a rank that --nproc started: ranks launch no ranks")
+    if args.nproc < 1:
+        raise TransitsimError(f"--nproc must be at least 1, got {args.nproc}")
+    if cfg.workers % args.nproc:
+        raise TransitsimError(
+            f"{cfg.workers} workers do not split evenly over --nproc {args.nproc}; "
+            f"use --set workers=N with N a multiple of {args.nproc}"
+        )
+    check_machine_holds(args.nproc, cfg.threads, _model_bytes(cfg, cfg.workers // args.nproc))
+    return launch(argv, args.nproc, parser.parse_args)
+
+
+def _model_bytes(cfg: RunConfig, local_workers: int) -> int:
+    """A rank's model memory beside RANK_BASE_BYTES: weights, gradients and AdamW's two moments,
+    and per worker it holds a momentum and a delta (float32); 0 where the vocabulary is unknown
+    without reading the corpus."""
+    from trainer.data.corpus import known_vocab
+    from trainer.loop.run import model_shape
+    from trainer.model import param_count
+
+    vocab = known_vocab(cfg.dataset, cfg.tokenizer, cfg.vocab_size)
+    if vocab is None:
+        return 0
+    return 4 * param_count(model_shape(cfg, vocab)) * (4 + 2 * local_workers)
 
 
 def _train(cfg: RunConfig, args: argparse.Namespace) -> int:
@@ -327,17 +357,24 @@ def _train(cfg: RunConfig, args: argparse.Namespace) -> int:
 
             result = train(cfg, args.out, on_step=on_step, **options)
         else:
+            from trainer.distributed.env import LostRank
+            from trainer.distributed.launch import LAUNCHER_PID, LOST_PEER_EXIT
             from trainer.distributed.run import train_distributed
 
-            rank, result = train_distributed(
-                cfg,
-                args.out,
-                backend=args.backend,
-                wire_dtype=args.wire_dtype,
-                timeout_s=args.dist_timeout,
-                on_step=on_step,
-                **options,
-            )
+            try:
+                rank, result = train_distributed(
+                    cfg,
+                    args.out,
+                    backend=args.backend,
+                    wire_dtype=args.wire_dtype,
+                    timeout_s=args.dist_timeout,
+                    on_step=on_step,
+                    **options,
+                )
+            except LostRank:
+                if os.environ.get(LAUNCHER_PID):  # the launcher names the rank that died
+                    return LOST_PEER_EXIT
+                raise
             if rank != 0:  # rank 0 reports
                 return 0
     final_val = _final_val_loss(result.trace_path)

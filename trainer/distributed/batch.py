@@ -7,18 +7,36 @@ torch import per rank: the equivalence test and benchmarks/check_equivalence.py 
 """
 
 import json
+import os
 import sys
 from pathlib import Path
 
 import torch
 
 from trainer.config import RunConfig
-from trainer.distributed.env import join, leave, rank_env
+from trainer.distributed.env import LostRank, join, leave, rank_env
 from trainer.distributed.exchange import ProcessGroupExchange
+from trainer.distributed.launch import LAUNCHER_PID, LOST_PEER_EXIT
 from trainer.loop.run import train
+from transitsim.base.errors import TransitsimError
 
 
 def main() -> None:
+    """Exit 0; a lost peer under --nproc/launch_command: LOST_PEER_EXIT, quietly (the launcher
+    names the rank that died); another error: one line, exit 2."""
+    try:
+        _train_all()
+    except LostRank as exc:
+        if os.environ.get(LAUNCHER_PID):
+            sys.exit(LOST_PEER_EXIT)
+        print(f"trainer: error: {exc}", file=sys.stderr)
+        sys.exit(2)
+    except TransitsimError as exc:
+        print(f"trainer: error: {exc}", file=sys.stderr)
+        sys.exit(2)
+
+
+def _train_all() -> None:
     runs = json.loads(Path(sys.argv[1]).read_text())
     env = rank_env()
     device = torch.device("cpu")

@@ -5,18 +5,68 @@ also honours GLOO_SOCKET_IFNAME and NCCL NCCL_SOCKET_IFNAME for the interface to
 here assumes a loopback address: MASTER_ADDR is whatever the launcher says.
 """
 
+import ctypes
 import os
-from collections.abc import Mapping
+import signal
+import socket
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 
 import torch
 import torch.distributed as dist
 
+from trainer.distributed.launch import LAUNCHER_PID, check_timeout
 from transitsim.base.errors import TransitsimError
 
 BACKENDS = ("simulated", "gloo", "nccl")
 ENV_KEYS = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+class LostRank(TransitsimError):
+    """A collective failed because another rank is gone (killed, crashed, or stopped answering):
+    one line, not gloo's traceback. Under --nproc the rank exits quietly (LOST_PEER_EXIT) and
+    the launcher names the rank that died."""
+
+
+def collective(call: Callable[[], object], rank: int) -> object:
+    """Run one torch.distributed call; a RuntimeError from it (gloo's "Connection reset by
+    peer", a timeout) is LostRank."""
+    try:
+        return call()
+    except RuntimeError as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise LostRank(
+            f"rank {rank}: lost contact with another rank, which died or stopped answering "
+            f"({first[:160]})"
+        ) from None
+
+
+def die_with_launcher(environ: Mapping[str, str] = os.environ) -> None:
+    """Under --nproc: be killed when the launcher dies, even by SIGKILL (the kernel sends
+    SIGKILL on the parent's exit), and exit at once if it already has."""
+    launcher = environ.get(LAUNCHER_PID)
+    if not launcher:
+        return
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):
+        return  # not Linux: the launcher's own stop is all there is
+    if str(os.getppid()) != launcher:  # it died before the line above: nobody will stop us
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def check_master(env: "RankEnv") -> None:
+    """MASTER_ADDR must resolve before the process group tries it (an unresolvable name printed
+    40 lines of c10d logs before its error)."""
+    try:
+        socket.getaddrinfo(env.master_addr, env.master_port, type=socket.SOCK_STREAM)
+    except (OSError, UnicodeError, ValueError) as exc:
+        reason = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
+        raise TransitsimError(
+            f"rank {env.rank}: MASTER_ADDR {env.master_addr!r} does not resolve ({reason})"
+        ) from None
 
 
 @dataclass(frozen=True)
@@ -64,6 +114,9 @@ def check_backend(backend: str, device: str) -> None:
 
 def join(backend: str, env: RankEnv, timeout_s: float, device: torch.device) -> None:
     """Join the job's process group (blocks until all WORLD_SIZE ranks have arrived)."""
+    die_with_launcher()
+    timeout_s = check_timeout(timeout_s)
+    check_master(env)
     if device.type == "cuda":
         torch.cuda.set_device(device)
     try:
@@ -89,9 +142,11 @@ def leave(together: bool = False) -> None:
     never arrive."""
     if not dist.is_initialized():
         return
-    if together:
-        dist.barrier()
-    dist.destroy_process_group()
+    try:
+        if together:
+            collective(dist.barrier, dist.get_rank())
+    finally:
+        dist.destroy_process_group()
 
 
 def _host(addr: str) -> str:

@@ -13,6 +13,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from trainer.distributed.env import collective as guarded
 from trainer.variants.exchange import Message
 from transitsim.base.errors import TransitsimError
 
@@ -111,7 +112,7 @@ class ProcessGroupExchange:
     def _timed(self, collective: Any, buffer: torch.Tensor) -> None:
         self._sync()
         started = time.perf_counter()
-        collective()
+        guarded(collective, self.rank)
         self._sync()
         self._comm_s += time.perf_counter() - started
         self._sent += buffer.numel() * buffer.element_size()
@@ -129,23 +130,23 @@ class ProcessGroupExchange:
 
     def total(self, values: torch.Tensor) -> torch.Tensor:
         summed = values.clone()
-        dist.all_reduce(summed, op=dist.ReduceOp.SUM)
+        guarded(lambda: dist.all_reduce(summed, op=dist.ReduceOp.SUM), self.rank)
         return summed
 
     def gather_floats(self, values: list[float]) -> list[list[float]]:
         local = torch.tensor(values, dtype=torch.float64, device=self.device)
         received = [torch.empty_like(local) for _ in range(self.world)]
-        dist.all_gather(received, local)
+        guarded(lambda: dist.all_gather(received, local), self.rank)
         return [r.tolist() for r in received]
 
     def gather_object(self, obj: Any) -> list[Any] | None:
         """Every rank's `obj` on rank 0 (None elsewhere)."""
         objects = [None] * self.world if self.rank == 0 else None
-        dist.gather_object(obj, objects, dst=0)
+        guarded(lambda: dist.gather_object(obj, objects, dst=0), self.rank)
         return objects
 
     def broadcast_object(self, obj: Any) -> Any:
         """Rank 0's `obj` on every rank."""
         box = [obj if self.rank == 0 else None]
-        dist.broadcast_object_list(box, src=0)
+        guarded(lambda: dist.broadcast_object_list(box, src=0), self.rank)
         return box[0]
