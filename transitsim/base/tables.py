@@ -11,7 +11,7 @@ from typing import Any, TextIO
 
 import numpy as np
 import pandas as pd
-from rich.console import Console
+from rich.console import Console, Group
 from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
@@ -114,14 +114,10 @@ def _markdown(df: pd.DataFrame, headers: list[str], title: str | None) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _rich_table(df: pd.DataFrame, headers: list[str], title: str | None) -> Table:
-    """Every cell, header and the title as rich Text, never markup: a network called
+def _rich_table(df: pd.DataFrame, headers: list[str]) -> Table:
+    """Every cell and header as rich Text, never markup: a network called
     "rack[host_link.rate=100 Gb/s]" prints as it is written."""
-    table = Table(
-        title=Text(title) if title is not None else None,
-        title_justify="left",
-        header_style="bold",
-    )
+    table = Table(header_style="bold")
     for column, header in zip(df.columns, headers, strict=True):
         table.add_column(Text(header), justify="right" if _is_numeric(df[column]) else "left")
     for row in df.itertuples(index=False):
@@ -163,7 +159,10 @@ def emit_table(
     elif fmt == "markdown":
         out.write(_markdown(df, shown, title))
     else:
-        print_rich(_rich_table(df, shown, title), out)
+        table = _rich_table(df, shown)
+        # The title as a line of its own: rich wraps a table's title at the table's width, and
+        # a long source path split "4 ranks" across two lines.
+        print_rich(Group(Text(title, style="italic"), table) if title else table, out)
 
 
 def variant_label(meta: dict[str, Any]) -> str:
