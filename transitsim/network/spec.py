@@ -120,6 +120,22 @@ class SwitchSpec:
 
 
 @dataclass(frozen=True)
+class HostSpec:
+    """A host's endpoint, in series with its links (LogGP's o and G): what moving a message costs
+    the machine itself, not the wire. A gloo/TCP rank is bound by its CPU and kernel, a GPU by
+    its channels and copy engines; several ranks on one machine share that endpoint.
+
+    Ranks are placed on hosts in order: ranks [i * ranks_per_host, (i + 1) * ranks_per_host)
+    share host i's endpoint (its rate, each direction, shared max-min by their flows), while
+    each rank keeps its own link.
+    """
+
+    per_message_s: float = 0.0  # fixed cost of every message a rank on this host sends
+    rate_bps: float = float("inf")  # payload bits/s the endpoint moves, each direction, shared
+    ranks_per_host: int = 1  # consecutive ranks that share one endpoint
+
+
+@dataclass(frozen=True)
 class NetworkSpec:
     """A whole network: `workers` hosts in one of TOPOLOGIES."""
 
@@ -141,3 +157,4 @@ class NetworkSpec:
     nvlink: LinkSpec | None = None  # each GPU's link to its node's NVLink switch, each way
     racks_per_pod: int = 0  # fat_tree: leaves per aggregation switch (0: one pod)
     oversubscription: float = 1.0  # fat_tree: capacity below a tier over the capacity above
+    host: HostSpec | None = None  # the endpoints (None: free, as the links alone are modelled)
