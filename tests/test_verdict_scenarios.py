@@ -91,3 +91,14 @@ def test_in_network_sum_modes_0_014_percent_is_a_tie() -> None:
 def test_in_network_sum_answers_e_against_e_summed_by_name() -> None:
     (line,) = judged("in-network-sum").sentences
     assert line.startswith("To loss 3.3, E summed at the switch beats E all-gathered at ")
+
+
+def test_two_datacentres_local_sgd_names_the_family_where_it_wins() -> None:
+    """Issue 26: beside A/B/C/E across the WAN, the verdict names a local-SGD variant (H, H-s,
+    L) wherever one is fastest, and no compressor wins at any point of that scenario."""
+    result = judged("two-datacentres-local-sgd")
+    assert all("H-s is fastest" in line for line in result.sentences), result.sentences
+    winners = " = ".join(result.table["fastest"]) if "fastest" in result.table else ""
+    assert winners, list(result.table.columns)
+    for compressor in ("A AdamW", "B top-k 2d64", "C low band 1d256", "E optics"):
+        assert compressor not in winners, compressor
