@@ -124,8 +124,8 @@ def check_no_checkpoints(trace: Trace) -> None:
 
 def measure_compute(trace: Trace) -> Compute:
     """A compute run's three figures (see the module's docstring)."""
-    check_no_checkpoints(trace)
     outside = outside_exchange_s(trace)
+    check_no_checkpoints(trace)
     steps = trace.steps["step"].to_numpy(dtype=int)
     evaluated = trace.steps["val_loss"].notna().to_numpy()
     plain = (steps > 1) & ~evaluated
@@ -179,8 +179,8 @@ def gather_bytes_s(trace: Trace, net: Calibrated, rate_bps: float) -> np.ndarray
 def independent_compute(run: Trace, compute: Compute, net: Calibrated,
                         rate_bps: float) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
     """Per step of `run`: (compute from the compute run, the gathers' bytes at the rate)."""
-    check_no_checkpoints(run)
     check_gloo(run)
+    check_no_checkpoints(run)
     steps = run.steps["step"].to_numpy(dtype=int)
     charged = compute.per_step(steps, run.steps["val_loss"].notna().to_numpy())
     if not (np.isfinite(charged).all() and math.isfinite(compute.first_s)):
