@@ -305,7 +305,7 @@ def test_unreached_targets_are_a_table_of_not_reached_cells(ttl_folder):
 
 
 def test_a_trace_whose_exchange_outlasts_its_step_is_refused_by_the_model():
-    from transitsim.testbed.ttl_model import outside_exchange
+    from transitsim.testbed.ttl_compute import outside_exchange
 
     path = TTL / pd.read_csv(TTL / "runs.csv")["trace"].iloc[0]
     trace = read_trace(path)

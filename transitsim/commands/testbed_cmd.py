@@ -4,7 +4,8 @@
 replays every point through transitsim and prints the comparison. `compare` redoes only the
 simulation from a measured table (no root, no torch). `down` removes what killed runs left.
 `ttl` trains A, B, C and E′ on the testbed and holds their measured time-to-loss against
-transitsim's prediction from the same traces; `ttl-compare` redoes only the prediction.
+transitsim's prediction, made from separate compute runs; `ttl-compare` redoes only the
+prediction.
 """
 
 import importlib.util
@@ -254,11 +255,15 @@ def ttl_command(
     targets: str = typer.Option(TTL_TARGETS, "--targets", help="validation losses"),
     hosts: int = typer.Option(4, "--hosts", help="one rank (one worker) per host, 2..8"),
     steps: int = typer.Option(400, "--steps", help="optimiser steps per run"),
+    compute_steps: int = typer.Option(
+        100, "--compute-steps", help="steps of each variant's compute run (unshaped), >= 3"
+    ),
     seed: int = typer.Option(0, "--seed"),
     out: Path = typer.Option(Path("out/testbed-ttl"), "--output", "-o"),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No per-run progress lines."),
 ) -> int:
-    """Train A, B, C, E' on the testbed; time-to-loss measured vs transitsim's prediction."""
+    """Train A, B, C, E' on the testbed (each first on the unshaped testbed for its compute);
+    time-to-loss measured vs transitsim's prediction."""
     from transitsim.testbed import flags
     from transitsim.testbed.netns import preflight
     from transitsim.testbed.ttl_run import Plan, measure
@@ -268,12 +273,15 @@ def ttl_command(
     target_list = flags.parse_list(targets, flags.target, "targets")
     if not 2 <= hosts <= 8 or not 1 <= steps <= 100_000:
         raise TransitsimError("need 2 <= --hosts <= 8 and 1 <= --steps <= 100000")
+    if not 3 <= compute_steps <= 100_000:
+        raise TransitsimError(f"--compute-steps: need 3..100000, got {compute_steps}")
     flags.seed(seed)
     check_writable_folder(out)
     if importlib.util.find_spec("torch") is None:
         raise TransitsimError("transitsim testbed ttl needs torch: pip install -e '.[train]'")
     preflight()
-    plan = Plan(rate_list, variant_list, hosts=hosts, steps=steps, seed=seed)
+    plan = Plan(rate_list, variant_list, hosts=hosts, steps=steps, seed=seed,
+                compute_steps=compute_steps)  # fmt: skip
     out.mkdir(parents=True, exist_ok=True)
     runs, calibration = measure(plan, out, (lambda line: None) if quiet else print)
     _write_parquet(calibration, out / "calibration.parquet")

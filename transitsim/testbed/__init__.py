@@ -4,7 +4,10 @@ netns.py builds and tears down the testbed (root, iproute2); worker.py is the to
 rank run inside each host namespace (the only module here that imports torch); measure.py runs
 the grid; gloo_algos.py says which algorithm gloo runs; model.py replays each point through
 transitsim and fits the one free parameter; plot.py draws the comparison. ttl_run.py trains on
-the testbed, ttl_model.py predicts the runs' time to loss, ttl_table.py prints it. Commands:
+the testbed (each variant's compute run unshaped, then the shaped runs), ttl_compute.py takes
+each step's compute from the compute run, ttl_network.py calibrates the replayed network (the
+one place the endpoint fit lives), ttl_model.py predicts the runs' time to loss, ttl_table.py
+prints it with the exchange's own error and the variants' order. Commands:
 `transitsim testbed run|compare|down|ttl|ttl-compare`; write-up: docs/testbed.md.
 """
 

@@ -156,6 +156,13 @@ class Testbed:
             for ns, dev in ((self.host(i), "eth0"), (self.switch, f"p{i}")):
                 _run(["tc", "-n", ns, "qdisc", "replace", "dev", dev, "root", *shaping.tc_args()])
 
+    def unshape(self) -> None:
+        """Remove the tbf from both directions of every host link: the veths at whatever the
+        kernel and the CPUs move (the compute runs of `testbed ttl`); `shape` puts it back."""
+        for i in range(self.hosts):
+            for ns, dev in ((self.host(i), "eth0"), (self.switch, f"p{i}")):
+                _run(["tc", "-n", ns, "qdisc", "del", "dev", dev, "root"], check=False)
+
     def qdisc_bytes(self) -> dict[str, tuple[int, int]]:
         """(bytes, packets) each host's egress tbf has sent so far, by host namespace."""
         counts = {}

@@ -139,7 +139,7 @@ def check_measured(frame: Any, source: Path | str) -> pd.DataFrame:
 
 def check_runs(runs: Any, folder: Path, source: Path | str) -> pd.DataFrame:
     """runs.csv of a `testbed ttl` folder: at least one run, each with a rate and a trace file
-    inside the folder."""
+    inside the folder, and (newer folders) the trace of its variant's compute run."""
     where = str(source)
     if not isinstance(runs, pd.DataFrame):
         raise TransitsimError(f"{where}: not a table")
@@ -151,19 +151,26 @@ def check_runs(runs: Any, folder: Path, source: Path | str) -> pd.DataFrame:
         raise TransitsimError(f"{where}: more than {MAX_RUNS} runs: not a `testbed ttl` table")
     runs = runs.reset_index(drop=True)
     rates = check_numbers(runs, "rate_bps", where)
+    checked = {"variant": runs["variant"].astype(str), "rate_bps": rates,
+               "trace": _paths(runs, "trace", folder, where)}  # fmt: skip
+    if "compute_trace" in runs.columns:  # every run's compute run, or none (older folders)
+        checked["compute_trace"] = _paths(runs, "compute_trace", folder, where)
+    return pd.DataFrame(checked)
+
+
+def _paths(runs: pd.DataFrame, column: str, folder: Path, where: str) -> list[str]:
+    """A column of file names, each inside `folder`."""
     root = folder.resolve()
-    traces = []
-    for k, trace in enumerate(runs["trace"].tolist()):
+    out = []
+    for k, trace in enumerate(runs[column].tolist()):
         if not isinstance(trace, str) or not trace.strip() or "\x00" in trace:
-            raise TransitsimError(f"{where}: column 'trace' row {k}: expected a file name")
+            raise TransitsimError(f"{where}: column '{column}' row {k}: expected a file name")
         path = Path(trace)
         if path.is_absolute() or ".." in path.parts:
             raise TransitsimError(
-                f"{where}: column 'trace' row {k}: {trace!r:.60} is not a path inside {folder}"
+                f"{where}: column '{column}' row {k}: {trace!r:.60} is not a path inside {folder}"
             )
         if not (root / path).resolve().is_relative_to(root):
-            raise TransitsimError(f"{where}: column 'trace' row {k}: leads outside {folder}")
-        traces.append(trace)
-    return pd.DataFrame(
-        {"variant": runs["variant"].astype(str), "rate_bps": rates, "trace": traces}
-    )
+            raise TransitsimError(f"{where}: column '{column}' row {k}: leads outside {folder}")
+        out.append(trace)
+    return out

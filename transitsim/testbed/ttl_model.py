@@ -1,16 +1,21 @@
-"""Time-to-loss measured on the testbed against transitsim's prediction from the same run.
+"""Time-to-loss measured on the testbed against transitsim's prediction, made apart from it.
 
 Measured: rank 0's wall clock from the start of step 1 to the end of the first evaluated step
-whose validation loss is at or below the target (`end_unix_s`, `wall_s`).
+whose validation loss is at or below the target (`end_unix_s`, `wall_s`); and the exchange
+alone, the sum of the measured `comm_s` up to that step.
 
-Predicted: `transitsim.replay.plan` of that run's trace on the testbed as a NetworkSpec. The
-network is the one `testbed run` validates (one switch, host links at the tbf rate, the payload
-share tbf's counters saw, latency = a quarter of the kernel's round trip, and one alpha per gloo
-transfer fitted on the 1 MiB calibration collectives of the same session; `model.py`). The
-compute is the trace's own: everything rank 0 measured outside the exchange, i.e. each step's
-`wall_s - comm_s` (forward, backward, compression, update, the loss gather, evaluation) plus
-the gaps between steps (checkpoints), replayed as the step's compute. No FLOP model, and the
-measured exchange time `comm_s` is never used: transitsim simulates every exchange.
+Predicted: `transitsim.replay.plan` on the testbed as a NetworkSpec (`ttl_network`: one switch,
+host links at the tbf rate, the payload share tbf's counters saw, latency = a quarter of the
+kernel's round trip, and the endpoint fitted on the calibration collectives of the same
+session). Each step's compute comes from the variant's compute run on the unshaped testbed
+(`ttl_compute`), the run's small gathers' bytes are replayed at the rate, and every exchange is
+simulated. Of the predicted run itself the prediction takes only its loss curve (which steps
+were evaluated, the first at or below the target) and its bytes: none of its timing.
+
+A folder without compute runs (written before they existed) is predicted the old way, each
+step's compute being the run's own `wall_s - comm_s` plus gaps; those cells are marked not
+independent (`independent` False), since there predicted - measured is just predicted exchange
+- measured exchange, diluted.
 
 The exchange is the collective the trainer's gloo backend calls: A's gradient and E′'s band
 are all-reduced (ring; the testbed's Linux bridge cannot sum, so E′'s in-switch sum runs as
@@ -27,118 +32,76 @@ import pandas as pd
 from transitsim.base.errors import TransitsimError
 from transitsim.replay.plan import replay
 from transitsim.testbed import gloo_algos
-from transitsim.testbed.flags import WORKER_RANGE
-from transitsim.testbed.model import fit_alpha, testbed_network
+from transitsim.testbed.ttl_compute import (
+    Compute,
+    check_same_training,
+    independent_compute,
+    measure_compute,
+    outside_exchange_s,
+)
+from transitsim.testbed.ttl_network import (
+    GLOO_COLLECTIVE,
+    Calibrated,
+    calibrate,
+    network_for,
+)
 from transitsim.traces.format import Trace, read_trace
 
-GLOO_COLLECTIVE = {"all_reduce": "all_reduce", "reduce_at_switch": "all_reduce",
-                   "all_gather": "all_gather"}  # fmt: skip
-NEEDED = ("wall_s", "comm_s", "end_unix_s", "exchange_bytes")
 COLUMNS = [
     "variant",
     "rate_bps",
     "target",
     "step",
+    "independent",
     "measured_s",
     "predicted_s",
     "error",
     "exchange_measured_s",
     "exchange_predicted_s",
+    "exchange_error",
     "exchange_share",
+    "compute_predicted_s",
+    "gathers_predicted_s",
+    "compute_extrapolated",
     "predicted_no_alpha_s",
     "net_efficiency",
     "net_latency_s",
     "net_alpha_s",
+    "net_host_per_message_s",
+    "net_host_rate_bps",
 ]
 
 
-def network_parameters(calibration: pd.DataFrame) -> dict[float, dict[str, float]]:
-    """Per rate: efficiency, latency and alpha (fitted on that rate's calibration points)."""
-    out = {}
-    for rate, group in calibration.groupby("rate_bps", sort=True):
-        out[float(rate)] = {
-            "efficiency": float(group["qdisc_efficiency"].mean()),
-            "latency_s": float(group["rtt_s"].iloc[0]) / 4,
-            "alpha_s": fit_alpha(group),
-        }
-    return out
-
-
-def check_timing(trace: Trace) -> None:
-    """One line unless the trace's clocks can be replayed: every step's wall and exchange times
-    finite, 0 < wall, 0 <= exchange <= wall (the exchange is part of the step), end times
-    finite and never going back, 2..16 workers and a collective gloo runs."""
-    steps, where = trace.steps, f"{trace.path}"
-    wall, comm, end = (steps[c].to_numpy(dtype=float, na_value=np.nan) for c in NEEDED[:3])
-    problems = {
-        "wall_s": ~np.isfinite(wall) | (wall <= 0),
-        "comm_s": ~np.isfinite(comm) | (comm < 0) | (comm > wall),
-        "end_unix_s": ~np.isfinite(end) | np.append(False, np.diff(end) < 0),
-    }
-    for name, bad in problems.items():
-        if bad.any():
-            k = int(np.flatnonzero(bad)[0])
-            raise TransitsimError(
-                f"{where}: step {int(steps['step'].iloc[k])}: {name} = "
-                f"{steps[name].iloc[k]!r} cannot be replayed (wall {wall[k]!r} s, "
-                f"exchange {comm[k]!r} s)"
-            )
-    workers = trace.meta.get("workers")
-    low, high = WORKER_RANGE
-    if not isinstance(workers, int) or not low <= workers <= high:
-        raise TransitsimError(f"{where}: {workers!r} workers: the testbed runs {low}..{high}")
-    last = steps.iloc[-1]
-    if str(last["collective"]) not in GLOO_COLLECTIVE or not last["payload_bytes"] > 0:
-        raise TransitsimError(
-            f"{where}: its last step sends {last['payload_bytes']!r} B by "
-            f"{last['collective']!r}: not an exchange gloo runs"
-        )
-
-
-def outside_exchange(trace: Trace) -> Trace:
-    """The trace with each step's compute = rank 0's measured time outside the exchange."""
-    steps = trace.steps
-    missing = [c for c in NEEDED if c not in steps.columns]
-    if missing or trace.meta.get("backend") in (None, "simulated"):
-        raise TransitsimError(
-            f"{trace.path}: not a torch.distributed trace (needs {', '.join(NEEDED)})"
-        )
-    check_timing(trace)
-    wall = steps["wall_s"].to_numpy(dtype=float)
-    end = steps["end_unix_s"].to_numpy(dtype=float)
-    gaps = np.diff(end, prepend=end[0] - wall[0]) - wall
-    own = wall - steps["comm_s"].to_numpy(dtype=float) + np.maximum(gaps, 0.0)
-    derived = steps.assign(compute_s=own, compress_s=0.0, update_s=0.0)
-    return replace(trace, steps=derived)
-
-
-def predict(trace: Trace, rate_bps: float, params: dict[str, float], alpha: bool = True):
-    """transitsim's replay of the run on the testbed network (timeline per step)."""
-    collective = GLOO_COLLECTIVE[str(trace.steps["collective"].iloc[-1])]
+def predict(trace: Trace, rate_bps: float, net: Calibrated, compute_s: np.ndarray,
+            alpha: bool = True) -> pd.DataFrame:  # fmt: skip
+    """transitsim's replay of `trace`'s exchanges with `compute_s` per step (timeline)."""
+    collective = str(trace.steps["collective"].iloc[-1])
     payload = int(trace.steps["payload_bytes"].iloc[-1])
-    workers = int(trace.meta["workers"])
-    per_message = (params["alpha_s"] if alpha else 0.0) * gloo_algos.segments_per_message(
-        collective, payload, workers
-    )
-    network = testbed_network(
-        workers, rate_bps, params["efficiency"], params["latency_s"], per_message / 2
-    )
-    algo = gloo_algos.transitsim_algo(collective)
-    return replay(outside_exchange(trace), network, collective=algo).timeline
+    network = network_for(net, int(trace.meta["workers"]), rate_bps, collective, payload,
+                          alpha=alpha)  # fmt: skip
+    steps = trace.steps.assign(compute_s=compute_s, compress_s=0.0, update_s=0.0)
+    algo = gloo_algos.transitsim_algo(GLOO_COLLECTIVE[collective])
+    return replay(replace(trace, steps=steps), network, collective=algo).timeline
 
 
-def cells(
-    trace: Trace, rate_bps: float, params: dict[str, float], targets: list[float]
-) -> list[dict]:
-    """One row per target: measured and predicted seconds to it, and the exchange's share."""
+def cells(trace: Trace, rate_bps: float, net: Calibrated, targets: list[float],
+          compute: Compute | None = None) -> list[dict]:  # fmt: skip
+    """One row per target: measured and predicted seconds to it, and the exchange alone.
+
+    compute None: the run's own time outside the exchange (not independent)."""
+    if compute is None:
+        charged, gathers = outside_exchange_s(trace), np.zeros(len(trace.steps))
+    else:
+        charged, gathers = independent_compute(trace, compute, net, rate_bps)
     steps = trace.steps.reset_index(drop=True)
     start = float(steps["end_unix_s"].iloc[0] - steps["wall_s"].iloc[0])
-    timeline = predict(trace, rate_bps, params).reset_index(drop=True)
-    bare = predict(trace, rate_bps, params, alpha=False).reset_index(drop=True)
+    timeline = predict(trace, rate_bps, net, charged + gathers).reset_index(drop=True)
+    bare = predict(trace, rate_bps, net, charged + gathers, alpha=False).reset_index(drop=True)
     rows = []
     for target in targets:
         hit = steps.index[steps["val_loss"].le(target).fillna(False)]
-        row = {"variant": trace.variant, "rate_bps": rate_bps, "target": target}
+        row = {"variant": trace.variant, "rate_bps": rate_bps, "target": target,
+               "independent": compute is not None}  # fmt: skip
         if len(hit) == 0:
             rows.append({**row, "step": math.nan})
             continue
@@ -148,6 +111,7 @@ def cells(
         if not (math.isfinite(predicted) and predicted > 0):
             raise TransitsimError(f"{trace.path}: the replay gave {predicted!r} s to {target:g}")
         comm = float(steps["comm_s"].iloc[: k + 1].sum())
+        exchange = float(timeline["exchange_s"].iloc[: k + 1].sum())
         rows.append(
             {
                 **row,
@@ -156,25 +120,45 @@ def cells(
                 "predicted_s": predicted,
                 "error": (predicted - measured) / measured,
                 "exchange_measured_s": comm,
-                "exchange_predicted_s": float(timeline["exchange_s"].iloc[: k + 1].sum()),
+                "exchange_predicted_s": exchange,
+                "exchange_error": (exchange - comm) / comm if comm > 0 else math.nan,
                 "exchange_share": comm / measured,
+                "compute_predicted_s": float(charged[: k + 1].sum()),
+                "gathers_predicted_s": float(gathers[: k + 1].sum()),
+                "compute_extrapolated": compute is not None
+                and int(steps["step"].iloc[k]) > compute.steps,
                 "predicted_no_alpha_s": float(bare["time_s"].iloc[k]),
             }
         )
     return rows
 
 
+def compute_runs(folder: Path, runs: pd.DataFrame) -> dict[str, tuple[Trace, Compute]]:
+    """Every compute run `runs` names, read and measured once."""
+    out: dict[str, tuple[Trace, Compute]] = {}
+    for path in runs.get("compute_trace", pd.Series(dtype=object)).dropna().unique():
+        trace = read_trace(folder / path)
+        out[str(path)] = (trace, measure_compute(trace))
+    return out
+
+
 def compare(folder: Path, runs: pd.DataFrame, calibration: pd.DataFrame,
             targets: list[float]) -> pd.DataFrame:  # fmt: skip
     """The table: every (variant, rate, target) cell of the runs recorded under `folder`
-    (`runs` and `calibration` as tables.check_runs and check_measured return them)."""
-    params = network_parameters(calibration)
+    (`runs` and `calibration` as tables.check_runs and check_measured return them). Runs with
+    a `compute_trace` are predicted from it; runs without, from their own compute (marked)."""
+    nets = calibrate(calibration)
+    computes = compute_runs(folder, runs)
     rows = []
-    for run in runs.itertuples():
-        rate = float(run.rate_bps)
-        if rate not in params:
-            raise TransitsimError(f"no calibration at {rate:g} b/s for the {run.variant} run")
-        trace = read_trace(folder / run.trace)
-        for cell in cells(trace, rate, params[rate], targets):
-            rows.append({**cell, **{f"net_{k}": v for k, v in params[rate].items()}})
+    for run in runs.to_dict("records"):
+        rate = float(run["rate_bps"])
+        if rate not in nets:
+            raise TransitsimError(f"no calibration at {rate:g} b/s for the {run['variant']} run")
+        trace = read_trace(folder / run["trace"])
+        compute = None
+        if isinstance(run.get("compute_trace"), str):
+            compute_trace, compute = computes[run["compute_trace"]]
+            check_same_training(trace, compute_trace)
+        for cell in cells(trace, rate, nets[rate], targets, compute):
+            rows.append({**cell, **nets[rate].columns()})
     return pd.DataFrame(rows).reindex(columns=COLUMNS)  # every column, also if none reached

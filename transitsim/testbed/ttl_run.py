@@ -1,11 +1,15 @@
 """Train on the testbed: one gloo trainer rank per host namespace, and the network calibrated.
 
-For each link rate the testbed is (re)shaped and calibrated the way `transitsim testbed run`
-calibrates it (kernel round trip; 1 MiB all-reduce and all-gather among the training hosts,
-from which `ttl_model` fits the one per-transfer alpha and takes the payload share tbf's
-counters saw). Then each variant trains: `python -m trainer --backend gloo` in every host
-namespace, one worker per rank, RANK/WORLD_SIZE/MASTER_ADDR from the testbed. Rank 0 writes the
-trace, with each step's measured wall time and exchange time.
+First, with the tbf removed (`Testbed.unshape`), each variant's compute run: the same variant,
+seed and ranks for `compute_steps` steps, whose time outside the exchange is the compute every
+prediction charges (`ttl_compute`). Then for each link rate the testbed is (re)shaped and
+calibrated the way `transitsim testbed run` calibrates it (kernel round trip; 1 MiB all-reduce
+and all-gather among the training hosts, from which `ttl_network` fits the endpoint and takes
+the payload share tbf's counters saw), and each variant trains: `python -m trainer --backend
+gloo` in every host namespace, one worker per rank, RANK/WORLD_SIZE/MASTER_ADDR from the
+testbed. Rank 0 writes the trace, with each step's measured wall time and exchange time. No
+run saves a checkpoint before its last step (`ckpt_every` past it): checkpoint gathers are left
+out of both sides.
 
 Every rank dies with its launcher and has a deadline; the testbed is torn down on exit, on
 exceptions and on SIGTERM/SIGHUP (`atomic.signals_raise`), and leftovers of killed runs are
@@ -36,7 +40,8 @@ from transitsim.testbed.netns import Shaping, Testbed, TestbedError, cleanup_lef
 
 VARIANTS = ("A", "B", "C", "E'")
 PRESET = "shakespeare-mini"
-CALIBRATION_BYTES = 1 << 20
+CALIBRATION_BYTES = 1 << 20  # the size alpha is fitted on (ttl_network.calibrate_rate)
+CALIBRATION_SIZES = (CALIBRATION_BYTES,)  # an endpoint fit on two sizes adds its second here
 BASE_PORT = 29901
 
 
@@ -49,6 +54,7 @@ class Plan:
     hosts: int = 4
     steps: int = 400
     seed: int = 0
+    compute_steps: int = 100  # each variant's compute run on the unshaped testbed
     calibration_repeats: int = 10
     run_limit_s: float = 1800.0  # one training run, startup included
 
@@ -58,13 +64,21 @@ def run_label(variant: str, rate_bps: float) -> str:
     return f"{variant.replace(chr(39), 'p')}-{rate_bps / 1e6:g}Mbps"
 
 
-def trainer_argv(variant: str, plan: Plan, out: Path) -> list[str]:
+def compute_label(variant: str) -> str:
+    """A folder name for a variant's compute run: `Ep-unshaped`."""
+    return f"{variant.replace(chr(39), 'p')}-unshaped"
+
+
+def trainer_argv(variant: str, plan: Plan, out: Path, steps: int | None = None) -> list[str]:
     """One rank's command: the preset, one worker per rank, values sent in bf16 as the trace
-    accounts them (so the bytes on the wire are the trace's payload_bytes)."""
+    accounts them (so the bytes on the wire are the trace's payload_bytes), no checkpoint
+    before the last step."""
+    steps = plan.steps if steps is None else steps
     return [
         sys.executable, "-m", "trainer", "--preset", PRESET, "--variant", variant,
         "--backend", "gloo", "--wire-dtype", "bfloat16", "--set", f"workers={plan.hosts}",
-        "--steps", str(plan.steps), "--seed", str(plan.seed), "--threads", "1",
+        "--set", f"ckpt_every={steps + 1}",
+        "--steps", str(steps), "--seed", str(plan.seed), "--threads", "1",
         "--dist-timeout", "600", "--quiet", "--force", "-o", str(out),
     ]  # fmt: skip
 
@@ -91,9 +105,14 @@ def train_ranks(testbed: Testbed, argv: list[str], out: Path, port: int, limit_s
 
 
 def calibrate(testbed: Testbed, rate_bps: float, repeats: int, port: int) -> pd.DataFrame:
-    """The 1 MiB all-reduce and all-gather among all hosts, as `testbed run` measures them."""
+    """The all-reduce and all-gather of each calibration size among all hosts, as `testbed run`
+    measures them."""
     rtt = measure_rtt(testbed, port)
-    points = [Point(c, CALIBRATION_BYTES, 2, repeats) for c in ("all_reduce", "all_gather")]
+    points = [
+        Point(c, nbytes, 2, repeats)
+        for nbytes in CALIBRATION_SIZES
+        for c in ("all_reduce", "all_gather")
+    ]
     merged, efficiency = run_counted(testbed, testbed.hosts, points, port + 1)
     rows = [
         {
@@ -108,15 +127,34 @@ def calibrate(testbed: Testbed, rate_bps: float, repeats: int, port: int) -> pd.
     return pd.DataFrame(rows)
 
 
+def compute_runs(testbed: Testbed, plan: Plan, out: Path, port: int,
+                 log: Callable[[str], None]) -> dict[str, str]:  # fmt: skip
+    """Each variant's compute run on the unshaped testbed: {variant: its trace under `out`}."""
+    testbed.unshape()
+    traces = {}
+    for variant in plan.variants:
+        port += 1
+        started = time.monotonic()
+        folder = out / "traces" / compute_label(variant)
+        argv = trainer_argv(variant, plan, folder, plan.compute_steps)
+        trace = train_ranks(testbed, argv, folder, port, plan.run_limit_s)
+        log(f"  {variant} compute run (unshaped): {plan.compute_steps} steps in "
+            f"{time.monotonic() - started:.0f} s")  # fmt: skip
+        traces[variant] = str(trace.relative_to(out))
+    return traces
+
+
 def measure(
     plan: Plan, out: Path, log: Callable[[str], None] = print
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Calibrate and train every (rate, variant): (one row per run with its trace's path under
-    `out`, the calibration points)."""
+    """Compute runs, then calibrate and train every (rate, variant): (one row per run with its
+    trace's and its compute run's paths under `out`, the calibration points)."""
     cleanup_leftovers()
     runs, calibrations = [], []
     port = BASE_PORT
     with signals_raise(), Testbed(plan.hosts, Shaping.for_rate(plan.rates_bps[0])) as testbed:
+        computes = compute_runs(testbed, plan, out, port, log)
+        port += len(plan.variants) + 1
         for rate in plan.rates_bps:
             testbed.shape(Shaping.for_rate(rate))
             port += 2
@@ -140,6 +178,7 @@ def measure(
                         "rate_bps": rate,
                         "hosts": plan.hosts,
                         "trace": str(trace.relative_to(out)),
+                        "compute_trace": computes[variant],
                         "loadavg_1m": round(os.getloadavg()[0], 2),
                     }
                 )

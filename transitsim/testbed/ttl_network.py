@@ -1,0 +1,104 @@
+"""The network a `testbed ttl` run is replayed on: calibrated per rate, built per exchange.
+
+This is the one place the calibration lives. `calibrate_rate` turns one rate's calibration
+points into a `Calibrated` network; `network_for` turns that into the NetworkSpec one exchange
+is replayed on. Today the endpoint is the per-transfer alpha of `testbed.model` (one constant
+per gloo transfer, fitted on the 1 MiB all-reduce and all-gather, carried on the links as
+their per-message overhead). The endpoint model of issue 25 item 2 (a `HostSpec`: per-message
+cost and shared rate at each host, fitted on two sizes) replaces it by returning
+`Calibrated(..., alpha_s=0.0, host=HostSpec(...))` from `calibrate_rate`: `network_for` already
+puts `host` into the NetworkSpec it builds, and nothing else changes.
+"""
+
+import math
+from dataclasses import dataclass, replace
+
+import pandas as pd
+
+from transitsim.network import Exchange, NetworkSpec, simulate_exchange
+from transitsim.network.spec import HostSpec
+from transitsim.testbed import gloo_algos
+from transitsim.testbed.model import CALIBRATION_BYTES, fit_alpha, testbed_network
+
+GLOO_COLLECTIVE = {"all_reduce": "all_reduce", "reduce_at_switch": "all_reduce",
+                   "all_gather": "all_gather"}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Calibrated:
+    """One rate's network: measured payload share and latency, and the endpoint's cost."""
+
+    efficiency: float  # payload bytes / bytes tbf counted (measured)
+    latency_s: float  # a quarter of the kernel's round trip (measured)
+    alpha_s: float = 0.0  # fitted cost of one gloo transfer, on the links (today's endpoint)
+    host: HostSpec | None = None  # the endpoint as a host stage (issue 25 item 2), when fitted
+
+    def columns(self) -> dict[str, float]:
+        """The parameters as the table's `net_*` columns (NaN where there is no host stage)."""
+        host = self.host
+        return {
+            "net_efficiency": self.efficiency,
+            "net_latency_s": self.latency_s,
+            "net_alpha_s": self.alpha_s,
+            "net_host_per_message_s": host.per_message_s if host else math.nan,
+            "net_host_rate_bps": host.rate_bps if host else math.nan,
+        }
+
+
+def calibrate_rate(group: pd.DataFrame) -> Calibrated:
+    """One rate's calibration points (`ttl_run.calibrate`) -> its network. Swap the endpoint
+    fit here (and only here)."""
+    fitted = group[group["bytes"] == CALIBRATION_BYTES]
+    return Calibrated(
+        efficiency=float(group["qdisc_efficiency"].mean()),
+        latency_s=float(group["rtt_s"].iloc[0]) / 4,
+        alpha_s=fit_alpha(fitted if len(fitted) else group),
+    )
+
+
+def calibrate(calibration: pd.DataFrame) -> dict[float, Calibrated]:
+    """Per rate, the calibrated network."""
+    return {
+        float(rate): calibrate_rate(group)
+        for rate, group in calibration.groupby("rate_bps", sort=True)
+    }
+
+
+def network_for(
+    net: Calibrated,
+    workers: int,
+    rate_bps: float,
+    collective: str,
+    payload: int,
+    *,
+    alpha: bool = True,
+    fixed_costs: bool = True,
+) -> NetworkSpec:
+    """The testbed as the NetworkSpec one `collective` of `payload` bytes is replayed on.
+
+    alpha False: the bytes over the line rate and the host stage only (no per-transfer alpha).
+    fixed_costs False: the bytes alone (no latency, no alpha, no host stage's per-message cost),
+    for a transfer whose fixed costs were measured elsewhere."""
+    per_message = net.alpha_s * gloo_algos.segments_per_message(
+        GLOO_COLLECTIVE[collective], payload, workers
+    )
+    charged = alpha and fixed_costs
+    network = testbed_network(
+        workers,
+        rate_bps,
+        net.efficiency,
+        net.latency_s if fixed_costs else 0.0,
+        per_message / 2 if charged else 0.0,  # a message crosses two links
+    )
+    host = net.host
+    if host is not None and not fixed_costs:
+        host = replace(host, per_message_s=0.0)
+    return replace(network, host=host)
+
+
+def simulate_bytes(net: Calibrated, workers: int, rate_bps: float, collective: str,
+                   payload: int) -> float:  # fmt: skip
+    """Seconds `payload` bytes per rank take through `collective` at `rate_bps`, bytes only."""
+    network = network_for(net, workers, rate_bps, collective, payload, fixed_costs=False)
+    algo = gloo_algos.transitsim_algo(GLOO_COLLECTIVE[collective])
+    return simulate_exchange(network, Exchange(algo, payload)).time_s
