@@ -32,6 +32,9 @@ TITLES = {
     "optics_oob": "(g) E with feedback of the values sent against the exact band, with the "
     "out-of-band energy the values sent carry (per step, worker 0; means over seeds)",
     "optics_oob_claims": "(g) The optics hypothesis (slide 10), over seeds",
+    "local_sgd": "(h) Local SGD (H DiLoCo, H-s Streaming DiLoCo, L SparseLoCo) against the "
+    "every-step methods: new, nothing published; mean ± sd over seeds, payload per worker",
+    "local_sgd_claims": "(h) Communicate less often, or less each step?",
 }
 CLAIM_HEADERS = {
     "claim": "Claim",
@@ -328,6 +331,42 @@ def show_optics_oob(df: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, str]]:
     return out, headers
 
 
+def show_local_sgd(df: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, str]]:
+    out = pd.DataFrame({"configuration": df["configuration"], "seeds": df["seeds"]})
+    out["final_loss"] = [
+        _loss(row.final_loss, row.final_loss_sd, row.seeds) for _, row in df.iterrows()
+    ]
+    out["above_topk"] = [
+        f"{_signed(row.above_topk)} ({row.vs_topk})" if row.vs_topk != "reference" else "reference"
+        for _, row in df.iterrows()
+    ]
+    out["steps_to_c"] = [
+        _steps(v, r) for v, r in zip(df["steps_to_c"], df["reached_c"], strict=True)
+    ]
+    out["payload_to_c"] = [_bytes(v) for v in df["payload_to_c_bytes"]]
+    out["vs_adamw"] = [DASH if _missing(v) else f"{v:.3f}x" for v in df["payload_to_c_vs_adamw"]]
+    out["steps_to_topk"] = [
+        _steps(v, r) for v, r in zip(df["steps_to_topk"], df["reached_topk"], strict=True)
+    ]
+    out["payload_to_topk"] = [_bytes(v) for v in df["payload_to_topk_bytes"]]
+    out["syncs"] = [
+        f"{s:.0f} of {n:.0f}" for s, n in zip(df["sync_steps"], df["steps"], strict=True)
+    ]
+    headers = {
+        "configuration": "Configuration",
+        "seeds": "Seeds",
+        "final_loss": "Final loss",
+        "above_topk": "Above top-k",
+        "steps_to_c": "Steps to C's final",
+        "payload_to_c": "Payload to C's final",
+        "vs_adamw": "… vs AdamW",
+        "steps_to_topk": "Steps to top-k's final",
+        "payload_to_topk": "Payload to top-k's final",
+        "syncs": "Steps that send",
+    }
+    return out, headers
+
+
 SHOW = {
     "final_loss": show_final_loss,
     "ordering": show_ordering,
@@ -341,6 +380,8 @@ SHOW = {
     "selection_claims": show_questions,
     "optics_oob": show_optics_oob,
     "optics_oob_claims": show_questions,
+    "local_sgd": show_local_sgd,
+    "local_sgd_claims": show_questions,
 }
 
 
@@ -393,7 +434,8 @@ def findings_command(
     quiet: bool = typer.Option(False, "--quiet", "-q", help=QUIET_HELP),
 ) -> int:
     """Our runs beside the published results: (a) final losses, (b) ordering and the deck's
-    loss claims, (c) captured energy, (d) the optics, (e) E' at a switch."""
+    loss claims, (c) captured energy, (d) the optics, (e) E' at a switch, (f) selections
+    without comparisons, (g) the optics hypothesis, (h) local SGD."""
     fmt = output_format(markdown=markdown, json_=json_)
     if not math.isfinite(gap_nats) or gap_nats < 0:
         raise TransitsimError(f"--gap-nats must be a non-negative number, got {gap_nats}")

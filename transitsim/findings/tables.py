@@ -3,6 +3,7 @@
 final_loss ... energy_claims   (a)-(c) losses, orderings, energies: sections.py
 optics ... switch              (d), (e) the optics and the switch: optics.py
 selections ... optics_oob      (f), (g) issue 14's questions: selection.py
+local_sgd, local_sgd_claims    (h) issue 26's: communicate less often, or less? local_sgd.py
 """
 
 from collections.abc import Callable
@@ -10,6 +11,7 @@ from collections.abc import Callable
 import pandas as pd
 
 from transitsim.findings.claims import UNKNOWN  # noqa: F401  (a section's "cannot say")
+from transitsim.findings.local_sgd import BUILDERS as LOCAL_SGD_BUILDERS
 from transitsim.findings.optics import optics_claims, optics_table, switch_table
 from transitsim.findings.published import FIXED_BAND_GAP_NATS
 from transitsim.findings.runs import ConfigResult, RunScale, summarise
@@ -37,6 +39,9 @@ SECTIONS = (
     "selection_claims",
     "optics_oob",
     "optics_oob_claims",
+    # issue 26 (transitsim.findings.local_sgd): the local-SGD family against the every-step ones
+    "local_sgd",
+    "local_sgd_claims",
 )
 
 
@@ -56,6 +61,7 @@ def findings(traces: list[Trace], gap_nats: float = FIXED_BAND_GAP_NATS) -> dict
         "optics_claims": optics_claims,
         "switch": switch_table,
         **BUILDERS,
+        **LOCAL_SGD_BUILDERS,
     }
     return {
         section: pd.concat(
