@@ -196,10 +196,10 @@ def run_command(
     collectives: str = typer.Option("all-reduce,all-gather", "--collectives"),
     calibrate: str = typer.Option(DEFAULT_CALIBRATE, "--calibrate", help=CALIBRATE_HELP),
     fit: str = typer.Option("endpoint", "--fit", help=FIT_HELP),
-    call_limit: float = typer.Option(2.0, "--call-limit", help="skip points longer than this (s)"),
-    budget: float = typer.Option(4.0, "--budget", help="most seconds of timed calls per point"),
+    call_limit: float = typer.Option(3.0, "--call-limit", help="skip points longer than this (s)"),
+    budget: float = typer.Option(6.0, "--budget", help="most seconds of timed calls per point"),
     min_repeats: int = typer.Option(5, "--min-repeats"),
-    max_repeats: int = typer.Option(40, "--max-repeats"),
+    max_repeats: int = typer.Option(60, "--max-repeats"),
     target_spread: float = typer.Option(
         0.05, "--target-spread", help="repeat until IQR/median is under this (or a cap)"
     ),

@@ -145,7 +145,7 @@ class Grid:
         total = 0.0
         wan = self.wan_rate_bps if self.sites == 2 else None
         for rate_bps in self.rates_bps:
-            total += 5.0 * self.sites  # the round-trip probes
+            total += 5.0 * self.sites  # the round-trip probes (two with two sites)
             for n in self.workers:
                 points = self.points(rate_bps, n)
                 if points:
