@@ -228,7 +228,7 @@ def run_command(
     preflight()
     if not quiet:
         print(f"estimated duration: at most {grid.estimate_s() / 60:.1f} min (every point to its "
-              "repeat or time cap; wire times at 95 % payload share)", flush=True)  # fmt: skip
+              "repeat or time cap; planning model of measure.planning_s)", flush=True)  # fmt: skip
     measured = measure_grid(
         grid.rates_bps,
         grid.workers,
