@@ -238,3 +238,47 @@ def test_the_ranks_agree_on_the_spread_as_numpy_computes_it():
         times = rng.uniform(0.1, 0.2, n).tolist()
         q25, q50, q75 = np.percentile(times, [25, 50, 75])
         assert _spread(times) == pytest.approx((q75 - q25) / q50)
+
+
+def _two_site_base() -> pd.DataFrame:
+    """8 committed 50 Mb/s points at P = 2 as a 2-site table (a 25 Mb/s WAN), all-reduces also
+    as hierarchical ones: every new column present."""
+    frame = pd.read_parquet(MEASURED)
+    frame = frame[(frame["rate_bps"] == 50e6) & (frame["workers"] == 2)].reset_index(drop=True)
+    hier = frame[frame["collective"] == "all_reduce"].assign(
+        collective=gloo_algos.HIERARCHICAL, layout="2 sites hierarchical"
+    )
+    frame = pd.concat([frame.assign(layout="2 sites flat"), hier], ignore_index=True)
+    return frame.assign(sites=2, wan_rate_bps=25e6, rtt_wan_s=frame["rtt_s"] * 1.5,
+                        load_start=0.3, load_end=0.5, repeat_stop="spread")  # fmt: skip
+
+
+def test_generated_broken_two_site_tables_are_compared_whole_or_refused():
+    """Issue 27's fuzz of measured tables, on a table with every column issue 25 added: a
+    comparison of every row with finite outputs, or one line and nothing written."""
+    import tempfile
+
+    from hypothesis import given
+    from test_hostile_fuzz import FUZZ_TESTBED, _write_frame, measured_mutation, run_cli
+
+    @FUZZ_TESTBED
+    @given(frame=measured_mutation(_two_site_base()))
+    def check(frame):
+        with tempfile.TemporaryDirectory() as folder:
+            path, out = Path(folder) / "measured.parquet", Path(folder) / "out"
+            _write_frame(frame, path)
+            argv = ["testbed", "compare", str(path), "--calibrate", "64 KiB,1 MiB", "-o", str(out)]
+            code, _, stderr = run_cli(argv)
+            if code != 0:
+                lines = stderr.splitlines()
+                assert code == 2 and len(lines) == 1, (argv, stderr)
+                assert lines[0].startswith("transitsim: error: ") and "Traceback" not in stderr
+                assert not out.exists(), "a refused comparison wrote"
+                return
+            table = pd.read_csv(out / "comparison.csv")
+            assert len(table) == len(frame)
+            assert table["simulated_s"].map(math.isfinite).all()
+            assert (table["simulated_s"] > 0).all()
+            assert set(table["layout"]) <= {"2 sites flat", "2 sites hierarchical"}
+
+    check()
