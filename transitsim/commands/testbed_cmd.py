@@ -157,9 +157,16 @@ def report(table: pd.DataFrame, out: Path | None) -> dict:
         f"all rates: {o['predicted_points']} predicted points, median |error| "
         f"{percent(o['median_abs_error'])}, worst {percent(o['worst_abs_error'])}"
     )
+    run_load = ""
+    began = table.get("loadavg_1m_at_start")
+    if o["points_load_unknown"] and began is not None and pd.api.types.is_float_dtype(began):
+        value = float(began.max())
+        if 0 <= value < 1e4:  # the run-wide figure old tables carry (a number, not per point)
+            figures["overall"]["run_loadavg_1m_at_start"] = value
+            run_load = f" (the run began at {value:.2f})"
     console.print(
         f"load: {o['points_loaded']} of {o['points']} points taken at a 1-minute load average "
-        f"above {o['load_limit']:g}, {o['points_load_unknown']} with no load recorded"
+        f"above {o['load_limit']:g}, {o['points_load_unknown']} with no load recorded{run_load}"
     )
     if not table["alpha_s"].gt(0).any() and not host_modelled():
         console.print(
