@@ -23,18 +23,30 @@ from transitsim.testbed import json_ready, percent, rate_label, size_label
 
 TTL_TARGETS = "3.3,3.1"
 DEFAULT_SIZES = "64 KiB,256 KiB,1 MiB,4 MiB,16 MiB,64 MiB"
+DEFAULT_CALIBRATE = "64 KiB,4 MiB"
+CALIBRATE_HELP = (
+    "the (at most two) sizes the endpoint is fitted on; with --fit alpha, the one size alpha is"
+)
+FIT_HELP = "endpoint: HostSpec's o and rate per rate (issue 25); alpha: the legacy one alpha"
 TABLE_COLUMNS = [
     "rate_bps",
+    "layout",
+    "wan_rate_bps",
     "collective",
     "workers",
     "bytes",
     "repeats",
+    "repeat_stop",
     "median_s",
     "spread",
+    "load_start",
+    "load_end",
     "simulated_s",
     "rel_error",
     "fitted",
     "alpha_s",
+    "host_per_transfer_s",
+    "host_rate_bps",
     "qdisc_efficiency",
     "latency_s",
     "gloo_algorithm",
@@ -46,51 +58,90 @@ def _write_parquet(frame: pd.DataFrame, path: Path) -> None:
         frame.to_parquet(tmp, index=False)
 
 
+def _config_label(rate: float, layout_sites: int, wan: float) -> str:
+    if layout_sites == 1:
+        return rate_label(rate)
+    return f"{rate_label(rate)}, 2 sites, WAN {rate_label(wan)}"
+
+
+def _endpoint_words(group: pd.DataFrame) -> str:
+    """The fitted parameters of one configuration, as the table prints them."""
+    row = group.iloc[0]
+    if float(row["alpha_s"]) > 0 or not bool(row["host_fitted"]):
+        return f"alpha {row['alpha_s'] * 1e3:.3f} ms"
+    rate = float(row["host_rate_bps"])
+    shared = "none" if rate == float("inf") else rate_label(rate)
+    return f"o {row['host_per_transfer_s'] * 1e3:.3f} ms, rate {shared}"
+
+
 def report(table: pd.DataFrame, out: Path | None) -> dict:
     """Print the comparison and its summary; write comparison.{parquet,csv}, report.html."""
-    from transitsim.testbed.model import summary
+    from transitsim.testbed.model import host_modelled, summary
 
     console = Console(width=max(Console().width, 120))
     grid = Table(title="gloo collectives on the testbed: measured vs transitsim")
-    for name in ("rate", "collective", "P", "bytes", "measured s", "spread", "simulated s",
-                 "error", ""):  # fmt: skip
-        grid.add_column(name, justify="right" if name not in ("collective", "") else "left")
+    for name in ("rate", "layout", "collective", "P", "bytes", "repeats", "measured s", "spread",
+                 "load", "simulated s", "error", ""):  # fmt: skip
+        left = name in ("collective", "layout", "")
+        grid.add_column(name, justify="left" if left else "right")
     for row in table.itertuples():
+        loads = [v for v in (row.load_start, row.load_end) if v == v]  # NaN: not recorded
+        load = max(loads) if loads else float("nan")
         grid.add_row(
             rate_label(row.rate_bps),
+            row.layout,
             row.collective,
             str(row.workers),
             size_label(row.bytes),
+            str(row.repeats),
             f"{row.median_s:.4f}",
             f"{row.spread:.1%}",
+            "?" if load != load else f"{load:.2f}",
             f"{row.simulated_s:.4f}",
             f"{row.rel_error:+.1%}",
             "fitted" if row.fitted else "",
         )
     console.print(grid)
-    per_rate = Table(title="per rate: parameters and |error| over the predicted points")
-    for name in ("rate", "efficiency (tbf counters)", "latency (RTT/4)", "alpha (fitted)",
-                 "points", "median |error|", "worst |error|"):  # fmt: skip
+    per_rate = Table(title="per configuration: parameters and |error| over the predicted points")
+    for name in ("configuration", "efficiency (tbf counters)", "latency (RTT/4)", "WAN latency",
+                 "endpoint (fitted)", "points", "median |error|", "worst |error|"):  # fmt: skip
         per_rate.add_column(name, justify="right")
-    figures = {"overall": summary(table), "per_rate": {}}
-    for rate, group in table.groupby("rate_bps", sort=True):
+    figures = {"overall": summary(table), "per_rate": {}, "per_layout": {}}
+    for (sites, rate, wan), group in table.groupby(["sites", "rate_bps", "wan_rate_bps"]):
         s = summary(group)
-        figures["per_rate"][rate_label(rate)] = {
+        label = _config_label(rate, int(sites), wan)
+        wan_latency = max(0.0, (group["rtt_wan_s"].iloc[0] - group["rtt_s"].iloc[0]) / 2)
+        figures["per_rate"][label] = {
             **s,
             "alpha_s": float(group["alpha_s"].iloc[0]),
+            "host_per_transfer_s": float(group["host_per_transfer_s"].iloc[0]),
+            "host_rate_bps": float(group["host_rate_bps"].iloc[0]),
             "efficiency": float(group["qdisc_efficiency"].mean()),
             "latency_s": float(group["latency_s"].iloc[0]),
+            "wan_latency_s": float(wan_latency) if sites == 2 else None,
         }
         per_rate.add_row(
-            rate_label(rate),
+            label,
             f"{group['qdisc_efficiency'].mean():.4f}",
             f"{group['latency_s'].iloc[0] * 1e6:.1f} us",
-            f"{group['alpha_s'].iloc[0] * 1e3:.3f} ms",
+            f"{wan_latency * 1e6:.1f} us" if sites == 2 else "–",
+            _endpoint_words(group),
             f"{s['predicted_points']} (+{s['points'] - s['predicted_points']} fitted)",
             percent(s["median_abs_error"]),
             percent(s["worst_abs_error"]),
         )
     console.print(per_rate)
+    by_layout = Table(title="per layout: |error| over the predicted points")
+    for name in ("layout", "points", "median |error|", "worst |error|", "load > 1.5",
+                 "load unknown"):  # fmt: skip
+        by_layout.add_column(name, justify="right")
+    for name, group in table.groupby("layout", sort=False):
+        s = summary(group)
+        figures["per_layout"][name] = s
+        by_layout.add_row(name, str(s["predicted_points"]), percent(s["median_abs_error"]),
+                          percent(s["worst_abs_error"]), str(s["points_loaded"]),
+                          str(s["points_load_unknown"]))  # fmt: skip
+    console.print(by_layout)
     predicted = table[~table["fitted"]]
     by_workers = predicted.assign(abs_error=predicted["rel_error"].abs()).pivot_table(
         index="rate_bps", columns="workers", values="abs_error", aggfunc="median"
@@ -107,6 +158,22 @@ def report(table: pd.DataFrame, out: Path | None) -> dict:
         f"all rates: {o['predicted_points']} predicted points, median |error| "
         f"{percent(o['median_abs_error'])}, worst {percent(o['worst_abs_error'])}"
     )
+    run_load = ""
+    began = table.get("loadavg_1m_at_start")
+    if o["points_load_unknown"] and began is not None and pd.api.types.is_float_dtype(began):
+        value = float(began.max())
+        if 0 <= value < 1e4:  # the run-wide figure old tables carry (a number, not per point)
+            figures["overall"]["run_loadavg_1m_at_start"] = value
+            run_load = f" (the run began at {value:.2f})"
+    console.print(
+        f"load: {o['points_loaded']} of {o['points']} points taken at a 1-minute load average "
+        f"above {o['load_limit']:g}, {o['points_load_unknown']} with no load recorded{run_load}"
+    )
+    if not table["alpha_s"].gt(0).any() and not host_modelled():
+        console.print(
+            "note: this simulator ignores NetworkSpec.host (the endpoint model has not landed): "
+            "the endpoint was not fitted and the links alone are replayed"
+        )
     if out is not None:
         from transitsim.testbed.plot import write_page
 
@@ -118,10 +185,12 @@ def report(table: pd.DataFrame, out: Path | None) -> dict:
         fitted = ", ".join(
             size_label(int(b)) for b in sorted(set(table.loc[table["fitted"], "bytes"]))
         )
+        what = "alpha" if table["alpha_s"].gt(0).any() else "the endpoint (o, rate)"
         note = (
             "Markers: measured median (bars: interquartile range); lines: transitsim on the "
-            "same network (one switch, host links at the tbf rate, measured efficiency and "
-            f"latency, alpha fitted on the {fitted} points of each rate)."
+            "same network (one switch, or two datacentres and the WAN; host links at the tbf "
+            f"rate, measured efficiency and latency, {what} fitted on the {fitted} points of "
+            "each configuration)."
         )
         write_page(out / "report.html", table, note, figures)
         console.print(f"wrote {out}/comparison.parquet, comparison.csv, summary.json, report.html")
@@ -133,12 +202,18 @@ def run_command(
     workers: str = typer.Option("2,4,8", "--workers", help="worker counts (one rank per host)"),
     sizes: str = typer.Option(DEFAULT_SIZES, "--sizes", help="payload per worker"),
     collectives: str = typer.Option("all-reduce,all-gather", "--collectives"),
-    calibrate: str = typer.Option("1 MiB", "--calibrate", help="the one size alpha is fitted on"),
-    call_limit: float = typer.Option(2.0, "--call-limit", help="skip points longer than this (s)"),
-    budget: float = typer.Option(2.5, "--budget", help="seconds of repeats per point"),
+    calibrate: str = typer.Option(DEFAULT_CALIBRATE, "--calibrate", help=CALIBRATE_HELP),
+    fit: str = typer.Option("endpoint", "--fit", help=FIT_HELP),
+    call_limit: float = typer.Option(3.0, "--call-limit", help="skip points longer than this (s)"),
+    budget: float = typer.Option(6.0, "--budget", help="most seconds of timed calls per point"),
     min_repeats: int = typer.Option(5, "--min-repeats"),
-    max_repeats: int = typer.Option(25, "--max-repeats"),
+    max_repeats: int = typer.Option(60, "--max-repeats"),
+    target_spread: float = typer.Option(
+        0.05, "--target-spread", help="repeat until IQR/median is under this (or a cap)"
+    ),
     warmup: int = typer.Option(2, "--warmup"),
+    sites: int = typer.Option(1, "--sites", help="2: two switches joined by a shaped WAN"),
+    wan_rate: str | None = typer.Option(None, "--wan-rate", help="the WAN's tbf rate (--sites 2)"),
     out: Path = typer.Option(Path("out/testbed"), "--output", "-o"),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No per-point progress lines."),
 ) -> int:
@@ -146,7 +221,10 @@ def run_command(
     from transitsim.testbed import flags
 
     grid = flags.grid(rates, workers, sizes, collectives, calibrate, call_limit, budget,
-                      (min_repeats, max_repeats), warmup)  # fmt: skip
+                      (min_repeats, max_repeats), warmup, target_spread, sites,
+                      wan_rate)  # fmt: skip
+    if fit not in ("endpoint", "alpha") or (fit == "alpha" and len(grid.calibration_sizes) > 1):
+        raise TransitsimError("--fit: endpoint (one or two --calibrate sizes) or alpha (one)")
     check_writable_folder(out)
     if importlib.util.find_spec("torch") is None:
         raise TransitsimError("transitsim testbed run needs torch: pip install -e '.[train]'")
@@ -156,6 +234,9 @@ def run_command(
     from transitsim.testbed.tables import check_measured
 
     preflight()
+    if not quiet:
+        print(f"estimated duration: at most {grid.estimate_s() / 60:.1f} min (every point to its "
+              "repeat or time cap; planning model of measure.planning_s)", flush=True)  # fmt: skip
     measured = measure_grid(
         grid.rates_bps,
         grid.workers,
@@ -165,6 +246,9 @@ def run_command(
         budget_s=grid.budget_s,
         repeats=grid.repeats,
         warmup=grid.warmup,
+        target_spread=grid.target_spread,
+        sites=grid.sites,
+        wan_rate_bps=grid.wan_rate_bps,
         log=(lambda line: None) if quiet else (lambda line: print(line, flush=True)),
     )
     _write_parquet(measured, out / "measured.parquet")
@@ -172,22 +256,25 @@ def run_command(
         checked = check_measured(measured, out / "measured.parquet")
     except TransitsimError as exc:
         raise TransitsimError(f"{exc} (the measurement is kept there)") from None
-    report(compare(checked, grid.calibration_bytes), out)
+    report(compare(checked, grid.calibration_sizes, fit), out)
     return 0
 
 
 def compare_command(
     measured: Path = typer.Argument(..., help="measured.parquet from `testbed run`"),
-    calibrate: str = typer.Option("1 MiB", "--calibrate", help="the one size alpha is fitted on"),
+    calibrate: str = typer.Option(DEFAULT_CALIBRATE, "--calibrate", help=CALIBRATE_HELP),
+    fit: str = typer.Option("endpoint", "--fit", help=FIT_HELP),
     out: Path | None = typer.Option(None, "--output", "-o", help="write the comparison here"),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Accepted: prints the comparison."),
 ) -> int:
     """Replay a measured table through transitsim and print the comparison (no root needed)."""
-    from transitsim.testbed.flags import size
+    from transitsim.testbed.flags import calibration_sizes
     from transitsim.testbed.model import compare
     from transitsim.testbed.tables import check_measured
 
-    calibration_bytes = size(calibrate, "calibrate")
+    if fit not in ("endpoint", "alpha"):
+        raise TransitsimError(f"--fit: expected endpoint or alpha, got {fit!r}")
+    sizes = calibration_sizes(calibrate, 1 if fit == "alpha" else 2)
     if out is not None:
         check_writable_folder(out)
     if not measured.is_file():
@@ -196,7 +283,7 @@ def compare_command(
         frame = pd.read_parquet(measured)
     except Exception as exc:  # pyarrow raises several types for a non-Parquet file
         raise TransitsimError(f"{measured}: not a Parquet table ({type(exc).__name__})") from None
-    report(compare(check_measured(frame, measured), calibration_bytes), out)
+    report(compare(check_measured(frame, measured), sizes, fit), out)
     return 0
 
 

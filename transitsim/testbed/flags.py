@@ -16,7 +16,7 @@ from transitsim.analysis.metrics import check_target
 from transitsim.base.errors import TransitsimError
 from transitsim.base.units import parse_bytes, parse_rate_bps
 from transitsim.testbed import rate_label
-from transitsim.testbed.measure import COLLECTIVES, Point, plan_points
+from transitsim.testbed.measure import COLLECTIVES, Point, estimate_launch_s, plan_points
 from transitsim.testbed.netns import MAX_HOSTS
 
 T = TypeVar("T")
@@ -31,6 +31,7 @@ MAX_BUDGET_S = 3600.0
 MAX_REPEATS = 10_000
 MAX_WARMUP = 100
 MAX_SEED = 2**32 - 1  # the trainer's seeds
+MAX_SPREAD_TARGET = 1.0
 
 
 def parse_list(text: str, parse: Callable[[str], T], what: str) -> list[T]:
@@ -79,7 +80,10 @@ def size(text: str, flag: str = "sizes") -> int:
 def collective(text: str) -> str:
     name = text.replace("-", "_")
     if name not in COLLECTIVES:
-        raise TransitsimError(f"--collectives: expected all-reduce or all-gather, got {text!r}")
+        raise TransitsimError(
+            f"--collectives: expected all-reduce or all-gather, got {text!r} (with --sites 2 "
+            "the hierarchical all-reduce is always measured too)"
+        )
     return name
 
 
@@ -103,6 +107,14 @@ def seed(value: int) -> int:
     return value
 
 
+def calibration_sizes(text: str, most: int = 2) -> tuple[int, ...]:
+    """--calibrate: one or two sizes the endpoint (or the legacy alpha: one) is fitted on."""
+    values = parse_list(text, lambda t: size(t, "calibrate"), "calibrate")
+    if len(values) > most:
+        raise TransitsimError(f"--calibrate takes at most {most} sizes, got {len(values)}")
+    return tuple(values)
+
+
 @dataclass(frozen=True)
 class Grid:
     """Everything `testbed run` measures, checked."""
@@ -111,16 +123,34 @@ class Grid:
     workers: list[int]
     sizes: list[int]
     collectives: list[str]
-    calibration_bytes: int
+    calibration_sizes: tuple[int, ...]
     call_limit_s: float
     budget_s: float
     repeats: tuple[int, int]
     warmup: int
+    target_spread: float = 0.05
+    sites: int = 1
+    wan_rate_bps: float | None = None
 
     def points(self, rate_bps: float, workers: int) -> list[Point]:
         return plan_points(rate_bps, workers, self.sizes, self.collectives,
                            call_limit_s=self.call_limit_s, budget_s=self.budget_s,
-                           repeats=self.repeats, warmup=self.warmup)  # fmt: skip
+                           repeats=self.repeats, warmup=self.warmup,
+                           target_spread=self.target_spread,
+                           wan_bps=self.wan_rate_bps if self.sites == 2 else None)  # fmt: skip
+
+    def estimate_s(self) -> float:
+        """Worst case of the whole run (every point to its repeat or time cap), from the
+        points' wire times: one launch per (rate, workers), round-trip probes per rate."""
+        total = 0.0
+        wan = self.wan_rate_bps if self.sites == 2 else None
+        for rate_bps in self.rates_bps:
+            total += 5.0 * self.sites  # the round-trip probes (two with two sites)
+            for n in self.workers:
+                points = self.points(rate_bps, n)
+                if points:
+                    total += estimate_launch_s(points, n, rate_bps, wan)
+        return total
 
 
 def grid(
@@ -133,9 +163,26 @@ def grid(
     budget: float,
     repeats: tuple[int, int],
     warmup: int,
+    target_spread: float = 0.05,
+    sites: int = 1,
+    wan_rate: str | None = None,
 ) -> Grid:
     """The run's grid, refused unless every rate has points to measure and its calibration
-    point among them (alpha is fitted on it), and no point needs more memory than is sane."""
+    sizes among them (the endpoint is fitted on them), and no point needs more memory than is
+    sane. Two sites need a WAN rate below every host rate and even worker counts."""
+    if sites not in (1, 2):
+        raise TransitsimError(f"--sites: expected 1 or 2, got {sites}")
+    if not (math.isfinite(target_spread) and 0 <= target_spread <= MAX_SPREAD_TARGET):
+        raise TransitsimError(
+            f"--target-spread: expected 0 to {MAX_SPREAD_TARGET:g}, got {target_spread!r}"
+        )
+    wan_bps = None
+    if sites == 2:
+        if wan_rate is None:
+            raise TransitsimError("--sites 2 needs --wan-rate (below the host links' rates)")
+        wan_bps = rate(wan_rate)
+    elif wan_rate is not None:
+        raise TransitsimError("--wan-rate needs --sites 2")
     low, high = repeats
     if not 1 <= low <= high <= MAX_REPEATS or not 0 <= warmup <= MAX_WARMUP:
         raise TransitsimError(
@@ -147,24 +194,33 @@ def grid(
         parse_list(workers_text, workers, "workers"),
         parse_list(sizes, size, "sizes"),
         parse_list(collectives, collective, "collectives"),
-        size(calibrate, "calibrate"),
+        calibration_sizes(calibrate),
         seconds(call_limit, "call-limit", MAX_CALL_S),
         seconds(budget, "budget", MAX_BUDGET_S),
         (low, high),
         warmup,
+        float(target_spread),
+        sites,
+        wan_bps,
     )
-    if chosen.calibration_bytes not in chosen.sizes:
-        raise TransitsimError(f"--calibrate {calibrate!r} must be one of --sizes")
+    if any(b not in chosen.sizes for b in chosen.calibration_sizes):
+        raise TransitsimError(f"--calibrate {calibrate!r}: every size must be one of --sizes")
+    if sites == 2:
+        if odd := [n for n in chosen.workers if n % 2]:
+            raise TransitsimError(f"--sites 2: worker counts must be even, got {odd[0]}")
+        if any(wan_bps >= r for r in chosen.rates_bps):
+            raise TransitsimError("--wan-rate must be below every host link rate (--rates)")
     for rate_bps in chosen.rates_bps:
         planned = [(p, n) for n in chosen.workers for p in chosen.points(rate_bps, n)]
         if not planned:
             raise TransitsimError(
                 f"at {rate_label(rate_bps)} no point fits in --call-limit {call_limit:g} s"
             )
-        if not any(p.bytes == chosen.calibration_bytes for p, _ in planned):
+        fits = {p.bytes for p, _ in planned}
+        if any(b not in fits for b in chosen.calibration_sizes):
             raise TransitsimError(
-                f"at {rate_label(rate_bps)} the --calibrate point does not fit in --call-limit "
-                f"{call_limit:g} s: alpha could not be fitted"
+                f"at {rate_label(rate_bps)} a --calibrate size has no point that fits in "
+                f"--call-limit {call_limit:g} s: the endpoint could not be fitted"
             )
         for point, n in planned:
             copies = n + 1 if point.collective == "all_gather" else 1

@@ -194,7 +194,7 @@ def load(path: Path) -> Ledger | None:
         return None
     if not (isinstance(run_id, str) and RUN_ID_RE.match(run_id) and path.stem == run_id):
         return None
-    name_re = re.compile(rf"^{re.escape(run_id)}-(sw|h[0-9]{{1,2}})$")
+    name_re = re.compile(rf"^{re.escape(run_id)}-(sw|sw1|h[0-9]{{1,2}})$")
     ok = (
         isinstance(owner, list)
         and len(owner) == 2

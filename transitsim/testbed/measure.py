@@ -1,14 +1,18 @@
 """Measure gloo collectives on a testbed: one torch.distributed process per host namespace.
 
-For each link rate the testbed is (re)shaped, the kernel's round trip is measured, and for each
-worker count the ranks run every planned (collective, size) point: warm-up calls, then repeats,
-each after a barrier. One row per point: the median and spread of the collective's time
-(max end - min start over ranks, one monotonic clock), the ranks' start offsets, the payload
-share of the line that tbf's own byte counters saw, and the testbed's parameters.
+For each link rate the testbed is (re)shaped, the kernel's round trip is measured (and, with two
+sites, the round trip across the WAN), and for each worker count the ranks run every planned
+(collective, size) point: warm-up calls, then adaptive repeats, each after a barrier (worker.py:
+until the spread is under the target, or the repeat or time cap). One row per point: the median
+and spread of the collective's time (max end - min start over ranks, one monotonic clock), the
+repeats and why they stopped, the 1-minute load average at the point's start and end, the
+ranks' start offsets, the payload share of the line that tbf's own byte counters saw, the
+layout (1 site, 2 sites flat, 2 sites hierarchical) and the testbed's parameters.
 """
 
 import importlib.metadata
 import json
+import math
 import os
 import platform
 import signal
@@ -28,8 +32,18 @@ from transitsim.testbed import gloo_algos
 from transitsim.testbed.netns import Shaping, Testbed, TestbedError, cleanup_leftovers
 
 COLLECTIVES = ("all_reduce", "all_gather")
+TABLE_COLLECTIVES = (*COLLECTIVES, gloo_algos.HIERARCHICAL)
+LAYOUTS = ("1 site", "2 sites flat", "2 sites hierarchical")
 BASE_PORT = 29611
 STARTUP_S = 90.0  # torch import and rendezvous on a loaded 2-core machine, per launch
+# The planning estimate (call limit, deadlines, the printed duration), calibrated on the committed
+# run of 1 Dec 2026 (a loaded machine: it predicts 8.1 min of calls where 8.9 were measured,
+# and 13 min in all):
+LAUNCH_S = 25.0  # one launch: torch import and rendezvous of every rank
+SYNC_S = 0.01  # per timed call: barrier and the all-reduce that agrees on the times
+MACHINE_BPS = 1e9  # payload this 2-core machine's kernels and gloo moved, all ranks together
+TRANSFER_S = 1e-3  # per gloo transfer, beyond its bytes (the old per-rate alpha: 1.7-7 ms)
+LOAD_LIMIT = 1.5  # 1-minute load average above which a measurement is not quiet
 
 
 @dataclass(frozen=True)
@@ -37,13 +51,68 @@ class Point:
     collective: str
     bytes: int
     warmup: int
-    repeats: int
+    repeats: int  # the least timed calls
+    max_repeats: int = 0  # the most (0: exactly `repeats`)
+    target_spread: float = 0.0  # stop once IQR / median is under this (0: never early)
+    max_s: float = 3600.0  # stop once the point's timed calls have taken this long
 
 
-def estimate_s(collective: str, nbytes: int, workers: int, rate_bps: float) -> float:
-    """Rough wire time of one call (for planning only: 95 % payload share, no latency)."""
+def layout(collective: str, sites: int) -> str:
+    """Which of LAYOUTS a measured point is."""
+    if sites == 1:
+        return LAYOUTS[0]
+    return LAYOUTS[2] if collective == gloo_algos.HIERARCHICAL else LAYOUTS[1]
+
+
+def estimate_s(
+    collective: str, nbytes: int, workers: int, rate_bps: float, wan_bps: float | None = None
+) -> float:
+    """Rough wire time of one call (for planning only: 95 % payload share, no latency); with a
+    WAN, its bytes per direction at its rate where that is slower."""
     sent = gloo_algos.bytes_sent_per_rank(collective, nbytes, workers)
-    return sent * 8 / (0.95 * rate_bps)
+    host = sent * 8 / (0.95 * rate_bps)
+    if not wan_bps:
+        return host
+    wan = gloo_algos.wan_bytes_per_direction(collective, nbytes, workers) * 8 / (0.95 * wan_bps)
+    if collective == gloo_algos.HIERARCHICAL:  # the stages are in series
+        n = workers // gloo_algos.SITES
+        intra = 2 * (n - 1) / n * nbytes * 8 / (0.95 * rate_bps)
+        return intra + max(wan, nbytes / n * 8 / (0.95 * rate_bps))
+    return max(host, wan)
+
+
+def planning_s(
+    collective: str, nbytes: int, workers: int, rate_bps: float, wan_bps: float | None = None
+) -> float:
+    """What one call is expected to take here: the wire time or the machine's throughput for
+    every rank's bytes, whichever is slower, plus a cost per gloo transfer (two in flight)."""
+    wire = estimate_s(collective, nbytes, workers, rate_bps, wan_bps)
+    sent = gloo_algos.bytes_sent_per_rank(collective, nbytes, workers)
+    if collective == "all_reduce":
+        messages = 2 * (workers - 1)
+    elif collective == gloo_algos.HIERARCHICAL:
+        messages = 2 * (workers // gloo_algos.SITES - 1) + 2 * (gloo_algos.SITES - 1)
+    else:
+        messages = workers - 1
+    transfers = messages * gloo_algos.segments_per_message(collective, nbytes, workers) / 2
+    return max(wire, workers * sent * 8 / MACHINE_BPS) + transfers * TRANSFER_S
+
+
+def planned_calls(point: Point, est_s: float) -> int:
+    """The most timed calls a point can take: its repeat cap, or as many as its time cap allows
+    (at least its minimum)."""
+    cap = max(point.repeats, point.max_repeats)
+    by_time = math.ceil(point.max_s / max(est_s + SYNC_S, 1e-6))
+    return min(cap, max(point.repeats, by_time))
+
+
+def estimate_launch_s(points: list[Point], workers: int, rate_bps: float, wan_bps=None) -> float:
+    """Worst case of one launch: startup, then every point to its cap."""
+    total = LAUNCH_S
+    for p in points:
+        est = planning_s(p.collective, p.bytes, workers, rate_bps, wan_bps)
+        total += (p.warmup + planned_calls(p, est)) * (est + SYNC_S)
+    return total
 
 
 def plan_points(
@@ -56,16 +125,23 @@ def plan_points(
     budget_s: float,
     repeats: tuple[int, int],
     warmup: int,
+    target_spread: float = 0.05,
+    wan_bps: float | None = None,
 ) -> list[Point]:
-    """Every (collective, size) whose call fits in call_limit_s; repeats fill budget_s."""
+    """Every (collective, size) whose call fits in call_limit_s; at least repeats[0] timed
+    calls, then more until the spread is under target_spread, at most repeats[1] or budget_s
+    of calls. With a WAN (two sites) the hierarchical all-reduce is measured beside the flat
+    collectives."""
+    if wan_bps and gloo_algos.HIERARCHICAL not in collectives:
+        collectives = [*collectives, gloo_algos.HIERARCHICAL]
     points = []
     for collective in collectives:
         for nbytes in sizes:
-            est = estimate_s(collective, nbytes, workers, rate_bps)
+            est = planning_s(collective, nbytes, workers, rate_bps, wan_bps)
             if est > call_limit_s:
                 continue
-            count = int(np.clip(budget_s / max(est, 1e-4), *repeats))
-            points.append(Point(collective, nbytes, warmup, count))
+            points.append(Point(collective, nbytes, warmup, repeats[0], repeats[1],
+                                target_spread, budget_s))  # fmt: skip
     return points
 
 
@@ -132,16 +208,18 @@ def _env(testbed: Testbed, rank: int, world: int, port: int) -> dict:
     return env
 
 
-def measure_rtt(testbed: Testbed, port: int, count: int = 400) -> float:
-    """Median TCP round trip h0 <-> h1 (1-byte ping-pong), seconds."""
+def measure_rtt(testbed: Testbed, port: int, count: int = 400, far: int = 1) -> float:
+    """Median TCP round trip h0 <-> h<far> (1-byte ping-pong), seconds."""
     if testbed.hosts < 2:
         return 0.0
     with tempfile.TemporaryDirectory(prefix="tsb-probe-") as tmp:
         logs = [Path(tmp) / "serve.log", Path(tmp) / "ping.log"]
         module = [sys.executable, "-m", "transitsim.testbed.probe"]
         env = _env(testbed, 0, 1, port)
-        addr = testbed.address(1)
-        procs = [_launch(testbed, 1, [*module, "serve", addr, str(port), str(count)], env, logs[0])]
+        addr = testbed.address(far)
+        procs = [
+            _launch(testbed, far, [*module, "serve", addr, str(port), str(count)], env, logs[0])
+        ]
         try:
             procs.append(_launch(testbed, 0, [*module, "ping", addr, str(port), str(count)], env,
                                  logs[1]))  # fmt: skip
@@ -153,12 +231,13 @@ def measure_rtt(testbed: Testbed, port: int, count: int = 400) -> float:
 
 def run_ranks(testbed: Testbed, workers: int, points: list[Point], port: int) -> list[dict]:
     """Run the plan on hosts 0..workers-1; one dict per point with every rank's times."""
-    budget = sum(
-        (p.warmup + p.repeats) * (estimate_s(p.collective, p.bytes, workers,
-                                             testbed.shaping.rate_bps) * 8 + 0.1)
-        for p in points
-    )  # fmt: skip
-    plan = {"points": [asdict(p) for p in points], "deadline_s": budget + 60, "timeout_s": 300}
+    wan = testbed.wan_shaping.rate_bps if testbed.sites == 2 and testbed.wan_shaping else None
+    budget = 0.0
+    for p in points:
+        est = planning_s(p.collective, p.bytes, workers, testbed.shaping.rate_bps, wan)
+        budget += (p.warmup + planned_calls(p, est)) * (est * 8 + 0.1)
+    plan = {"points": [asdict(p) for p in points], "deadline_s": budget + 60, "timeout_s": 300,
+            "sites": testbed.sites}  # fmt: skip
     with tempfile.TemporaryDirectory(prefix="tsb-run-") as tmp:
         plan_path = Path(tmp) / "plan.json"
         plan_path.write_text(json.dumps(plan))
@@ -169,7 +248,8 @@ def run_ranks(testbed: Testbed, workers: int, points: list[Point], port: int) ->
         try:
             for r in range(workers):
                 env = _env(testbed, r, workers, port)
-                procs.append(_launch(testbed, r, [*argv, str(outs[r])], env, logs[r]))
+                host = testbed.rank_host(r, workers)
+                procs.append(_launch(testbed, host, [*argv, str(outs[r])], env, logs[r]))
             _wait_all(procs, time.monotonic() + STARTUP_S + budget + 60, logs)
         finally:
             _stop(procs)
@@ -180,7 +260,12 @@ def run_ranks(testbed: Testbed, workers: int, points: list[Point], port: int) ->
             break  # a rank's deadline cut the plan short
         starts = np.array([rank["points"][k]["starts"] for rank in ranks])  # (ranks, repeats)
         ends = np.array([rank["points"][k]["ends"] for rank in ranks])
-        merged.append({**asdict(point), "starts": starts, "ends": ends})
+        first = ranks[0]["points"][k]
+        merged.append({
+            **asdict(point), "repeats": starts.shape[1], "min_repeats": point.repeats,
+            "starts": starts, "ends": ends, "stop": first["stop"],
+            "load_start": first["load_start"], "load_end": first["load_end"],
+        })  # fmt: skip
     return merged
 
 
@@ -191,7 +276,7 @@ def run_counted(
     before = testbed.qdisc_bytes()
     merged = run_ranks(testbed, workers, points, port)
     after = testbed.qdisc_bytes()
-    hosts = [testbed.host(r) for r in range(workers)]
+    hosts = [testbed.host(testbed.rank_host(r, workers)) for r in range(workers)]
     wire = sum(after[h][0] - before[h][0] for h in hosts)
     return merged, (_payload_sent(merged, workers) / wire if wire else float("nan"))
 
@@ -208,6 +293,10 @@ def summarise(merged: dict, workers: int) -> dict:
         "bytes": merged["bytes"],
         "warmup": merged["warmup"],
         "repeats": len(times),
+        "repeat_stop": merged.get("stop", "max repeats"),
+        "target_spread": float(merged.get("target_spread", 0.0)),
+        "load_start": float(merged.get("load_start", math.nan)),
+        "load_end": float(merged.get("load_end", math.nan)),
         "median_s": float(np.median(times)),
         "min_s": float(times.min()),
         "max_s": float(times.max()),
@@ -228,6 +317,47 @@ def _payload_sent(merged: list[dict], workers: int) -> float:
     )  # fmt: skip
 
 
+def point_rows(
+    testbed: Testbed,
+    merged: list[dict],
+    workers: int,
+    efficiency: float,
+    rtt: float,
+    rtt_wan: float = 0.0,
+) -> list[dict]:
+    """One table row per measured point of one launch on `testbed` (as it is shaped now)."""
+    wan = testbed.wan_shaping.rate_bps if testbed.sites == 2 and testbed.wan_shaping else 0.0
+    return [
+        {
+            "rate_bps": testbed.shaping.rate_bps,
+            **summarise(m, workers),
+            "rtt_s": rtt,
+            "qdisc_efficiency": efficiency,
+            "sites": testbed.sites,
+            "layout": layout(m["collective"], testbed.sites),
+            "wan_rate_bps": wan,
+            "rtt_wan_s": rtt_wan,
+            "tbf_burst_bytes": testbed.shaping.burst_bytes,
+            "tbf_latency_s": testbed.shaping.queue_latency_s,
+            "mtu": 1500,
+        }
+        for m in merged
+    ]
+
+
+def warn_if_loaded(log=None) -> float:
+    """The 1-minute load average now; a warning on stderr when it is above LOAD_LIMIT."""
+    load = os.getloadavg()[0]
+    if load > LOAD_LIMIT:
+        print(
+            f"warning: 1-minute load average {load:.2f} > {LOAD_LIMIT} before the run starts: "
+            "the machine is not quiet, and every point will record it (load_start, load_end)",
+            file=sys.stderr,
+            flush=True,
+        )
+    return load
+
+
 def measure_grid(
     rates_bps: list[float],
     workers_list: list[int],
@@ -238,25 +368,38 @@ def measure_grid(
     budget_s: float = 3.0,
     repeats: tuple[int, int] = (5, 30),
     warmup: int = 2,
+    target_spread: float = 0.05,
+    sites: int = 1,
+    wan_rate_bps: float | None = None,
     log=print,
 ) -> pd.DataFrame:
-    """Build one testbed (max workers hosts), measure every point, tear it down."""
+    """Build one testbed (max workers hosts, split over `sites`), measure every point, tear it
+    down."""
     cleanup_leftovers()
     rows = []
     hosts = max(max(workers_list), 2)
     port = BASE_PORT
-    load = os.getloadavg()[0]
-    with signals_raise(), Testbed(hosts, Shaping.for_rate(rates_bps[0])) as testbed:
+    load = warn_if_loaded()
+    wan = Shaping.for_rate(wan_rate_bps) if sites == 2 and wan_rate_bps else None
+    wan_bps = wan.rate_bps if wan else None
+    testbed = Testbed(hosts, Shaping.for_rate(rates_bps[0]), sites=sites, wan_shaping=wan)
+    with signals_raise(), testbed:
         for rate in rates_bps:
             shaping = Shaping.for_rate(rate)
             testbed.shape(shaping)
             port += 1
             rtt = measure_rtt(testbed, port)
+            rtt_wan = 0.0
+            if sites == 2:
+                port += 1
+                rtt_wan = measure_rtt(testbed, port, far=hosts // 2)
             burst = shaping.burst_bytes
-            log(f"rate {rate / 1e6:g} Mb/s: tbf burst {burst} B, rtt {rtt * 1e6:.0f} us")
+            log(f"rate {rate / 1e6:g} Mb/s: tbf burst {burst} B, rtt {rtt * 1e6:.0f} us"
+                + (f", across the WAN {rtt_wan * 1e6:.0f} us" if sites == 2 else ""))  # fmt: skip
             for workers in workers_list:
                 points = plan_points(rate, workers, sizes, collectives, call_limit_s=call_limit_s,
-                                     budget_s=budget_s, repeats=repeats, warmup=warmup)  # fmt: skip
+                                     budget_s=budget_s, repeats=repeats, warmup=warmup,
+                                     target_spread=target_spread, wan_bps=wan_bps)  # fmt: skip
                 if not points:
                     continue
                 port += 1
@@ -264,16 +407,7 @@ def measure_grid(
                 merged, efficiency = run_counted(testbed, workers, points, port)
                 log(f"  {workers} workers: {len(merged)} points in {time.monotonic() - t0:.0f} s, "
                     f"payload share of tbf bytes {efficiency:.4f}")  # fmt: skip
-                for m in merged:
-                    rows.append({
-                        "rate_bps": rate,
-                        **summarise(m, workers),
-                        "rtt_s": rtt,
-                        "qdisc_efficiency": efficiency,
-                        "tbf_burst_bytes": shaping.burst_bytes,
-                        "tbf_latency_s": shaping.queue_latency_s,
-                        "mtu": 1500,
-                    })  # fmt: skip
+                rows += point_rows(testbed, merged, workers, efficiency, rtt, rtt_wan)
     frame = pd.DataFrame(rows)
     frame["kernel"] = platform.release()
     frame["cpus"] = os.cpu_count()

@@ -1,9 +1,15 @@
-"""A real network on this machine: host namespaces on one bridge, every host link shaped by tbf.
+"""A real network on this machine: host namespaces on one bridge (or two sites' bridges joined by
+a shaped WAN veth pair), every link shaped by tbf.
 
 Layout of one testbed (run id `tsb-<pid>-<tag>`, the tag 8 random hex digits):
 
-    <run>-sw   the switch namespace: bridge `br0`, one port `p<i>` per host
+    <run>-sw   the switch namespace (site 0): bridge `br0`, one port `p<i>` per host of the site
+    <run>-sw1  with sites=2 only: site 1's switch namespace, its own `br0` and ports
     <run>-h<i> host i: `eth0` (veth peer of `p<i>`), address 10.77.0.<i+1>/24, and `lo`
+
+With two sites, hosts 0..N/2-1 are site 0 and the rest site 1; the WAN is one veth pair, `wan`
+in `<run>-sw` and `wan` in `<run>-sw1`, each a port of its site's bridge (one L2 segment, one
+/24: nothing is routed anywhere). Both of its directions are shaped with tbf at the WAN rate.
 
 Both directions of every host link are shaped with `tc tbf` to the same rate: the host's
 `eth0` egress (host -> switch) and the switch port's `p<i>` egress (switch -> host). Nothing
@@ -85,6 +91,8 @@ class Testbed:
 
     hosts: int
     shaping: Shaping
+    sites: int = 1  # 2: two switches joined by one shaped WAN veth pair, hosts split evenly
+    wan_shaping: Shaping | None = None  # the WAN's tbf (sites=2 only)
     run_id: str = field(default_factory=lambda: f"{PREFIX}{os.getpid()}-{secrets.token_hex(4)}")
     created: list[str] = field(default_factory=list)
     record: ledger.Ledger | None = field(default=None, repr=False)
@@ -92,10 +100,22 @@ class Testbed:
     def __post_init__(self) -> None:
         if not 1 <= self.hosts <= MAX_HOSTS:
             raise TestbedError(f"testbed: hosts must be 1..{MAX_HOSTS}, got {self.hosts}")
+        if self.sites not in (1, 2):
+            raise TestbedError(f"testbed: sites must be 1 or 2, got {self.sites}")
+        if self.sites == 2 and (self.hosts % 2 or self.wan_shaping is None):
+            raise TestbedError("testbed: two sites need an even number of hosts and a WAN rate")
 
     @property
     def switch(self) -> str:
         return f"{self.run_id}-sw"
+
+    def site_switch(self, site: int) -> str:
+        """Site 0's switch is `<run>-sw` (as with one site), site 1's `<run>-sw1`."""
+        return self.switch if site == 0 else f"{self.run_id}-sw{site}"
+
+    def site_of(self, i: int) -> int:
+        """Host i's site: the first half of the hosts is site 0."""
+        return 0 if self.sites == 1 else int(i >= self.hosts // 2)
 
     def host(self, i: int) -> str:
         return f"{self.run_id}-h{i}"
@@ -129,14 +149,24 @@ class Testbed:
         preflight()
         self.record = ledger.Ledger.begin(self.run_id)
         try:
-            self._add_namespace(self.switch)
-            sw = ["ip", "-n", self.switch]
-            _run([*sw, "link", "add", "br0", "type", "bridge"])
-            _run([*sw, "link", "set", "br0", "up"])
+            for site in range(self.sites):
+                self._add_namespace(self.site_switch(site))
+                sw = ["ip", "-n", self.site_switch(site)]
+                _run([*sw, "link", "add", "br0", "type", "bridge"])
+                _run([*sw, "link", "set", "br0", "up"])
+            if self.sites == 2:
+                far = self.site_switch(1)
+                sw = ["ip", "-n", self.switch]
+                _run([*sw, "link", "add", "wan", "type", "veth", "peer", "name", "wan",
+                      "netns", far])  # fmt: skip
+                for ns in (self.switch, far):
+                    _run(["ip", "-n", ns, "link", "set", "wan", "master", "br0"])
+                    _run(["ip", "-n", ns, "link", "set", "wan", "up"])
             for i in range(self.hosts):
                 host = self.host(i)
                 self._add_namespace(host)
                 port = f"p{i}"
+                sw = ["ip", "-n", self.site_switch(self.site_of(i))]
                 _run([*sw, "link", "add", port, "type", "veth", "peer", "name", "eth0",
                       "netns", host])  # fmt: skip
                 _run([*sw, "link", "set", port, "master", "br0"])
@@ -153,8 +183,19 @@ class Testbed:
         """(Re)shape both directions of every host link."""
         self.shaping = shaping
         for i in range(self.hosts):
-            for ns, dev in ((self.host(i), "eth0"), (self.switch, f"p{i}")):
+            for ns, dev in ((self.host(i), "eth0"), (self.site_switch(self.site_of(i)), f"p{i}")):
                 _run(["tc", "-n", ns, "qdisc", "replace", "dev", dev, "root", *shaping.tc_args()])
+        if self.sites == 2:
+            self.shape_wan(self.wan_shaping)
+
+    def shape_wan(self, shaping: Shaping | None) -> None:
+        """(Re)shape both directions of the WAN veth pair (two sites only)."""
+        if self.sites != 2 or shaping is None:
+            return
+        self.wan_shaping = shaping
+        for site in (0, 1):
+            _run(["tc", "-n", self.site_switch(site), "qdisc", "replace", "dev", "wan", "root",
+                  *shaping.tc_args()])  # fmt: skip
 
     def unshape(self) -> None:
         """Remove the tbf from both directions of every host link: the veths at whatever the
@@ -171,6 +212,14 @@ class Testbed:
             match = re.search(r"Sent (\d+) bytes (\d+) pkt", done.stdout)
             counts[self.host(i)] = (int(match.group(1)), int(match.group(2))) if match else (0, 0)
         return counts
+
+    def rank_host(self, rank: int, workers: int) -> int:
+        """The host rank `rank` of `workers` runs on: in order with one site; with two, the
+        first half of the ranks on site 0's first hosts, the rest on site 1's."""
+        if self.sites == 1:
+            return rank
+        half = workers // 2
+        return rank if rank < half else self.hosts // 2 + rank - half
 
     def exec_argv(self, i: int, argv: list[str]) -> list[str]:
         """argv run inside host i's namespace."""

@@ -15,14 +15,23 @@ RATE_COLOURS = {50e6: "#1f77b4", 200e6: "#ff7f0e", 1e9: "#2ca02c"}
 WORKER_SYMBOLS = {2: "circle", 4: "square", 8: "diamond"}
 
 
+def _fitted_words(f: dict) -> str:
+    if f["alpha_s"] > 0 or f["host_per_transfer_s"] == 0 and f["host_rate_bps"] == float("inf"):
+        return f"alpha {f['alpha_s'] * 1e3:.3f} ms per gloo transfer"
+    rate = f["host_rate_bps"]
+    shared = "no rate cap" if rate == float("inf") else f"{rate_label(rate)} shared by the ranks"
+    return f"endpoint {f['host_per_transfer_s'] * 1e3:.3f} ms per gloo transfer, {shared}"
+
+
 def figure(table: pd.DataFrame, collective: str) -> go.Figure:
     """Time against payload, measured (markers, IQR bars) and simulated (lines), per rate and P."""
     rows = table[table["collective"] == collective]
     fig = make_subplots(rows=1, cols=2, subplot_titles=("time", "simulated / measured - 1"))
-    for (rate, workers), group in rows.groupby(["rate_bps", "workers"], sort=True):
+    for (where, rate, workers), group in rows.groupby(["layout", "rate_bps", "workers"]):
         group = group.sort_values("bytes")
         colour = RATE_COLOURS.get(rate, "#7f7f7f")
         name = f"{rate_label(rate)}, {workers} workers"
+        name += "" if where == "1 site" else f", {where}"
         half_iqr = group["iqr_s"] / 2
         fig.add_trace(
             go.Scatter(
@@ -139,9 +148,8 @@ def write_page(path: Path | str, table: pd.DataFrame, note: str, figures: dict) 
     ]
     assumptions = [
         f"{label}: payload share {f['efficiency']:.4f} (measured by tbf's counters), latency "
-        f"{f['latency_s'] * 1e6:.1f} us (RTT/4, measured), alpha {f['alpha_s'] * 1e3:.3f} ms per "
-        f"gloo transfer (fitted); median |error| {percent(f['median_abs_error'])} over "
-        f"{f['predicted_points']} predicted points"
+        f"{f['latency_s'] * 1e6:.1f} us (RTT/4, measured), {_fitted_words(f)} (fitted); median "
+        f"|error| {percent(f['median_abs_error'])} over {f['predicted_points']} predicted points"
         for label, f in figures["per_rate"].items()
     ]
     context = ReportContext(

@@ -6,6 +6,12 @@ every column the comparison and its report read, of the right kind, finite, in r
 ranks' start offsets a JSON list of one number per worker. Anything else is one
 TransitsimError line naming the file, the column and the first bad row, never a table of NaN
 errors or a traceback.
+
+The columns issue 25 added (`sites`, `layout`, `wan_rate_bps`, `rtt_wan_s`, `load_start`,
+`load_end`, `repeat_stop`) are optional, so the tables measured before them still compare: a
+table without them is one site, its points' load is unknown (NaN, counted as such by `testbed
+compare`) and their repeats' stop "not recorded". Where present they are held to the same
+rules; a load may be NaN (unknown), nothing else.
 """
 
 import json
@@ -18,7 +24,7 @@ import pandas as pd
 
 from transitsim.base.errors import TransitsimError
 from transitsim.testbed.flags import ELEMENT_BYTES, RATE_RANGE_BPS, SIZE_RANGE, WORKER_RANGE
-from transitsim.testbed.measure import COLLECTIVES
+from transitsim.testbed.measure import LAYOUTS, TABLE_COLLECTIVES, layout
 
 MAX_ROWS = 100_000
 MAX_RUNS = 1_000
@@ -38,6 +44,15 @@ NUMERIC = {
 }
 TEXT = ("collective", "start_offsets_s", "gloo_algorithm")
 MEASURED_COLUMNS = (*NUMERIC, *TEXT)
+REPEAT_STOPS = ("spread", "max repeats", "time", "not recorded")
+# optional column -> (low, high, whole, low allowed, value where the column is absent, NaN ok)
+OPTIONAL = {
+    "sites": (1, 2, True, True, 1, False),
+    "wan_rate_bps": (0.0, RATE_RANGE_BPS[1], False, True, 0.0, False),
+    "rtt_wan_s": (0.0, 10.0, False, True, 0.0, False),
+    "load_start": (0.0, 1e4, False, True, math.nan, True),
+    "load_end": (0.0, 1e4, False, True, math.nan, True),
+}
 
 
 def _first_bad(mask: np.ndarray) -> int:
@@ -46,12 +61,18 @@ def _first_bad(mask: np.ndarray) -> int:
 
 def check_numbers(frame: pd.DataFrame, name: str, where: str) -> np.ndarray:
     """The column as float64, or one line: not numbers, not finite, out of range, not whole."""
-    low, high, whole, closed = NUMERIC[name]
+    nan_ok = False
+    if name in OPTIONAL:
+        low, high, whole, closed, _, nan_ok = OPTIONAL[name]
+    else:
+        low, high, whole, closed = NUMERIC[name]
     column = frame[name]
     if pd.api.types.is_bool_dtype(column) or not pd.api.types.is_numeric_dtype(column):
         raise TransitsimError(f"{where}: column {name!r} must hold numbers, not {column.dtype}")
     values = column.to_numpy(dtype="float64", na_value=math.nan)
     bad = ~np.isfinite(values) | (values > high) | ((values < low) if closed else (values <= low))
+    if nan_ok:
+        bad &= ~np.isnan(values)
     if whole:
         bad |= np.isfinite(values) & (values != np.round(values))
     if bad.any():
@@ -118,10 +139,12 @@ def check_measured(frame: Any, source: Path | str) -> pd.DataFrame:
     clean = {name: check_numbers(frame, name, where) for name in NUMERIC}
     texts = {name: _texts(frame, name, where) for name in TEXT}
     for k, name in enumerate(texts["collective"]):
-        if name not in COLLECTIVES:
+        if name not in TABLE_COLLECTIVES:
             raise TransitsimError(
-                f"{where}: column 'collective' row {k}: {name!r:.40} is not one of {COLLECTIVES}"
+                f"{where}: column 'collective' row {k}: {name!r:.40} is not one of "
+                f"{TABLE_COLLECTIVES}"
             )
+    extra = _check_sites(frame, where, clean, texts)
     bytes_ = clean["bytes"]
     if (bytes_ % ELEMENT_BYTES).any():
         k = _first_bad(bytes_ % ELEMENT_BYTES != 0)
@@ -134,7 +157,54 @@ def check_measured(frame: Any, source: Path | str) -> pd.DataFrame:
         out[name] = values.astype("int64") if whole else values
     for name, values in texts.items():
         out[name] = pd.Series(values, dtype=object)
+    for name, values in extra.items():
+        out[name] = values
     return out
+
+
+def _check_sites(frame: pd.DataFrame, where: str, clean: dict, texts: dict) -> dict:
+    """The optional columns (defaults where absent) and their consistency: two sites need an
+    even worker count and a WAN rate; the hierarchical all-reduce needs two sites; `layout`
+    says what sites and collective say."""
+    rows = len(frame)
+    extra: dict = {}
+    for name, spec in OPTIONAL.items():
+        if name in frame.columns:
+            extra[name] = check_numbers(frame, name, where)
+        else:
+            extra[name] = np.full(rows, spec[4], dtype="float64")
+    sites = extra["sites"].astype("int64")
+    extra["sites"] = sites
+    for k in range(rows):
+        collective, workers = texts["collective"][k], int(clean["workers"][k])
+        if sites[k] == 2 and (workers % 2 or extra["wan_rate_bps"][k] < RATE_RANGE_BPS[0]):
+            raise TransitsimError(
+                f"{where}: row {k}: two sites need an even worker count and a WAN rate "
+                f"(column 'wan_rate_bps') of at least {RATE_RANGE_BPS[0]:g} b/s"
+            )
+        if sites[k] == 1 and collective == "hierarchical_all_reduce":
+            raise TransitsimError(f"{where}: row {k}: a hierarchical all-reduce needs two sites")
+    expected = [layout(c, int(n)) for c, n in zip(texts["collective"], sites, strict=True)]
+    if "layout" in frame.columns:
+        given = _texts(frame, "layout", where)
+        for k, (text, want) in enumerate(zip(given, expected, strict=True)):
+            if text not in LAYOUTS or text != want:
+                raise TransitsimError(
+                    f"{where}: column 'layout' row {k}: {text!r:.40}, expected {want!r} (from "
+                    "'sites' and 'collective')"
+                )
+    extra["layout"] = pd.Series(expected, dtype=object)
+    stops = ["not recorded"] * rows
+    if "repeat_stop" in frame.columns:
+        stops = _texts(frame, "repeat_stop", where)
+        for k, text in enumerate(stops):
+            if text not in REPEAT_STOPS:
+                raise TransitsimError(
+                    f"{where}: column 'repeat_stop' row {k}: {text!r:.40} is not one of "
+                    f"{REPEAT_STOPS}"
+                )
+    extra["repeat_stop"] = pd.Series(stops, dtype=object)
+    return extra
 
 
 def check_runs(runs: Any, folder: Path, source: Path | str) -> pd.DataFrame:

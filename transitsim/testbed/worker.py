@@ -6,6 +6,20 @@ plan: warm-up calls, then repeats, each after a barrier, with CLOCK_MONOTONIC st
 times (one clock for every namespace on this machine, so the launcher can take the collective's
 time as max end - min start over ranks). Writes its times as JSON.
 
+Repeats are adaptive: after each timed call the ranks all-reduce (max) a 3-number tensor (minus
+their start, their end, the seconds the point has taken), outside the timed window, so every
+rank holds the same list of collective times and takes the same decision: stop once at least
+`repeats` calls are timed and their spread (IQR / median) is under `target_spread`, or at
+`max_repeats` calls, or once the point has taken `max_s`. Rank 0 records the 1-minute load
+average (os.getloadavg: the whole machine's, namespaces do not separate it) at each point's
+start and end.
+
+`hierarchical_all_reduce` (two sites, hosts split in order) is transitsim's `hierarchical`:
+a ring reduce-scatter inside each site (point-to-point isend/irecv, member j sends to j + 1:
+n - 1 steps of payload / n), gloo's ring all-reduce of each rank's reduced shard among the
+corresponding ranks of the sites (a process group per shard index), and a ring all-gather
+inside each site (n - 1 steps of payload / n).
+
 The parent's death kills this process (PR_SET_PDEATHSIG), and the whole run has a deadline, so a
 killed launcher never leaves ranks waiting on each other.
 """
@@ -35,9 +49,56 @@ def _now() -> float:
     return time.clock_gettime(time.CLOCK_MONOTONIC)
 
 
-def _op(collective: str, numel: int, world: int):
+class Sites:
+    """The process groups of a two-site hierarchical all-reduce (created by every rank, in
+    the same order, as torch requires)."""
+
+    def __init__(self, sites: int, rank: int, world: int):
+        self.per_site = world // sites
+        self.site, self.index = divmod(rank, self.per_site)
+        self.members = [self.site * self.per_site + j for j in range(self.per_site)]
+        self.cross = None
+        for j in range(self.per_site):
+            group = dist.new_group([s * self.per_site + j for s in range(sites)])
+            if j == self.index:
+                self.cross = group
+
+
+def _ring(chunks: list, members: list[int], i: int, reduce: bool) -> None:
+    """One ring inside a site: reduce-scatter (member i ends with chunk i + 1 reduced) or
+    all-gather (member i starts with chunk i + 1), member i sending to member i + 1."""
+    n = len(members)
+    right, left = members[(i + 1) % n], members[(i - 1) % n]
+    for k in range(n - 1):
+        send = (i - k) % n if reduce else (i + 1 - k) % n
+        recv = (send - 1) % n
+        buf = torch.empty_like(chunks[recv]) if reduce else chunks[recv]
+        requests = [dist.isend(chunks[send], right), dist.irecv(buf, left)]
+        for request in requests:
+            request.wait()
+        if reduce:
+            chunks[recv].add_(buf)
+
+
+def _hierarchical(x, sites: Sites):
+    chunks = list(torch.tensor_split(x, sites.per_site))
+    mine = (sites.index + 1) % sites.per_site
+
+    def call():
+        _ring(chunks, sites.members, sites.index, reduce=True)
+        dist.all_reduce(chunks[mine], group=sites.cross)
+        _ring(chunks, sites.members, sites.index, reduce=False)
+
+    return call
+
+
+def _op(collective: str, numel: int, world: int, sites: Sites | None = None):
     """The collective as a no-argument call on preallocated float32 tensors."""
     x = torch.ones(numel, dtype=torch.float32)
+    if collective == "hierarchical_all_reduce":
+        if sites is None:
+            raise SystemExit("hierarchical_all_reduce needs sites: 2 in the plan")
+        return _hierarchical(x, sites)
     if collective == "all_reduce":
         return lambda: dist.all_reduce(x)
     if collective == "all_gather":
@@ -60,26 +121,71 @@ def main(plan_path: str, out_path: str) -> None:
         world_size=world,
         timeout=__import__("datetime").timedelta(seconds=float(plan["timeout_s"])),
     )
+    sites = Sites(int(plan["sites"]), rank, world) if int(plan.get("sites", 1)) > 1 else None
     results = []
     for point in plan["points"]:
-        if _now() > deadline:
+        late = torch.tensor([1.0 if _now() > deadline else 0.0])
+        dist.all_reduce(late, op=dist.ReduceOp.MAX)  # every rank stops at the same point
+        if float(late[0]) > 0:
             break
-        call = _op(point["collective"], point["bytes"] // 4, world)
-        starts, ends = [], []
-        for k in range(point["warmup"] + point["repeats"]):
+        load_start = os.getloadavg()[0]
+        call = _op(point["collective"], point["bytes"] // 4, world, sites)
+        for _ in range(point["warmup"]):
             dist.barrier()
-            t0 = _now()
             call()
-            t1 = _now()
-            if k >= point["warmup"]:
-                starts.append(t0)
-                ends.append(t1)
-        results.append({**point, "starts": starts, "ends": ends})
+        starts, ends, stop = _repeat(call, point, deadline)
+        results.append({**point, "starts": starts, "ends": ends, "stop": stop,
+                        "load_start": load_start, "load_end": os.getloadavg()[0]})  # fmt: skip
     dist.barrier()
     dist.destroy_process_group()
     tmp = Path(out_path).with_suffix(".tmp")
     tmp.write_text(json.dumps({"rank": rank, "world": world, "points": results}))
     tmp.replace(out_path)
+
+
+def _spread(times: list[float]) -> float:
+    ordered = sorted(times)
+    n = len(ordered)
+
+    def quantile(q: float) -> float:  # numpy's default (linear) percentile
+        pos = q * (n - 1)
+        low = int(pos)
+        high = min(low + 1, n - 1)
+        return ordered[low] + (ordered[high] - ordered[low]) * (pos - low)
+
+    median = quantile(0.5)
+    return (quantile(0.75) - quantile(0.25)) / median if median > 0 else float("inf")
+
+
+def _repeat(call, point: dict, deadline: float) -> tuple[list[float], list[float], str]:
+    """Timed calls until the spread target, the repeat cap or the point's time cap (every rank
+    decides alike from the same all-reduced times)."""
+    low = int(point["repeats"])
+    high = max(low, int(point.get("max_repeats", low)))
+    target = float(point.get("target_spread", 0.0))
+    max_s = float(point.get("max_s", float("inf")))
+    began = _now()
+    starts, ends, times = [], [], []
+    stop = "max repeats"
+    for _ in range(high):
+        dist.barrier()
+        t0 = _now()
+        call()
+        t1 = _now()
+        starts.append(t0)
+        ends.append(t1)
+        late = 1.0 if t1 - began >= max_s or t1 > deadline else 0.0
+        agreed = torch.tensor([-t0, t1, late], dtype=torch.float64)
+        dist.all_reduce(agreed, op=dist.ReduceOp.MAX)
+        times.append(float(agreed[1] + agreed[0]))
+        if len(times) >= low:
+            if target > 0 and _spread(times) < target:
+                stop = "spread"
+                break
+            if float(agreed[2]) > 0:
+                stop = "time"
+                break
+    return starts, ends, stop
 
 
 if __name__ == "__main__":
