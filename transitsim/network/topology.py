@@ -27,7 +27,7 @@ from transitsim.network.limits import (
     MAX_WAN_LINKS,
     MAX_WORKERS,
 )
-from transitsim.network.spec import COLLECTIVE_ALGOS, TOPOLOGIES, LinkSpec, NetworkSpec
+from transitsim.network.spec import COLLECTIVE_ALGOS, TOPOLOGIES, HostSpec, LinkSpec, NetworkSpec
 
 
 def host_name(worker: int) -> str:
@@ -237,6 +237,35 @@ def validate_network(network: NetworkSpec) -> None:
         )
     for key, spec in network.link_overrides.items():
         _check_link(spec, f"{name}: link_overrides[{key!r}]")
+    if network.host is not None:
+        _check_host(network, name)
+
+
+def _check_host(network: NetworkSpec, name: str) -> None:
+    """A host endpoint: a cost >= 0, a positive rate (inf: none), whole hosts of ranks that do
+    not straddle two datacentres, racks or nodes."""
+    host = network.host
+    if not isinstance(host, HostSpec):
+        raise TransitsimError(f"{name}: host must be a HostSpec, got {type(host).__name__}")
+    _check_non_negative(host.per_message_s, f"{name}: host.per_message_s")
+    _check_positive(host.rate_bps, f"{name}: host.rate_bps", allow_inf=True)
+    _check_count(host.ranks_per_host, f"{name}: host.ranks_per_host", 1)
+    per = host.ranks_per_host
+    if network.workers % per:
+        raise TransitsimError(
+            f"{name}: host.ranks_per_host ({per}) must divide workers ({network.workers})"
+        )
+    if per == 1:
+        return
+    sites: dict[int, set[int]] = {}
+    for g, group in enumerate(worker_groups(network)):
+        for w in group:
+            sites.setdefault(w // per, set()).add(g)
+    if any(len(groups) > 1 for groups in sites.values()):
+        raise TransitsimError(
+            f"{name}: host.ranks_per_host ({per}) puts one host's ranks in two datacentres, "
+            "racks or nodes: make it divide their size"
+        )
 
 
 def _cables(network: NetworkSpec) -> list[tuple[str, str, LinkSpec, int]]:
