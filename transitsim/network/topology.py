@@ -163,10 +163,12 @@ def _check_sizes(network: NetworkSpec, name: str) -> None:
 
 def check_size_and_keys(network: NetworkSpec) -> None:
     """What scenario validation checks of a built NetworkSpec as well: the size bounds, keys its
-    topology ignores, and a cluster fabric it could not time soon."""
+    topology ignores, a host endpoint's ranks, and a cluster fabric it could not time soon."""
     name = f"network {network.name!r}"
     _check_sizes(network, name)
     _check_ignored(network, name)
+    if network.host is not None:
+        _check_host(network, name)
     if network.topology in FABRIC_TOPOLOGIES:
         validate_fabric(network, name)
 
@@ -237,8 +239,6 @@ def validate_network(network: NetworkSpec) -> None:
         )
     for key, spec in network.link_overrides.items():
         _check_link(spec, f"{name}: link_overrides[{key!r}]")
-    if network.host is not None:
-        _check_host(network, name)
 
 
 def _check_host(network: NetworkSpec, name: str) -> None:
