@@ -47,6 +47,7 @@ from transitsim.network.fast.ring import (
     ring_paths,
     run_fast_ring,
 )
+from transitsim.network.fast.ring_hosts import host_shares
 from transitsim.network.fast.switch import (
     SwitchPlan,
     run_fast_switch,
@@ -415,9 +416,15 @@ def _fast_ring(fabric, exchange, weights, start, faults, record) -> ExchangeResu
     plan = ring_plan(exchange.algo, fabric.network.workers, exchange.payload_bytes, transform)
     paths = ring_paths(fabric, plan, weights)
     reason = disjoint_reason(fabric, plan, paths)
+    shares = None
     if reason is not None:
-        return reason
-    timing = run_fast_ring(fabric, plan, paths, start, record, faults)
+        host = fabric.network.host
+        if host is None or host.ranks_per_host == 1 or faults or record:
+            return reason
+        shares = host_shares(fabric, paths.first, paths.later, plan.pre)  # ranks sharing hosts
+        if isinstance(shares, str):
+            return shares
+    timing = run_fast_ring(fabric, plan, paths, start, record, faults, shares)
     if not isinstance(timing, Timing):
         return timing
     finish = ring_finish(plan, timing, start)

@@ -1,0 +1,64 @@
+"""Rings whose ranks share host endpoints (HostSpec.ranks_per_host > 1): exact where in step.
+
+Ranks of one host share its send and receive Resources, so ring edges are no longer disjoint and
+the per-phase recurrence of `ring.py` does not hold in general: with stragglers or faults the
+edges of a phase overlap in part, and max-min shares change flow by flow (the DES's case). It
+does hold where every phase runs in step: all n edges start at one instant, get one and the same
+max-min rate (all of them at once, as the DES shares them: each capped by its host's R / k and
+its own links), and so end together. Then no share changes during a phase, and each transfer
+takes bits / that rate. `host_shares` computes those rates a priori (and refuses where they
+differ, where anything but host endpoints is shared, or where shared bytes are weighted);
+`run_fast_ring` checks a posteriori that every phase's edges start together (equal starts, equal
+overheads and latencies), else the caller runs the DES. No faults, no recording, no pre-stage
+transform. Not max-plus linear (a straggler breaks the step): replay simulates such steps.
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from transitsim.network.des.fluid import fair_shares
+from transitsim.network.fabric import Fabric, Path
+
+
+@dataclass(frozen=True)
+class HostShares:
+    """Per phase kind (first, later): every edge's rate in a phase run in step, and the resource
+    the DES names as what set it."""
+
+    rates: tuple[np.ndarray, np.ndarray]
+    binding: tuple[np.ndarray, np.ndarray]
+
+
+def _shares(fabric: Fabric, paths: list[Path]) -> tuple[np.ndarray, np.ndarray] | str:
+    flows = [(p.hops[0].resources, p.hops[0].weights) for p in paths]
+    count: dict[int, int] = {}
+    for resources, _ in flows:
+        for r in resources:
+            count[r] = count.get(r, 0) + 1
+    for resources, weights in flows:
+        for r, w in zip(resources, weights, strict=True):
+            if count[r] > 1 and fabric.resources[r].kind != "host":
+                return "ring edges share a resource (contention)"
+            if count[r] > 1 and w != 1.0:
+                return "a shared host endpoint carries weighted (transformed) bytes"
+    rates, binding = fair_shares(fabric.capacities().tolist(), flows)
+    if len(set(rates)) != 1:
+        return "ranks sharing a host get unequal shares (max-min across hosts)"
+    return np.array(rates), np.array(binding, dtype=np.int64)
+
+
+def host_shares(
+    fabric: Fabric, first: list[Path], later: list[Path], pre: bool
+) -> HostShares | str:
+    """The in-step rates of a ring whose edges share only host endpoints, or why not."""
+    if pre:
+        return "a pre-stage transform on shared host endpoints"
+    if any(len(p.hops) != 1 for p in first + later):
+        return "routes of more than one hop"
+    one, two = _shares(fabric, first), _shares(fabric, later)
+    if isinstance(one, str):
+        return one
+    if isinstance(two, str):
+        return two
+    return HostShares((one[0], two[0]), (one[1], two[1]))
