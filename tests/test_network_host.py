@@ -15,7 +15,14 @@ from test_network_fast_vs_des import _case
 from test_run_cli import run_cli, write_test_trace
 
 from transitsim.base.errors import TransitsimError
-from transitsim.network import Exchange, LinkSpec, NetworkSpec, simulate_exchange
+from transitsim.network import (
+    Exchange,
+    LinkSpec,
+    NetworkSpec,
+    SwitchSpec,
+    closed_form_time_s,
+    simulate_exchange,
+)
 from transitsim.network.background import Background
 from transitsim.network.exchange import linear_exchange
 from transitsim.network.spec import HostSpec
@@ -222,3 +229,42 @@ def test_collective_takes_the_host_options(capsys):
         capsys,
     )
     assert code == 0 and json.loads(stdout)["bottleneck"] == "host"
+
+
+@pytest.mark.parametrize("per", [1, 2, 4])
+@pytest.mark.parametrize(
+    "algo",
+    [
+        "ring_allreduce",
+        "ring_allgather",
+        "switch_sum",
+        "hierarchical",
+        "tree",
+        "double_binary_tree",
+    ],
+)
+def test_the_closed_forms_carry_the_host_term(algo: str, per: int):
+    """Symmetric networks: the ring, switch-sum and hierarchical closed forms equal the DES with
+    a host endpoint (its cost and its shared rate); the trees' bound stays below it and, with
+    ranks sharing a host, counts the host's sends together (above the links-only bound)."""
+    host = HostSpec(per_message_s=20e-6, rate_bps=1e9, ranks_per_host=per)
+    if algo == "hierarchical":
+        network = NetworkSpec(
+            "dc", "datacentres", 8, LinkSpec(10e9), datacentres=2,
+            wan_link=LinkSpec(5e9, length_m=1e5), host=host,
+        )  # fmt: skip
+    else:
+        network = switch(8, host)
+        if algo == "switch_sum":
+            network = dataclasses.replace(network, switch=SwitchSpec(aggregator=True))
+    exchange = Exchange(algo, MB)
+    des = simulate_exchange(network, exchange, method="des").time_s
+    closed = closed_form_time_s(network, exchange)
+    if "tree" not in algo:
+        assert closed == pytest.approx(des, rel=1e-9)
+        return
+    assert closed <= des * (1 + 1e-12)
+    links_only = closed_form_time_s(dataclasses.replace(network, host=None), exchange)
+    own = dataclasses.replace(host, ranks_per_host=1)
+    one_each = closed_form_time_s(dataclasses.replace(network, host=own), exchange)
+    assert closed > links_only and (per == 1 or closed > 1.2 * one_each)
