@@ -268,3 +268,19 @@ def test_the_closed_forms_carry_the_host_term(algo: str, per: int):
     own = dataclasses.replace(host, ranks_per_host=1)
     one_each = closed_form_time_s(dataclasses.replace(network, host=own), exchange)
     assert closed > links_only and (per == 1 or closed > 1.2 * one_each)
+
+
+@pytest.mark.parametrize(
+    ("host", "message"),
+    [
+        (HostSpec(rate_bps=0.0), "host.rate_bps must be a positive number"),
+        (HostSpec(rate_bps=-1e9), "host.rate_bps must be a positive number"),
+        (HostSpec(per_message_s=-1e-6), "host.per_message_s must be a finite number >= 0"),
+        (HostSpec(per_message_s=math.nan), "host.per_message_s must be a finite number >= 0"),
+        (HostSpec(ranks_per_host=0), "host.ranks_per_host must be an integer >= 1"),
+        (HostSpec(ranks_per_host=3), r"host.ranks_per_host \(3\) must divide workers \(4\)"),
+    ],
+)
+def test_the_api_refuses_a_bad_host_spec(host: HostSpec, message: str):
+    with pytest.raises(TransitsimError, match=message):
+        simulate_exchange(switch(4, host), Exchange("ring_allreduce", MB))
