@@ -37,7 +37,7 @@ def switch(workers: int, host: HostSpec | None, rate: float = 10e9, **link) -> N
 
 @pytest.mark.parametrize("method", ["des", "auto"])
 def test_four_ranks_on_one_host_share_its_rate_each_way(method):
-    """4 ranks on one host of R = 1 Gb/s, 10 Gb/s links: in each of the ring's 2(N - 1) = 6
+    """4 ranks on one host of R = 1 Gb/s, 10 Gb/s links: in each of the ring's 2(P - 1) = 6
     phases the host sends 4 chunks of N / 4 and receives 4, each at R / 4, so a phase takes
     (N / 4) x 8 / (R / 4) = 8 N / R = 8 ms for N = 1 MB, and the all-reduce 48 ms (the links
     alone: 6 x 0.2 ms = 1.2 ms). One rank a host: each chunk at R, 6 x 2 ms = 12 ms."""
