@@ -24,10 +24,12 @@ CONFIGS = 200
 
 
 def _host(rng: np.random.Generator, network: NetworkSpec) -> HostSpec:
-    """A host endpoint: mostly one rank a host (the fast paths' case), sometimes several."""
-    sizes = {len(g) for g in worker_groups(network)}
-    size = math.gcd(*sizes)
-    shared = [d for d in range(2, size + 1) if size % d == 0]
+    """A host endpoint: mostly one rank a host (the fast paths' case), sometimes several (a
+    host holding ranks of two racks or datacentres half the time it can)."""
+    size = math.gcd(*{len(g) for g in worker_groups(network)})
+    if rng.random() < 0.5:
+        size = network.workers
+    shared = [d for d in range(2, size + 1) if network.workers % d == 0 and size % d == 0]
     per = int(rng.choice(shared)) if shared and rng.random() < 0.3 else 1
     return HostSpec(
         per_message_s=float(rng.choice([0.0, 1e-7, 2e-6])),
