@@ -14,6 +14,13 @@ before the exchange ends; otherwise the fast paths defer to the DES, which appli
 Greedy background flows (a share that depends on how many training flows cross a link) are
 carried by the DES alone: every method but "fast" takes it.
 
+Host endpoints (`NetworkSpec.host`): one rank a host, each fast path takes them as it takes a
+pluggable's lanes (the rank's own Resources in series with its links), exactly. Ranks sharing a
+host share its two Resources: the ring stays fast where every phase runs in step
+(`fast/ring_hosts.py`); the switch sum, the hierarchical exchange and, where a host side
+carries several senders' transfers to several receivers, the trees run on the DES, as does any
+ring whose phases do not start together (stragglers, faults); the max-plus forms are None there.
+
 Transforms (`transform_at`): "pluggable" turns each worker's dense delta into band values in
 its own pluggable: inline on the way out for ring_allgather (first hop only; forwarded chunks are
 not transformed) and switch_sum; as a pre-stage (dense out through the transform, band back to
