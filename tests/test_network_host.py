@@ -90,24 +90,33 @@ def test_ranks_of_one_host_still_cross_their_own_links():
     assert stats.loc["h0->sw", "bytes"] == MB and stats.loc["host0:receive", "bytes"] == 2 * MB
 
 
-def test_a_straggler_sends_a_shared_host_ring_to_the_des():
+@pytest.mark.parametrize(
+    ("algo", "message"),
+    [("ring_allreduce", "start a phase together"), ("switch_sum", "send a piece together")],
+)
+def test_a_straggler_sends_ranks_sharing_a_host_to_the_des(algo: str, message: str):
     network = switch(4, HostSpec(rate_bps=1e9, ranks_per_host=2))
-    exchange = Exchange("ring_allreduce", MB)
+    network = dataclasses.replace(network, switch=SwitchSpec(aggregator=True))
+    exchange = Exchange(algo, MB)
     start = np.array([0.0, 1e-4, 0.0, 0.0])
     auto = simulate_exchange(network, exchange, start_s=start)
     assert auto.method == "des"
-    with pytest.raises(TransitsimError, match="start a phase together"):
+    with pytest.raises(TransitsimError, match=message):
         simulate_exchange(network, exchange, start_s=start, method="fast")
     assert linear_exchange(network, exchange) is None  # not max-plus linear: simulated per step
-    assert linear_exchange(switch(4, HostSpec(rate_bps=1e9)), exchange) is not None
+    one_each = dataclasses.replace(network, host=HostSpec(rate_bps=1e9))
+    assert linear_exchange(one_each, exchange) is not None
 
 
-def test_rings_of_ranks_sharing_hosts_in_step_equal_the_des():
-    """Random rings (every topology, pluggables, transforms, constant background) with several
-    ranks a host, all starting together: wherever the fast path takes them, it equals the DES."""
+@pytest.mark.parametrize("algos", [("ring_allreduce", "ring_allgather"), ("switch_sum",)])
+def test_ranks_sharing_hosts_in_step_equal_the_des(algos):
+    """Random rings and switch sums (every topology, pluggables, transforms, slots, constant
+    background) with several ranks a host, all starting together: wherever the fast path takes
+    them (every phase or piece in step), every finish, the critical path and every resource's
+    busy time and bytes equal the DES's."""
     fast = 0
     for seed in range(150):
-        algo = ("ring_allreduce", "ring_allgather")[seed % 2]
+        algo = algos[seed % len(algos)]
         network, exchange, _ = _case(algo, seed)
         rng = np.random.default_rng([seed, 7])
         size = math.gcd(*{len(g) for g in worker_groups(network)})

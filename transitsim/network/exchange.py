@@ -16,10 +16,10 @@ carried by the DES alone: every method but "fast" takes it.
 
 Host endpoints (`NetworkSpec.host`): one rank a host, each fast path takes them as it takes a
 pluggable's lanes (the rank's own Resources in series with its links), exactly. Ranks sharing a
-host share its two Resources: the ring stays fast where every phase runs in step
-(`fast/ring_hosts.py`); the switch sum, the hierarchical exchange and, where a host side
-carries several senders' transfers to several receivers, the trees run on the DES, as does any
-ring whose phases do not start together (stragglers, faults); the max-plus forms are None there.
+host share its two Resources: the ring and the switch sum stay fast where every phase (piece)
+runs in step (`fast/ring_hosts.py`); the hierarchical exchange and, where a host side carries
+several senders' transfers to several receivers, the trees run on the DES, as does any ring or
+sum whose phases do not start together (stragglers, faults); the max-plus forms are None there.
 
 Transforms (`transform_at`): "pluggable" turns each worker's dense delta into band values in
 its own pluggable: inline on the way out for ring_allgather (first hop only; forwarded chunks are
@@ -54,7 +54,7 @@ from transitsim.network.fast.ring import (
     ring_paths,
     run_fast_ring,
 )
-from transitsim.network.fast.ring_hosts import host_shares
+from transitsim.network.fast.ring_hosts import host_shares, switch_shares
 from transitsim.network.fast.switch import (
     SwitchPlan,
     run_fast_switch,
@@ -527,9 +527,17 @@ def _fast_switch(fabric, exchange, weights, start, faults, record) -> ExchangeRe
     plan = _switch_plan(fabric, exchange)
     paths = switch_paths(fabric, plan, weights)
     reason = switch_reason(fabric, plan, paths)
+    shares = None
     if reason is not None:
-        return reason
-    timing = run_fast_switch(fabric, plan, paths, start, faults)
+        host = fabric.network.host
+        if host is None or host.ranks_per_host == 1 or faults:
+            return reason
+        shares = switch_shares(fabric, paths.ups, paths.downs, plan.workers)  # in step
+        if isinstance(shares, str):
+            return shares
+    timing = run_fast_switch(fabric, plan, paths, start, faults, shares)
+    if not isinstance(timing, Timing):
+        return timing
     finish = switch_finish(plan, timing, start)
     sent, received = switch_line_bytes(plan, paths)
     path_of = functools.partial(paths.of, plan)

@@ -1,4 +1,4 @@
-"""Rings whose ranks share host endpoints (HostSpec.ranks_per_host > 1): exact where in step.
+"""Rings and switch sums whose ranks share host endpoints (ranks_per_host > 1): exact in step.
 
 Ranks of one host share its send and receive Resources, so ring edges are no longer disjoint and
 the per-phase recurrence of `ring.py` does not hold in general: with stragglers or faults the
@@ -11,6 +11,11 @@ differ, where anything but host endpoints is shared, or where shared bytes are w
 `run_fast_ring` checks a posteriori that every phase's edges start together (equal starts, equal
 overheads and latencies), else the caller runs the DES. No faults, no recording, no pre-stage
 transform. Not max-plus linear (a straggler breaks the step): replay simulates such steps.
+
+A sum at one switch is the same per piece (`switch_shares`): every worker's upload of a piece
+starts together and shares its host's send side at one rate, every result comes down together
+sharing the receive sides; uploads and results may not share a resource (a loopback through the
+own lanes), and the aggregator may not bind at the in-step rate.
 """
 
 from dataclasses import dataclass
@@ -30,7 +35,11 @@ class HostShares:
     binding: tuple[np.ndarray, np.ndarray]
 
 
-def _shares(fabric: Fabric, paths: list[Path]) -> tuple[np.ndarray, np.ndarray] | str:
+def _shares(
+    fabric: Fabric, paths: list[Path], also: str = ""
+) -> tuple[np.ndarray, np.ndarray] | str:
+    """Every path's max-min rate with all of them at once (one hop each), and what binds it;
+    only host endpoints (and a resource of kind `also`) may be shared, and one rate for all."""
     flows = [(p.hops[0].resources, p.hops[0].weights) for p in paths]
     count: dict[int, int] = {}
     for resources, _ in flows:
@@ -38,8 +47,11 @@ def _shares(fabric: Fabric, paths: list[Path]) -> tuple[np.ndarray, np.ndarray] 
             count[r] = count.get(r, 0) + 1
     for resources, weights in flows:
         for r, w in zip(resources, weights, strict=True):
-            if count[r] > 1 and fabric.resources[r].kind != "host":
-                return "ring edges share a resource (contention)"
+            kind = fabric.resources[r].kind
+            if count[r] > 1 and kind == also:
+                continue
+            if count[r] > 1 and kind != "host":
+                return "transfers share a resource (contention)"
             if count[r] > 1 and w != 1.0:
                 return "a shared host endpoint carries weighted (transformed) bytes"
     rates, binding = fair_shares(fabric.capacities().tolist(), flows)
@@ -61,4 +73,26 @@ def host_shares(
         return one
     if isinstance(two, str):
         return two
+    return HostShares((one[0], two[0]), (one[1], two[1]))
+
+
+def switch_shares(
+    fabric: Fabric, ups: list[Path], downs: list[Path], workers: int
+) -> HostShares | str:
+    """The in-step rates of a switch sum whose uploads (results) share only host endpoints and
+    the aggregator, or why not: (ups, downs) in HostShares' two slots."""
+    if any(len(p.hops) != 1 for p in ups + downs):
+        return "routes of more than one hop"
+    up_resources = {r for p in ups for r in p.hops[0].resources}
+    if up_resources & {r for p in downs for r in p.hops[0].resources}:
+        return "uploads and results share a resource"
+    one, two = _shares(fabric, ups, also="aggregator"), _shares(fabric, downs)
+    if isinstance(one, str):
+        return one
+    if isinstance(two, str):
+        return two
+    for r in up_resources:
+        resource = fabric.resources[r]
+        if resource.kind == "aggregator" and workers * one[0][0] > resource.rate_bps:
+            return "the aggregator's summing rate can bind"
     return HostShares((one[0], two[0]), (one[1], two[1]))
