@@ -109,7 +109,7 @@ def test_a_straggler_sends_ranks_sharing_a_host_to_the_des(algo: str, message: s
 
 
 @pytest.mark.parametrize("algos", [("ring_allreduce", "ring_allgather"), ("switch_sum",)])
-def test_ranks_sharing_hosts_in_step_equal_the_des(algos):
+def test_ranks_shain_step_in_step_equal_the_des(algos):
     """Random rings and switch sums (every topology, pluggables, transforms, slots, constant
     background) with several ranks a host, all starting together: wherever the fast path takes
     them (every phase or piece in step), every finish, the critical path and every resource's

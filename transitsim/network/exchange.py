@@ -17,7 +17,7 @@ carried by the DES alone: every method but "fast" takes it.
 Host endpoints (`NetworkSpec.host`): one rank a host, each fast path takes them as it takes a
 pluggable's lanes (the rank's own Resources in series with its links), exactly. Ranks sharing a
 host share its two Resources: the ring and the switch sum stay fast where every phase (piece)
-runs in step (`fast/ring_hosts.py`); the hierarchical exchange and, where a host side carries
+runs in step (`fast/in_step.py`); the hierarchical exchange and, where a host side carries
 several senders' transfers to several receivers, the trees run on the DES, as does any ring or
 sum whose phases do not start together (stragglers, faults); the max-plus forms are None there.
 
@@ -45,6 +45,7 @@ from transitsim.network.des.engine import Timing, assign_paths, run_des, unshare
 from transitsim.network.exchange_spec import Exchange, validate_exchange
 from transitsim.network.fabric import PLAIN, XFORM_PLUGGABLE, XFORM_SWITCH, Fabric, Path, Weights
 from transitsim.network.fast.hierarchical import MessageTable, run_fast_hier
+from transitsim.network.fast.in_step import host_shares, switch_shares
 from transitsim.network.fast.maxplus import Linear, ring_linear, switch_linear
 from transitsim.network.fast.maxplus_hier import HierForm, hier_form
 from transitsim.network.fast.ring import (
@@ -54,7 +55,6 @@ from transitsim.network.fast.ring import (
     ring_paths,
     run_fast_ring,
 )
-from transitsim.network.fast.ring_hosts import host_shares, switch_shares
 from transitsim.network.fast.switch import (
     SwitchPlan,
     run_fast_switch,

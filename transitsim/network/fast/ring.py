@@ -14,7 +14,7 @@ must not overlap chunks arriving on the same host lanes (both up to rounding, as
 settles them). If any fails, the caller runs the DES instead. A link fault holds up the
 transfers that cross the link while it is down (`fault_delay`): alone on their links, they
 wait out the window as the DES's flows do. Edges that share only host endpoints (several ranks
-a host) are timed here too where every phase runs in step (`ring_hosts.py`): then each edge
+a host) are timed here too where every phase runs in step (`in_step.py`): then each edge
 takes bits over its in-step max-min rate, checked a posteriori.
 """
 
@@ -26,7 +26,7 @@ from transitsim.network.des.engine import ResourceFault, Timing, unshared_timing
 from transitsim.network.des.fluid import SETTLE_REL, ExactEnvironment
 from transitsim.network.fabric import LOCAL_XFORM, PLAIN, Fabric, Path, Weights
 from transitsim.network.fast.fault_delay import HopFaults, down_windows
-from transitsim.network.fast.ring_hosts import HostShares
+from transitsim.network.fast.in_step import HostShares
 from transitsim.network.schedules.dag import RingPlan
 
 

@@ -18,7 +18,7 @@ from transitsim.network.des.engine import ResourceFault, Timing, fifo_rate, unsh
 from transitsim.network.des.fluid import ExactEnvironment
 from transitsim.network.fabric import PLAIN, Fabric, Path, Weights
 from transitsim.network.fast.fault_delay import HopFaults, down_windows
-from transitsim.network.fast.ring_hosts import HostShares
+from transitsim.network.fast.in_step import HostShares
 
 
 @dataclass(frozen=True)
