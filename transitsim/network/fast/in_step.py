@@ -28,8 +28,9 @@ from transitsim.network.fabric import Fabric, Path
 
 @dataclass(frozen=True)
 class HostShares:
-    """Per phase kind (first, later): every edge's rate in a phase run in step, and the resource
-    the DES names as what set it."""
+    """Per kind of transfer (a ring's first and later phases; a switch sum's uploads and
+    results): every worker's rate when they run in step, and the resource the DES names as
+    what set it."""
 
     rates: tuple[np.ndarray, np.ndarray]
     binding: tuple[np.ndarray, np.ndarray]
