@@ -3,6 +3,9 @@
 The network is either built from --workers/--bandwidth/--latency/--efficiency (one switch, or
 switches per datacentre joined by a WAN), or a preset or YAML file given with --network, e.g.
 `--network 8xh100-nvlink`. Algorithm and bus bandwidth are printed as nccl-tests reports them.
+`--host-rate`, `--host-overhead` and `--ranks-per-host` put a host endpoint in series with the
+links (NetworkSpec.host: each host's rate each way, shared by its ranks, and a cost per message
+sent), on either kind of network (with --network they replace its `host:` block).
 
 `-b 8 -e 1G -f 2` sweeps sizes as nccl-tests does (8 B, 16 B, ... 1 GiB; K, M, G are powers of
 1024 there) and prints nccl-tests' columns, one row a size, so the two can be laid side by
@@ -11,6 +14,7 @@ count its elements of --datatype, time the simulated microseconds, algbw and bus
 (1e9 bytes a second).
 """
 
+import dataclasses
 import json
 import re
 from typing import Any
@@ -36,7 +40,7 @@ from transitsim.network.bandwidth import (
     bus_bandwidth_bps,
 )
 from transitsim.network.limits import MAX_DATACENTRES, MAX_WORKERS
-from transitsim.network.spec import AGG_PIECE_BYTES
+from transitsim.network.spec import AGG_PIECE_BYTES, HostSpec
 
 CLI_ALGOS = {name.replace("_", "-"): name for name in COLLECTIVE_ALGOS}
 # nccl-tests' datatypes (-d) and their sizes in bytes
@@ -101,6 +105,39 @@ def build_network(
         datacentres=datacentres,
         wan_link=wan_link,
     )
+
+
+def _parsed(parse, text: str, option: str) -> float:
+    try:
+        return parse(text)
+    except TransitsimError as exc:
+        raise TransitsimError(f"{option}: {exc}") from None
+
+
+def with_host(
+    network: NetworkSpec,
+    rate: str | None,
+    overhead: str | None,
+    ranks_per_host: int | None,
+) -> NetworkSpec:
+    """The network with the host endpoint the options give (unchanged when none is given);
+    options left out keep the network's own host values (or HostSpec's defaults)."""
+    if rate is None and overhead is None and ranks_per_host is None:
+        return network
+    host = network.host or HostSpec()
+    if rate is not None:
+        host = dataclasses.replace(host, rate_bps=_parsed(parse_rate_bps, rate, "--host-rate"))
+    if overhead is not None:
+        seconds = _parsed(parse_time_s, overhead, "--host-overhead")
+        host = dataclasses.replace(host, per_message_s=seconds)
+    if ranks_per_host is not None:
+        if ranks_per_host < 1 or network.workers % ranks_per_host:
+            raise TransitsimError(
+                f"--ranks-per-host must be a divisor of the {network.workers} workers, "
+                f"got {ranks_per_host}"
+            )
+        host = dataclasses.replace(host, ranks_per_host=ranks_per_host)
+    return dataclasses.replace(network, host=host)
 
 
 def named_network(network: str, workers: int | None, settings: list[str]) -> NetworkSpec:
@@ -243,6 +280,15 @@ def register(app: typer.Typer) -> None:
             "--slot-bytes",
             help=f"switch-sum piece size (default: {AGG_PIECE_BYTES:,} B pieces, one packet)",
         ),
+        host_rate: str | None = typer.Option(
+            None, "--host-rate", help="each host endpoint's rate each way, shared by its ranks"
+        ),
+        host_overhead: str | None = typer.Option(
+            None, "--host-overhead", help="host cost of every message a rank sends, e.g. '20 us'"
+        ),
+        ranks_per_host: int | None = typer.Option(
+            None, "--ranks-per-host", help="consecutive ranks sharing one host endpoint"
+        ),
         method: str = typer.Option("auto", "--method", help="auto | des | fast"),
         as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
         quiet: bool = typer.Option(False, "--quiet", "-q", help=QUIET_HELP),
@@ -268,6 +314,7 @@ def register(app: typer.Typer) -> None:
             network = build_network(
                 workers, bandwidth, latency, datacentres, wan, distance, slot_bytes, efficiency
             )
+        network = with_host(network, host_rate, host_overhead, ranks_per_host)
         workers = network.workers
         sweeping = minbytes is not None or maxbytes is not None
         if sweeping and size is not None:

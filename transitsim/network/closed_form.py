@@ -1,11 +1,12 @@
 """Closed forms (alpha-beta with NCCL-style step counts) for every collective: the tests' oracle.
 
 All workers start at 0, no faults. Alpha and beta of a message are read off its route (the same
-compiled paths the simulator uses): a = the sender's busy time (overhead + bytes / rate of the
-first hop), c = its arrival time (all hops: overheads, serialisation, propagation, forwarding,
-transform latency). Where a collective makes messages share a resource by construction (the
-shards of a ring of rings on one WAN link, two children into one parent, N uploads into one
-aggregator), their max-min fair rates are used.
+compiled paths the simulator uses, so a host endpoint's cost and rate are in them): a = the
+sender's busy time (overhead + bytes / rate of the first hop), c = its arrival time (all hops:
+overheads, serialisation, propagation, forwarding, transform latency). Where a collective makes
+messages share a resource by construction (the shards of a ring of rings on one WAN link, two
+children into one parent, N uploads into one aggregator, the ranks of one host on its
+endpoint), their max-min fair rates are used.
 
 - Ring (all-reduce 2(N-1) phases of B/N, all-gather N-1 phases of B): with uniform edges
   T = K (alpha + beta B/N). In general T is the longest path through the phase recurrence:
@@ -21,8 +22,10 @@ aggregator), their max-min fair rates are used.
   cross the resources they have in common, of capacity C_out: they take sum(bits) / C_out of
   them, starting no sooner than its first chunk can (a leaf's at once, an interior rank's once
   chunk 0 came up from below), and the last one still has its latency to go; the same for its
-  receives; and the last chunk of a deepest leaf leaves after its C chunks, climbs the tree
-  and comes down again: (C + 2 depth - 1) a + 2 depth (c - a). T >= the largest of these. In
+  receives; the same for all the sends (receives) of the ranks of one host together, where
+  several share its endpoint; and the last chunk of a deepest leaf leaves after its C chunks,
+  climbs the tree and comes down again: (C + 2 depth - 1) a + 2 depth (c - a). T >= the largest
+  of these. In
   the bandwidth-bound limit it is 2 x payload / rate for the double binary tree, 3 x for one
   tree (an interior rank sends one chunk up and two down).
 
@@ -221,10 +224,15 @@ def _tree(fabric: Fabric, exchange: Exchange, w: Weights) -> float:
             ready[v] = max((ready[k] + timed[(k, v)][1] for k in kids[v]), default=0.0)
             first[v] = min(first[v], ready[v])
     bound = 0.0
-    for v in range(workers):
+    units = [{v} for v in range(workers)]
+    host = fabric.network.host
+    if host is not None and host.ranks_per_host > 1:  # a host's ranks share its two sides
+        per = host.ranks_per_host
+        units += [set(range(h, h + per)) for h in range(0, workers, per)]
+    for unit in units:
         for mine, start in (
-            ([e for e in pairs if e[0] == v], lambda e: first[e[0]]),
-            ([e for e in pairs if e[1] == v], lambda e: first[e[0]]),
+            ([e for e in pairs if e[0] in unit], lambda e: first[e[0]]),
+            ([e for e in pairs if e[1] in unit], lambda e: first[e[0]]),
         ):
             if not mine:
                 continue

@@ -14,6 +14,13 @@ before the exchange ends; otherwise the fast paths defer to the DES, which appli
 Greedy background flows (a share that depends on how many training flows cross a link) are
 carried by the DES alone: every method but "fast" takes it.
 
+Host endpoints (`NetworkSpec.host`): one rank a host, each fast path takes them as it takes a
+pluggable's lanes (the rank's own Resources in series with its links), exactly. Ranks sharing a
+host share its two Resources: the ring and the switch sum stay fast where every phase (piece)
+runs in step (`fast/in_step.py`); the hierarchical exchange and, where a host side carries
+several senders' transfers to several receivers, the trees run on the DES, as does any ring or
+sum whose phases do not start together (stragglers, faults); the max-plus forms are None there.
+
 Transforms (`transform_at`): "pluggable" turns each worker's dense delta into band values in
 its own pluggable: inline on the way out for ring_allgather (first hop only; forwarded chunks are
 not transformed) and switch_sum; as a pre-stage (dense out through the transform, band back to
@@ -38,6 +45,7 @@ from transitsim.network.des.engine import Timing, assign_paths, run_des, unshare
 from transitsim.network.exchange_spec import Exchange, validate_exchange
 from transitsim.network.fabric import PLAIN, XFORM_PLUGGABLE, XFORM_SWITCH, Fabric, Path, Weights
 from transitsim.network.fast.hierarchical import MessageTable, run_fast_hier
+from transitsim.network.fast.in_step import host_shares, switch_shares
 from transitsim.network.fast.maxplus import Linear, ring_linear, switch_linear
 from transitsim.network.fast.maxplus_hier import HierForm, hier_form
 from transitsim.network.fast.ring import (
@@ -415,9 +423,15 @@ def _fast_ring(fabric, exchange, weights, start, faults, record) -> ExchangeResu
     plan = ring_plan(exchange.algo, fabric.network.workers, exchange.payload_bytes, transform)
     paths = ring_paths(fabric, plan, weights)
     reason = disjoint_reason(fabric, plan, paths)
+    shares = None
     if reason is not None:
-        return reason
-    timing = run_fast_ring(fabric, plan, paths, start, record, faults)
+        host = fabric.network.host
+        if host is None or host.ranks_per_host == 1 or faults or record:
+            return reason
+        shares = host_shares(fabric, paths.first, paths.later, plan.pre)  # ranks sharing hosts
+        if isinstance(shares, str):
+            return shares
+    timing = run_fast_ring(fabric, plan, paths, start, record, faults, shares)
     if not isinstance(timing, Timing):
         return timing
     finish = ring_finish(plan, timing, start)
@@ -513,9 +527,17 @@ def _fast_switch(fabric, exchange, weights, start, faults, record) -> ExchangeRe
     plan = _switch_plan(fabric, exchange)
     paths = switch_paths(fabric, plan, weights)
     reason = switch_reason(fabric, plan, paths)
+    shares = None
     if reason is not None:
-        return reason
-    timing = run_fast_switch(fabric, plan, paths, start, faults)
+        host = fabric.network.host
+        if host is None or host.ranks_per_host == 1 or faults:
+            return reason
+        shares = switch_shares(fabric, paths.ups, paths.downs, plan.workers)  # in step
+        if isinstance(shares, str):
+            return shares
+    timing = run_fast_switch(fabric, plan, paths, start, faults, shares)
+    if not isinstance(timing, Timing):
+        return timing
     finish = switch_finish(plan, timing, start)
     sent, received = switch_line_bytes(plan, paths)
     path_of = functools.partial(paths.of, plan)

@@ -1,5 +1,12 @@
 """A built network: its stages, shortest-path routes, and routes compiled into hops.
 
+With `NetworkSpec.host`, every message a rank sends crosses its host endpoint's send side and
+every message a rank receives its host's receive side (one Resource each per host, shared by
+the ranks placed on it), in series with the links, and the sender pays the host's per-message
+cost before its first bit (with the links' overheads). Two ranks of one host still talk over
+their own links (each rank keeps its link, as a namespace's veth or a GPU's NVLink port does),
+crossing their host's send and receive sides.
+
 A *path* is what one message crosses from its source to its destination, as a tuple of hops.
 Each hop is one fluid transfer over a set of resources (all at once: cut-through), preceded by a
 fixed delay (`pre_s`: per-message overheads) and followed by one (`post_s`: propagation, switch
@@ -20,6 +27,7 @@ from transitsim.network.background import Background
 from transitsim.network.fabrics import FABRIC_TOPOLOGIES, aggregation_node
 from transitsim.network.spec import NetworkSpec
 from transitsim.network.stages import (
+    Endpoint,
     Link,
     Pluggable,
     Resource,
@@ -76,7 +84,7 @@ class Weights:
 
 # On a tie of rates, which resource a hop is said to be limited by: the aggregator (shared by
 # every upload, so it is what binds once more than one flows), then a link, then the rest.
-TIE_ORDER = {"aggregator": 0, "link": 1, "lanes": 2, "transform": 3}
+TIE_ORDER = {"aggregator": 0, "link": 1, "lanes": 2, "transform": 3, "host": 4}
 
 
 def _tie_wins(resource: Resource, current: int, fabric: "Fabric") -> bool:
@@ -116,6 +124,7 @@ class Fabric:
                     self.greedy[link.resource.index] = spec.background.greedy_flows
             self.edge_links[(u, v)] = links
         self.pluggables = [self._pluggable(h) for h in self.hosts]
+        self.endpoints = self._endpoints()  # per worker: its host's endpoint (None: no host)
         self.switches = {name: self._switch(name) for name in self.switch_names}
         # a host's switches: one, or (cluster fabrics) its node's NVLink switch and its NIC's leaf
         self.accesses = {h: sorted(self.graph.successors(h)) for h in self.hosts}
@@ -146,6 +155,21 @@ class Fabric:
             lanes_in=self._resource(f"{host}:lanes_in", "lanes", spec.host_lane_bps),
             transform=transform,
         )
+
+    def _endpoints(self) -> list[Endpoint | None]:
+        """Each worker's host endpoint: ranks_per_host consecutive workers share one (with a
+        send and a receive Resource where its rate is finite)."""
+        spec = self.network.host
+        if spec is None:
+            return [None] * self.network.workers
+        endpoints = []
+        for i in range(self.network.workers // spec.ranks_per_host):
+            send = receive = None
+            if math.isfinite(spec.rate_bps):
+                send = self._resource(f"host{i}:send", "host", spec.rate_bps)
+                receive = self._resource(f"host{i}:receive", "host", spec.rate_bps)
+            endpoints += [Endpoint(i, spec, send, receive)] * spec.ranks_per_host
+        return endpoints
 
     def _switch(self, name: str) -> Switch:
         spec = self.network.switch
@@ -274,7 +298,12 @@ class Fabric:
         parts: list[tuple[Resource, float]] = []
         pre_s = post_s = transform_latency_s = store = 0.0
         source = self.pluggables[self.graph.nodes[src]["worker"]] if self.is_host(src) else None
+        endpoint = self.endpoints[self.graph.nodes[src]["worker"]] if self.is_host(src) else None
         dense = kind in (XFORM_PLUGGABLE, XFORM_SWITCH, LOCAL_XFORM)
+        if endpoint is not None:  # the host hands over what its lanes or uplink carry
+            pre_s += endpoint.per_message_s
+            if endpoint.send is not None:
+                parts.append((endpoint.send, weights.dense if dense else 1.0))
         if source is not None:
             parts.append((source.lanes_out, weights.dense if dense else 1.0))
         if kind in (XFORM_PLUGGABLE, LOCAL_XFORM):
@@ -285,8 +314,10 @@ class Fabric:
             transform_latency_s += source.transform_latency_s
             if kind == LOCAL_XFORM or weights.loopback:
                 parts.append((source.lanes_in, 1.0))
+                if endpoint is not None and endpoint.receive is not None:
+                    parts.append((endpoint.receive, 1.0))  # the band back into the host
         if kind == LOCAL_XFORM:
-            return Path((self._hop(0.0, parts, post_s),), transform_latency_s, 0.0, 0.0)
+            return Path((self._hop(pre_s, parts, post_s),), transform_latency_s, 0.0, 0.0)
         links = self.route_links(src, dst)
         for position, link in enumerate(links):
             on_uplink_dense = kind == XFORM_SWITCH and position == 0
@@ -313,6 +344,9 @@ class Fabric:
             target = self.pluggables[self.graph.nodes[dst]["worker"]]
             if target is not None:
                 parts.append((target.lanes_in, 1.0))
+            receiver = self.endpoints[self.graph.nodes[dst]["worker"]]
+            if receiver is not None and receiver.receive is not None:
+                parts.append((receiver.receive, 1.0))
         hops.append(self._hop(pre_s, parts, post_s, store))
         send_factor = (weights.dense if kind == XFORM_SWITCH else 1.0) if self.is_host(src) else 0.0
         recv_factor = 1.0 if self.is_host(dst) else 0.0

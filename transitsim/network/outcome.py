@@ -10,8 +10,9 @@ data wins ties), until a message released by its worker's start. Along it:
   (pluggable or switch port) or by host lanes carrying the dense delta into one (ingest), plus
   transform latencies (lanes that only carry line payload are wire time, labelled "lanes");
 - wire_s: the rest of the time messages on the path were under way: serialisation limited by a
-  link or the aggregator, propagation, per-message overhead, switch forwarding, and the
-  slow-down from sharing links with other transfers (contention);
+  link, the aggregator or a host endpoint (bottleneck "host"), propagation, per-message
+  overheads (the links' and the host's), switch forwarding, and the slow-down from sharing
+  links or endpoints with other transfers (contention);
 - wait_s: the rest of time_s: the straggler offset of the worker the path starts at, and time
   transfers stood still on a link that was down (faults).
 
@@ -37,7 +38,7 @@ class Breakdown:
     transform_s: float
     wire_s: float
     wait_s: float
-    bottleneck: str  # link | lanes | transform | aggregator | latency | wait | none
+    bottleneck: str  # link | lanes | transform | aggregator | host | latency | wait | none
 
 
 def finish_times(schedule: Schedule, timing: Timing, start_s: np.ndarray) -> np.ndarray:
@@ -137,7 +138,14 @@ def critical_path(
     m = dag.last_into(last_worker, timing.arrive_s, finish_s[last_worker])
     if m is None:
         return Breakdown(0.0, 0.0, time_s, "wait" if time_s > 0 else "none")
-    shares = {"link": 0.0, "lanes": 0.0, "transform": 0.0, "aggregator": 0.0, "latency": 0.0}
+    shares = {
+        "link": 0.0,
+        "lanes": 0.0,
+        "transform": 0.0,
+        "aggregator": 0.0,
+        "host": 0.0,
+        "latency": 0.0,
+    }
     transform = wire = 0.0
     whole = True
     while True:

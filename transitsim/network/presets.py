@@ -13,13 +13,22 @@ from transitsim.base.errors import TransitsimError
 _RACK_LINK = {"rate": "200 Gb/s", "length": "3 m"}
 _SWITCH = {"forwarding_latency": "500 ns"}
 
-# One H100's NVLink 4 port to the NVSwitches: 18 links x 25 GB/s = 450 GB/s each way. NCCL's
-# ring all-reduce reaches about 370 GB/s bus bandwidth on 8 of them (nccl-tests, large
-# messages): the protocol's share of the line, 370 / 450, is the link's efficiency.
-NVLINK_H100 = {"rate": "450 GB/s", "latency": "1 us", "efficiency": 370 / 450}
+# One H100's NVLink 4 port to the NVSwitches: 18 links x 25 GB/s = 450 GB/s each way, the link.
+NVLINK_H100 = {"rate": "450 GB/s", "latency": "1 us"}
+# NCCL's ring all-reduce reaches about 370 GB/s bus bandwidth on 8 of them (nccl-tests, large
+# messages), not 450: the GPU, not the wire, sets that pace. Its channels (CUDA blocks, each
+# on an SM, moving data through its FIFO) and copy engines push about 370 GB/s each way, whatever
+# the link could carry. On a GPU that is the host endpoint (NetworkSpec.host, `host:`): `rate`
+# is the GPU's channel throughput cap each way (one endpoint a GPU: ranks_per_host 1, so each
+# GPU's cap is its own; several ranks on one endpoint would share it, as processes sharing a
+# GPU or a CPU host's kernel do), and `per_message` the fixed cost a GPU pays per message
+# (kernel launch, a channel's step set-up), 0 here: the link's 1 us latency already holds
+# NCCL's small-message cost. So the preset's 370 of 450 comes from the endpoint, not from a
+# link efficiency (bus bandwidth = min(450, 370) GB/s for a large ring, as before).
+GPU_ENDPOINT_H100 = {"rate": "370 GB/s"}
 # NVLink SHARP (NVLS): the NVSwitches sum in the fabric; 8 H100s reach about 480 GB/s bus
 # bandwidth, i.e. an algorithm bandwidth of 480 x 8 / (2 x 7) = 274.3 GB/s per GPU, well below
-# the links' 370: the in-switch reduction is what limits it. Its summing rate over all 8 ports
+# the GPUs' 370: the in-switch reduction is what limits it. Its summing rate over all 8 ports
 # (bytes in) is therefore 8 x 274.3 GB/s = 2,194 GB/s, calibrated on that one figure.
 NVLS_SUM_RATE = "2194 GB/s"
 
@@ -67,11 +76,12 @@ PRESETS: dict[str, dict[str, Any]] = {
         "switch": _SWITCH,
     },
     "8xh100-nvlink": {
-        "description": "8 H100s on NVSwitch: NVLink 4, 450 GB/s each way at NCCL's 370/450 "
-        "protocol efficiency (ring all-reduce ~370 GB/s bus bandwidth)",
+        "description": "8 H100s on NVSwitch: NVLink 4, 450 GB/s each way, each GPU's channels "
+        "moving 370 GB/s each way (ring all-reduce ~370 GB/s bus bandwidth)",
         "topology": "switch",
         "workers": 8,
         "host_link": NVLINK_H100,
+        "host": GPU_ENDPOINT_H100,
         "switch": {"forwarding_latency": "0 s"},
     },
     "8xh100-nvls": {
@@ -80,6 +90,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "topology": "switch",
         "workers": 8,
         "host_link": NVLINK_H100,
+        "host": GPU_ENDPOINT_H100,
         "switch": {
             "forwarding_latency": "0 s",
             "aggregator": True,

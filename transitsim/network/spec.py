@@ -127,7 +127,23 @@ class HostSpec:
 
     Ranks are placed on hosts in order: ranks [i * ranks_per_host, (i + 1) * ranks_per_host)
     share host i's endpoint (its rate, each direction, shared max-min by their flows), while
-    each rank keeps its own link.
+    each rank keeps its own link. Placement is by rank whatever the topology (one machine may
+    hold ranks of two datacentres, as the testbed's does); ranks_per_host must divide workers.
+
+    - rate_bps: payload bits/s the endpoint moves in each direction: one shared Resource for
+      everything its ranks send, one for everything they receive (network/fabric.py), crossed by
+      every message besides its links, shared max-min like the links and lanes (des/fluid.py).
+      A message carries what the host hands over (the dense delta where a transform is made
+      downstream). inf: no Resource at all.
+    - per_message_s: a fixed cost every message a rank sends pays before its first bit, once
+      per message whatever the route (beside LinkSpec.overhead_s); none for what a summing
+      switch sends back.
+    - Two ranks of one host talk over their own links as before, crossing the host's send and
+      receive sides (no loopback path skips the wire).
+
+    NetworkSpec.host None (or a HostSpec of defaults) models no endpoint: bit for bit the
+    links alone. The fast paths take it where they stay exact (docs/engine.md "Host
+    endpoints"); elsewhere simulate_exchange runs the DES.
     """
 
     per_message_s: float = 0.0  # fixed cost of every message a rank on this host sends

@@ -1,4 +1,4 @@
-"""The stages a message passes through: links, pluggables, switches.
+"""The stages a message passes through: host endpoints, links, pluggables, switches.
 
 Each stage only knows its own parameters and which shared capacities (`Resource`s) it owns; the
 fluid engine (`fluid.py`) shares those capacities fairly among the transfers crossing them, and
@@ -10,14 +10,15 @@ bytes of its *line payload*, and a resource that carries a different amount per 
 import math
 from dataclasses import dataclass, field
 
-from transitsim.network.spec import LinkSpec, PluggableSpec, SwitchSpec, TransformSpec
+from transitsim.network.spec import HostSpec, LinkSpec, PluggableSpec, SwitchSpec, TransformSpec
 
-RESOURCE_KINDS = ("link", "lanes", "transform", "aggregator")
+RESOURCE_KINDS = ("link", "lanes", "transform", "aggregator", "host")
 
 
 @dataclass(eq=False)
 class Resource:
-    """A capacity that concurrent transfers share fairly (link direction, lanes, transform)."""
+    """A capacity that concurrent transfers share fairly (link direction, lanes, transform, a
+    host endpoint's send or receive side)."""
 
     name: str
     kind: str  # one of RESOURCE_KINDS
@@ -92,3 +93,20 @@ class Switch:
     @property
     def transform_latency_s(self) -> float:
         return self.spec.transform.latency_s if self.spec.transform is not None else 0.0
+
+
+@dataclass(eq=False)
+class Endpoint:
+    """One host's endpoint (HostSpec), shared by the ranks placed on it: a send side and a
+    receive side of `rate_bps` each (None where the rate is infinite: only the per-message
+    cost is modelled), crossed by every message its ranks send or receive, in series with
+    their own links; `per_message_s` is paid by every message one of its ranks sends."""
+
+    index: int  # host i: ranks [i * ranks_per_host, (i + 1) * ranks_per_host)
+    spec: HostSpec
+    send: Resource | None
+    receive: Resource | None
+
+    @property
+    def per_message_s(self) -> float:
+        return self.spec.per_message_s

@@ -27,7 +27,7 @@ from transitsim.network.limits import (
     MAX_WAN_LINKS,
     MAX_WORKERS,
 )
-from transitsim.network.spec import COLLECTIVE_ALGOS, TOPOLOGIES, LinkSpec, NetworkSpec
+from transitsim.network.spec import COLLECTIVE_ALGOS, TOPOLOGIES, HostSpec, LinkSpec, NetworkSpec
 
 
 def host_name(worker: int) -> str:
@@ -163,10 +163,12 @@ def _check_sizes(network: NetworkSpec, name: str) -> None:
 
 def check_size_and_keys(network: NetworkSpec) -> None:
     """What scenario validation checks of a built NetworkSpec as well: the size bounds, keys its
-    topology ignores, and a cluster fabric it could not time soon."""
+    topology ignores, a host endpoint's ranks, and a cluster fabric it could not time soon."""
     name = f"network {network.name!r}"
     _check_sizes(network, name)
     _check_ignored(network, name)
+    if network.host is not None:
+        _check_host(network, name)
     if network.topology in FABRIC_TOPOLOGIES:
         validate_fabric(network, name)
 
@@ -237,6 +239,23 @@ def validate_network(network: NetworkSpec) -> None:
         )
     for key, spec in network.link_overrides.items():
         _check_link(spec, f"{name}: link_overrides[{key!r}]")
+
+
+def _check_host(network: NetworkSpec, name: str) -> None:
+    """A host endpoint: a cost >= 0, a positive rate (inf: none), whole hosts of ranks. A host
+    may hold ranks of several datacentres or racks (the testbed's one machine holds both of
+    its two sites' namespaces): placement is by rank, whatever the topology."""
+    host = network.host
+    if not isinstance(host, HostSpec):
+        raise TransitsimError(f"{name}: host must be a HostSpec, got {type(host).__name__}")
+    _check_non_negative(host.per_message_s, f"{name}: host.per_message_s")
+    _check_positive(host.rate_bps, f"{name}: host.rate_bps", allow_inf=True)
+    _check_count(host.ranks_per_host, f"{name}: host.ranks_per_host", 1)
+    per = host.ranks_per_host
+    if network.workers % per:
+        raise TransitsimError(
+            f"{name}: host.ranks_per_host ({per}) must divide workers ({network.workers})"
+        )
 
 
 def _cables(network: NetworkSpec) -> list[tuple[str, str, LinkSpec, int]]:

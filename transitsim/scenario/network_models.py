@@ -29,7 +29,13 @@ from transitsim.network.limits import (
     MAX_WORKERS,
 )
 from transitsim.network.presets import preset_dict, preset_names
-from transitsim.network.spec import COLLECTIVE_ALGOS, TOPOLOGIES, LinkSpec, TransformSpec
+from transitsim.network.spec import (
+    COLLECTIVE_ALGOS,
+    TOPOLOGIES,
+    HostSpec,
+    LinkSpec,
+    TransformSpec,
+)
 from transitsim.scenario.quantities import Duration, Frequency, Length, Rate, Size, _Strict
 
 # Beyond these a value is a typo, and it is refused with the limit (see transitsim.network.limits).
@@ -209,6 +215,36 @@ class SwitchModel(_Strict):
     )
 
 
+class HostModel(_Strict):
+    """Each host's endpoint, in series with its links (LogGP's o and G at the host): what moving
+    a message costs the machine (a gloo/TCP rank's CPU and kernel; on a GPU, its channels and
+    copy engines), shared by the ranks placed on it. Absent: free, as the links alone."""
+
+    per_message: Duration = Field(
+        "0 s",
+        validate_default=True,
+        description='fixed cost of every message a rank on the host sends, e.g. "20 us"',
+    )
+    rate: Rate | None = Field(
+        None,
+        description="payload rate the host moves each way (one for what its ranks send, one "
+        "for what they receive), shared max-min by their flows; absent: unlimited",
+    )
+    ranks_per_host: int = Field(
+        1,
+        ge=1,
+        le=MAX_WORKERS,
+        description="consecutive ranks that share one host (must divide workers)",
+    )
+
+    def to_spec(self) -> HostSpec:
+        return HostSpec(
+            per_message_s=self.per_message,
+            rate_bps=self.rate if self.rate is not None else float("inf"),
+            ranks_per_host=self.ranks_per_host,
+        )
+
+
 class PlacementModel(_Strict):
     """Where the transform is computed and where payloads are summed (absent = as the network).
 
@@ -288,6 +324,11 @@ class NetworkModel(_Strict):
     oversubscription: float = Field(
         1.0, ge=1, allow_inf_nan=False, description="fat_tree: below / above each tier's uplink"
     )
+    host: HostModel | None = Field(
+        None,
+        description="each host's endpoint: per_message cost, rate each way, ranks_per_host "
+        "(absent: none, the links alone)",
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -326,6 +367,11 @@ class NetworkModel(_Strict):
             raise ValueError(
                 "topology fat_tree needs hosts_per_rack (GPUs per leaf), a multiple of "
                 "gpus_per_node"
+            )
+        if self.host is not None and self.workers % self.host.ranks_per_host:
+            raise ValueError(
+                f"host.ranks_per_host ({self.host.ranks_per_host}) must divide "
+                f"workers ({self.workers})"
             )
         if self.topology == "datacentres":
             if self.datacentres < 2 or self.wan_link is None:

@@ -80,6 +80,7 @@ def network_spec(model: NetworkModel, name: str, base_dir: Path | None = None) -
         nvlink=model.nvlink.to_spec(base_dir) if model.nvlink else None,
         racks_per_pod=model.racks_per_pod,
         oversubscription=model.oversubscription,
+        host=model.host.to_spec() if model.host is not None else None,
     )
     check_size_and_keys(spec)  # keys its topology ignores; a fabric too large to time soon
     return spec

@@ -10,7 +10,8 @@ with equal caps each get min(cap, C / k), k the flows on it). Message for messag
 the same ready / sent / arrived times as the DES, up to rounding.
 
 Exactness is checked, not assumed: ring edges of a stage must use disjoint resources, the
-flows of the exchange may share only links that carry nothing else, with equal caps on each,
+flows of the exchange may share only links that carry nothing else (`exclusive_reason`: a host
+endpoint holding ranks of several groups carries the other stages too), with equal caps on each,
 and a pre-stage transform must not overlap chunks arriving on its host lanes (a posteriori).
 
 Link faults: a transfer alone on its links waits out their down windows (`fault_delay`); a
@@ -149,6 +150,26 @@ class ExchangeGroups:
             if not np.all(caps == caps[0]):
                 self.reason = "flows sharing a link have different rates of their own"
                 return
+
+
+def exclusive_reason(layout: HierLayout, paths: list[Path], path_ids, exchange) -> str | None:
+    """Why the exchange's shared links are not its alone (None: they are). A WAN or rack uplink
+    carries nothing but the exchange; a host endpoint whose ranks lie in several groups (one
+    machine holding two sites) is shared by the exchange and by the other stages too, whose
+    transfers could overlap the exchange's there: then the DES."""
+    shared = {r for resources in exchange.resources for r in resources}
+    if not shared:
+        return None
+    ids = [stage.ids.ravel() for stage in layout.stages if not stage.across]
+    if layout.pre is not None:
+        ids.append(np.asarray(layout.pre).ravel())
+    if not ids:
+        return None
+    used = np.unique(path_ids[np.concatenate(ids)])
+    for p in used[used >= 0].tolist():
+        if shared & set(paths[p].hops[0].resources):
+            return "a resource the exchange's flows share carries other stages' transfers too"
+    return None
 
 
 def exchange_groups(fabric: Fabric, stage: RingStage, paths: list[Path], path_ids):
@@ -305,6 +326,9 @@ def run_fast_hier(
             exchange = exchange_groups(fabric, stage, paths, path_ids)
             if exchange.reason is not None:
                 return exchange.reason
+            reason = exclusive_reason(layout, paths, path_ids, exchange)
+            if reason is not None:
+                return reason
             if windows:
                 down = [route_windows(windows, shared) for shared in exchange.resources]
                 reason = _private_fault(stage, paths, path_ids, exchange, windows)

@@ -26,6 +26,7 @@ from transitsim.network.fast.hierarchical import (
     MessageTable,
     exchange_groups,
     exchange_stage,
+    exclusive_reason,
     stage_reason,
 )
 from transitsim.network.schedules.dag import HierLayout, RingStage, Schedule
@@ -226,7 +227,7 @@ def hier_form(
     for stage in layout.stages:
         if stage.across:
             flows = exchange_groups(fabric, stage, paths, path_ids)
-            if flows.reason is not None:
+            if flows.reason is not None or exclusive_reason(layout, paths, path_ids, flows):
                 return None
             cross_rings = stage.rings
             group, cap, capacity = flows.group, flows.cap, flows.capacity

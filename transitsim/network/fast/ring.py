@@ -13,7 +13,9 @@ later hop under store-and-forward, or one held up by a link fault), and a pre-st
 must not overlap chunks arriving on the same host lanes (both up to rounding, as the DES
 settles them). If any fails, the caller runs the DES instead. A link fault holds up the
 transfers that cross the link while it is down (`fault_delay`): alone on their links, they
-wait out the window as the DES's flows do.
+wait out the window as the DES's flows do. Edges that share only host endpoints (several ranks
+a host) are timed here too where every phase runs in step (`in_step.py`): then each edge
+takes bits over its in-step max-min rate, checked a posteriori.
 """
 
 from dataclasses import dataclass
@@ -24,6 +26,7 @@ from transitsim.network.des.engine import ResourceFault, Timing, unshared_timing
 from transitsim.network.des.fluid import SETTLE_REL, ExactEnvironment
 from transitsim.network.fabric import LOCAL_XFORM, PLAIN, Fabric, Path, Weights
 from transitsim.network.fast.fault_delay import HopFaults, down_windows
+from transitsim.network.fast.in_step import HostShares
 from transitsim.network.schedules.dag import RingPlan
 
 
@@ -97,6 +100,9 @@ class _Usage:
         self.hop = np.array(columns[2], dtype=np.int64)
         self.carried = np.array(columns[3], dtype=float)
         self.share = np.array(columns[4], dtype=float)
+        # busy once per resource a phase: edges sharing one (a host, in step) share its time
+        _, first = np.unique(self.resource, return_index=True)
+        self.once = np.sort(first)
 
 
 def _from_previous(values: np.ndarray) -> np.ndarray:
@@ -110,8 +116,10 @@ def run_fast_ring(
     start_s: np.ndarray,
     record: bool = False,
     faults: list[ResourceFault] | None = None,
+    shares: HostShares | None = None,
 ) -> Timing | str:
-    """Evaluate a ring by the recurrence. Returns a Timing, or why it would not be exact."""
+    """Evaluate a ring by the recurrence. Returns a Timing, or why it would not be exact.
+    shares: the in-step rates of edges sharing host endpoints (no faults, no recording)."""
     n, phases, offset = plan.workers, plan.phases, plan.offset
     ready, free, arrive = (np.full(plan.count, np.nan) for _ in range(3))
     stall, stall0 = np.zeros(plan.count), np.zeros(plan.count)
@@ -126,11 +134,15 @@ def run_fast_ring(
     real_hops = np.array([len(p.hops) for p in paths.later])  # the same count in every phase
     bits = plan.chunk_bytes * 8.0
     tables = (_hop_table(paths.first, bits, hops), _hop_table(paths.later, bits, hops))
+    if shares is not None:  # one hop an edge, at the rate all edges share in step
+        for table, rates in zip(tables, shares.rates, strict=True):
+            table[1][:, 0] = bits / rates
     usages = (_Usage(fabric, paths.first, bits), _Usage(fabric, paths.later, bits))
     held = tuple(HopFaults(windows, _routes(p)) for p in (paths.first, paths.later))
 
     def account(usage: _Usage, table, phase_count: int) -> None:
-        np.add.at(busy, usage.resource, phase_count * table[1][usage.edge, usage.hop])
+        once = usage.once
+        np.add.at(busy, usage.resource[once], phase_count * table[1][usage.edge, usage.hop][once])
         np.add.at(carried, usage.resource, phase_count * usage.carried)
 
     def sample(usage: _Usage, starts: list, ends: list) -> None:
@@ -197,6 +209,9 @@ def run_fast_ring(
             sent, arrived, starts, ends = run_hops(
                 now_ready, tables[kind], held[kind], ids, usages[kind]
             )
+            if shares is not None and not np.all(starts[0] == starts[0][0]):
+                failure.append("ranks sharing a host do not start a phase together")
+                return
             if previous_ends is not None:
                 for h in range(1, hops):
                     real = h < real_hops
@@ -229,6 +244,9 @@ def run_fast_ring(
         account(usages[1], tables[1], phases - 1)
     samples = tuple(np.concatenate(c) for c in zip(*sampled, strict=True)) if sampled else None
     timing = unshared_timing(ready, free, arrive, env.processed, busy, carried, samples)
+    if shares is not None:  # slowed by sharing its host: the DES names what set its rate
+        for k in range(phases):
+            timing.shared_by[offset + k * n : offset + (k + 1) * n] = shares.binding[min(k, 1)]
     if windows:
         timing.stall_s, timing.stall0_s = stall, stall0
     return timing

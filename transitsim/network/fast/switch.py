@@ -18,6 +18,7 @@ from transitsim.network.des.engine import ResourceFault, Timing, fifo_rate, unsh
 from transitsim.network.des.fluid import ExactEnvironment
 from transitsim.network.fabric import PLAIN, Fabric, Path, Weights
 from transitsim.network.fast.fault_delay import HopFaults, down_windows
+from transitsim.network.fast.in_step import HostShares
 
 
 @dataclass(frozen=True)
@@ -132,8 +133,11 @@ def run_fast_switch(
     paths: SwitchPaths,
     start_s: np.ndarray,
     faults: list[ResourceFault] | None = None,
-) -> Timing:
-    """Evaluate the in-network all-reduce piece by piece (call switch_reason first)."""
+    shares: HostShares | None = None,
+) -> Timing | str:
+    """Evaluate the in-network all-reduce piece by piece (call switch_reason first), or say why
+    it would not be exact. shares: the in-step rates of workers sharing host endpoints (no
+    faults): then every piece's uploads, and its results, must start together."""
     n = plan.workers
     ready, free, arrive = (np.full(plan.count, np.nan) for _ in range(3))
     windows = down_windows(faults or [])
@@ -148,6 +152,9 @@ def run_fast_switch(
     dn_pre = np.array([h.pre_s for h in down_hops])
     up_rate = np.array([h.rate_bps for h in up_hops])
     dn_rate = np.array([h.rate_bps for h in down_hops])
+    if shares is not None:
+        up_rate, dn_rate = shares.rates
+    apart: list[str] = []
     workers = np.arange(n)
     up_held = HopFaults(windows, [[h.resources] for h in up_hops])
     down_held = HopFaults(windows, [[h.resources] for h in down_hops])
@@ -175,13 +182,16 @@ def run_fast_switch(
             shared_spans.append((began, ended))
 
     def settle_accounts() -> None:
+        once: set[int] = set()  # a host side shared in step is busy while any of its users is
         for hops in (up_hops, down_hops):
             nbytes, spans = totals[id(hops)]
             for hop, span in zip(hops, spans.tolist(), strict=True):
                 for r, w in zip(hop.resources, hop.weights, strict=True):
                     carried[r] += w * nbytes
-                    if r not in shared:
+                    if r not in shared and r not in once:
                         busy[r] += span
+                        if shares is not None:
+                            once.add(r)
 
     post_cache: dict[tuple[int, float], np.ndarray] = {}
 
@@ -229,6 +239,9 @@ def run_fast_switch(
             ready[up_ids] = t
             t = t + up_pre
             began = t
+            if shares is not None and not np.all(began == began[0]):
+                apart.append("workers sharing a host do not send a piece together")
+                return
             t = send(t, size * 8.0 / up_rate, up_held, up_ids)
             up_sent = free[up_ids] = t
             account(up_hops, size, began, t)
@@ -240,6 +253,9 @@ def run_fast_switch(
             nbytes = size * plan.down_factor
             t = t + dn_pre
             began = t
+            if shares is not None and not np.all(began == began[0]):
+                apart.append("results for workers sharing a host do not leave together")
+                return
             t = send(t, nbytes * 8.0 / dn_rate, down_held, down_ids)
             down_sent = free[down_ids] = t
             account(down_hops, nbytes, began, t)
@@ -250,6 +266,8 @@ def run_fast_switch(
 
     env.process(pieces())
     env.run()
+    if apart:
+        return apart[0]
     settle_accounts()
     if shared_spans:  # the aggregator is busy while any upload runs: the union of their spans
         began, ended = (np.concatenate(c) for c in zip(*shared_spans, strict=True))
@@ -261,6 +279,11 @@ def run_fast_switch(
     timing = unshared_timing(ready, free, arrive, env.processed, busy, carried, None)
     if windows:
         timing.stall_s = timing.stall0_s = stall  # one hop: the first is the whole
+    if shares is not None:  # slowed by sharing its host: the DES names what set its rate
+        for j in range(len(plan.sizes)):
+            base = j * plan.stride
+            timing.shared_by[base : base + n] = shares.binding[0]
+            timing.shared_by[base + n + 1 : base + 2 * n + 1] = shares.binding[1]
     return timing
 
 
