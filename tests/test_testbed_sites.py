@@ -117,7 +117,6 @@ def test_the_endpoint_fit_recovers_o_and_the_rate_and_predicts_the_rest(monkeypa
     gloo transfer and a 400 Mb/s endpoint is fitted back from 64 KiB and 4 MiB, and every other
     point predicted."""
     monkeypatch.setattr(model, "simulate_exchange", _fake_simulate)
-    monkeypatch.setattr(model, "host_modelled", lambda: True)
     table = check_measured(pd.read_parquet(MEASURED), MEASURED)
     table = table[table["rate_bps"] == 1e9].reset_index(drop=True)
     truth = model.Endpoint(2e-3, 400e6)
@@ -129,15 +128,12 @@ def test_the_endpoint_fit_recovers_o_and_the_rate_and_predicts_the_rest(monkeypa
     assert set(compared.loc[compared["fitted"], "bytes"]) == {64 << 10, 4 << 20}
 
 
-def test_without_the_simulators_endpoint_the_links_alone_are_replayed():
-    """Until the endpoint model lands the simulator ignores NetworkSpec.host: the endpoint is
-    left at "none" and said so, never a made-up fit."""
-    if model.host_modelled():
-        pytest.skip("the simulator models NetworkSpec.host")
+def test_the_real_simulator_fits_an_endpoint_on_the_committed_table():
+    """The simulator honours NetworkSpec.host, so compare fits one on the two sizes."""
     table = check_measured(pd.read_parquet(MEASURED), MEASURED)
     compared = model.compare(table[table["rate_bps"] == 50e6])
-    assert (compared["host_per_transfer_s"] == 0).all() and not compared["host_fitted"].any()
-    assert (compared["alpha_s"] == 0).all()
+    assert compared["host_fitted"].all() and (compared["alpha_s"] == 0).all()
+    assert (compared["host_per_transfer_s"] > 0).all()
 
 
 def test_an_old_table_is_one_site_with_unknown_load():

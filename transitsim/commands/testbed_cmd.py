@@ -76,7 +76,7 @@ def _endpoint_words(group: pd.DataFrame) -> str:
 
 def report(table: pd.DataFrame, out: Path | None) -> dict:
     """Print the comparison and its summary; write comparison.{parquet,csv}, report.html."""
-    from transitsim.testbed.model import host_modelled, summary
+    from transitsim.testbed.model import summary
 
     console = Console(width=max(Console().width, 120))
     grid = Table(title="gloo collectives on the testbed: measured vs transitsim")
@@ -169,11 +169,6 @@ def report(table: pd.DataFrame, out: Path | None) -> dict:
         f"load: {o['points_loaded']} of {o['points']} points taken at a 1-minute load average "
         f"above {o['load_limit']:g}, {o['points_load_unknown']} with no load recorded{run_load}"
     )
-    if not table["alpha_s"].gt(0).any() and not host_modelled():
-        console.print(
-            "note: this simulator ignores NetworkSpec.host (the endpoint model has not landed): "
-            "the endpoint was not fitted and the links alone are replayed"
-        )
     if out is not None:
         from transitsim.testbed.plot import write_page
 

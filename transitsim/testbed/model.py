@@ -34,7 +34,6 @@ Everything else (the ring's steps and bytes) is transitsim's ring_allreduce / ri
 hierarchical, which carry the bytes gloo's rings carry (see gloo_algos).
 """
 
-import functools
 import json
 import math
 import statistics
@@ -144,17 +143,6 @@ def fit_alpha(rows: pd.DataFrame) -> float:
     return max(0.0, float(np.dot(x, y)) / norm) if norm > 0 else 0.0
 
 
-@functools.cache
-def host_modelled() -> bool:
-    """Whether the simulator honours NetworkSpec.host (until the endpoint model lands it may
-    ignore it: then the endpoint cannot be fitted and the links alone are replayed)."""
-    link = LinkSpec(1e9)
-    bare = NetworkSpec("probe", "switch", 2, link)
-    slow = NetworkSpec("probe", "switch", 2, link, host=HostSpec(1.0, 1e6, 2))
-    exchange = Exchange("ring_allreduce", 1 << 20)
-    return simulate_exchange(slow, exchange).time_s > 1.5 * simulate_exchange(bare, exchange).time_s
-
-
 def _fit_o(rows: pd.DataFrame, rate_bps: float) -> tuple[float, float]:
     """(o, sum of squared relative errors): the best per-transfer cost at this endpoint rate."""
     measured = rows["median_s"].to_numpy()
@@ -171,9 +159,7 @@ def _fit_o(rows: pd.DataFrame, rate_bps: float) -> tuple[float, float]:
 def fit_endpoint(rows: pd.DataFrame) -> Endpoint:
     """The endpoint (o, rate) minimising the squared relative error over `rows`: o by least
     squares for each rate, the rate over RATE_GRID_BPS and none, then refined by golden section
-    in log rate around the best grid rate. Endpoint() where the simulator ignores hosts."""
-    if not host_modelled():
-        return Endpoint()
+    in log rate around the best grid rate."""
     scores = {rate: _fit_o(rows, rate) for rate in (math.inf, *RATE_GRID_BPS)}
     best = min(scores, key=lambda r: scores[r][1])
     if math.isfinite(best):
@@ -241,7 +227,7 @@ def compare(
                     "alpha_s": alpha,
                     "host_per_transfer_s": endpoint.per_transfer_s if endpoint else 0.0,
                     "host_rate_bps": endpoint.rate_bps if endpoint else math.inf,
-                    "host_fitted": endpoint is not None and host_modelled(),
+                    "host_fitted": endpoint is not None,
                     "latency_s": float(row["rtt_s"]) / 4,
                     "simulated_s": simulated,
                     "rel_error": (simulated - row["median_s"]) / row["median_s"],
