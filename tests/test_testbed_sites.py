@@ -141,9 +141,17 @@ def test_an_old_table_is_one_site_with_unknown_load():
     assert (table["sites"] == 1).all() and (table["layout"] == "1 site").all()
     assert table["load_start"].isna().all() and (table["repeat_stop"] == "not recorded").all()
     counts = model.load_counts(table)
-    assert counts == {"points_loaded": 0, "points_load_unknown": 85, "load_limit": 1.5}
-    loaded = table.assign(load_start=1.0, load_end=np.where(table.index < 3, 2.0, 1.2))
-    assert model.load_counts(loaded)["points_loaded"] == 3
+    assert counts["points_loaded"] == 0 and counts["points_load_unknown"] == 85
+    assert counts["points_foreign"] == 0 and counts["load_limit"] == 1.5
+    # a point's own load average counts the run's ranks: reported, not judged; the run's start
+    # above the limit and other processes' running threads are what make a point not quiet
+    busy = table.assign(load_start=6.0, load_end=7.5, loadavg_1m_at_start=0.5, foreign_running=0)
+    counts = model.load_counts(busy)
+    assert counts["points_loaded"] == 0 and counts["points_foreign"] == 0
+    assert counts["point_load_max"] == 7.5
+    loaded = busy.assign(loadavg_1m_at_start=2.0, foreign_running=np.where(table.index < 3, 1, 0))
+    counts = model.load_counts(loaded)
+    assert counts["points_loaded"] == 85 and counts["points_foreign"] == 3
 
 
 def _two_site_table() -> pd.DataFrame:
@@ -278,3 +286,23 @@ def test_generated_broken_two_site_tables_are_compared_whole_or_refused():
             assert set(table["layout"]) <= {"2 sites flat", "2 sites hierarchical"}
 
     check()
+
+
+def test_a_busy_process_outside_the_run_is_counted_and_the_runs_own_are_not():
+    pytest.importorskip("torch")
+    import subprocess
+    import sys
+    import time
+
+    from transitsim.testbed.worker import foreign_running_pids
+
+    busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and busy.pid not in foreign_running_pids(0):
+            time.sleep(0.05)  # until it is past its start-up reads and spinning
+        assert busy.pid in foreign_running_pids(0)  # no run of ours: it is someone else's
+        assert busy.pid not in foreign_running_pids(os.getpid())  # our child: the run's own
+    finally:
+        busy.kill()
+        busy.wait(timeout=10)

@@ -369,3 +369,40 @@ def test_committed_time_to_loss_table_is_reproduced():
     assert ours["measured_s"].to_numpy() == pytest.approx(committed["measured_s"], rel=1e-5)
     # no compute runs there: the run's own compute, said in every cell and in the headline
     assert not ours["independent"].any() and not summary(ours)["independent"]
+
+
+def test_the_calibration_fits_the_endpoint_on_two_sizes_and_scales_o_per_message():
+    """A calibration with the 64 KiB and 4 MiB points (what `testbed ttl` now measures), made by
+    the simulator with a known endpoint, is fitted back to it; each replayed exchange gets o x
+    the gloo transfers its messages carry. A 1 MiB-only calibration (a folder from before) keeps
+    the legacy alpha."""
+    truth = testbed_model.Endpoint(1.5e-3, 300e6)
+    rows = []
+    for nbytes in testbed_model.CALIBRATION_SIZES:
+        for collective in ("all_reduce", "all_gather"):
+            row = pd.Series(
+                {
+                    "collective": collective,
+                    "bytes": nbytes,
+                    "workers": 4,
+                    "rate_bps": 200e6,
+                    "rtt_s": 60e-6,
+                    "qdisc_efficiency": 0.95,
+                    "sites": 1,
+                    "wan_rate_bps": 0.0,
+                    "start_offsets_s": json.dumps([0.0] * 4),
+                }  # fmt: skip
+            )
+            rows.append({**row.to_dict(), "median_s": testbed_model.simulate_point(row, 0, truth)})
+    net = calibrate_rate(pd.DataFrame(rows))
+    assert net.alpha_s == 0 and net.host is not None and net.host.ranks_per_host == 4
+    assert net.host.per_message_s == pytest.approx(1.5e-3, rel=0.02)
+    assert net.host.rate_bps == pytest.approx(300e6, rel=0.02)
+    spec = network_for(net, 4, 200e6, "all_reduce", 4 << 20)
+    transfers = gloo_algos.segments_per_message("all_reduce", 4 << 20, 4)
+    assert spec.host.per_message_s == pytest.approx(net.host.per_message_s * transfers)
+    assert (
+        network_for(net, 4, 200e6, "all_reduce", 4 << 20, fixed_costs=False).host.per_message_s == 0
+    )
+    legacy = pd.DataFrame(rows).assign(bytes=1 << 20)
+    assert calibrate_rate(legacy).host is None and calibrate_rate(legacy).alpha_s > 0

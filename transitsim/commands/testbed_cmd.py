@@ -132,15 +132,15 @@ def report(table: pd.DataFrame, out: Path | None) -> dict:
         )
     console.print(per_rate)
     by_layout = Table(title="per layout: |error| over the predicted points")
-    for name in ("layout", "points", "median |error|", "worst |error|", "load > 1.5",
-                 "load unknown"):  # fmt: skip
+    for name in ("layout", "points", "median |error|", "worst |error|", "run began > 1.5",
+                 "other work running", "load unknown"):  # fmt: skip
         by_layout.add_column(name, justify="right")
     for name, group in table.groupby("layout", sort=False):
         s = summary(group)
         figures["per_layout"][name] = s
         by_layout.add_row(name, str(s["predicted_points"]), percent(s["median_abs_error"]),
                           percent(s["worst_abs_error"]), str(s["points_loaded"]),
-                          str(s["points_load_unknown"]))  # fmt: skip
+                          str(s["points_foreign"]), str(s["points_load_unknown"]))  # fmt: skip
     console.print(by_layout)
     predicted = table[~table["fitted"]]
     by_workers = predicted.assign(abs_error=predicted["rel_error"].abs()).pivot_table(
@@ -158,16 +158,24 @@ def report(table: pd.DataFrame, out: Path | None) -> dict:
         f"all rates: {o['predicted_points']} predicted points, median |error| "
         f"{percent(o['median_abs_error'])}, worst {percent(o['worst_abs_error'])}"
     )
-    run_load = ""
     began = table.get("loadavg_1m_at_start")
-    if o["points_load_unknown"] and began is not None and pd.api.types.is_float_dtype(began):
+    run_load = ""
+    if began is not None and pd.api.types.is_float_dtype(began):
         value = float(began.max())
-        if 0 <= value < 1e4:  # the run-wide figure old tables carry (a number, not per point)
+        if 0 <= value < 1e4:  # the run-wide figure: the load before the run started
             figures["overall"]["run_loadavg_1m_at_start"] = value
-            run_load = f" (the run began at {value:.2f})"
+            run_load = f"the run began at a 1-minute load average of {value:.2f}; "
+    point_max = o["point_load_max"]
     console.print(
-        f"load: {o['points_loaded']} of {o['points']} points taken at a 1-minute load average "
-        f"above {o['load_limit']:g}, {o['points_load_unknown']} with no load recorded{run_load}"
+        f"load: {run_load}{o['points_loaded']} of {o['points']} points from a run begun above "
+        f"{o['load_limit']:g}; {o['points_foreign']} with another process's thread running at "
+        f"their start or end; {o['points_load_unknown']} with no load recorded"
+        + (
+            ""
+            if point_max != point_max
+            else f"; the points' own 1-minute load average (this run's ranks included) at most "
+            f"{point_max:.2f}"
+        )  # fmt: skip
     )
     if out is not None:
         from transitsim.testbed.plot import write_page

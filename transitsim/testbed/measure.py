@@ -265,6 +265,7 @@ def run_ranks(testbed: Testbed, workers: int, points: list[Point], port: int) ->
             **asdict(point), "repeats": starts.shape[1], "min_repeats": point.repeats,
             "starts": starts, "ends": ends, "stop": first["stop"],
             "load_start": first["load_start"], "load_end": first["load_end"],
+            "foreign_running": first.get("foreign_running", math.nan),
         })  # fmt: skip
     return merged
 
@@ -297,6 +298,7 @@ def summarise(merged: dict, workers: int) -> dict:
         "target_spread": float(merged.get("target_spread", 0.0)),
         "load_start": float(merged.get("load_start", math.nan)),
         "load_end": float(merged.get("load_end", math.nan)),
+        "foreign_running": float(merged.get("foreign_running", math.nan)),
         "median_s": float(np.median(times)),
         "min_s": float(times.min()),
         "max_s": float(times.max()),

@@ -241,14 +241,23 @@ def compare(
 
 
 def load_counts(table: pd.DataFrame) -> dict:
-    """How many points were taken with the 1-minute load average above LOAD_LIMIT (at the
-    point's start or end), and how many have no load recorded (tables from before it was)."""
-    start = table.get("load_start", pd.Series(math.nan, index=table.index)).astype(float)
-    end = table.get("load_end", pd.Series(math.nan, index=table.index)).astype(float)
-    unknown = start.isna() & end.isna()
-    loaded = (start.fillna(0) > LOAD_LIMIT) | (end.fillna(0) > LOAD_LIMIT)
-    return {"points_loaded": int(loaded.sum()), "points_load_unknown": int(unknown.sum()),
-            "load_limit": LOAD_LIMIT}  # fmt: skip
+    """How quiet the machine was. The issue's rule is the 1-minute load average before the run
+    starts (`loadavg_1m_at_start`, at most LOAD_LIMIT); a point's own load average (at its start
+    or end) also counts the run's busy ranks, so it is reported, not judged. What judges a
+    point is `foreign_running`: threads of other processes running or runnable at its start or
+    end (0 on a quiet machine). Tables from before these columns have no load recorded."""
+    nan = pd.Series(math.nan, index=table.index)
+    start = table.get("load_start", nan).astype(float)
+    end = table.get("load_end", nan).astype(float)
+    before = table.get("loadavg_1m_at_start", nan).astype(float)
+    foreign = table.get("foreign_running", nan).astype(float)
+    unknown = start.isna() & end.isna() & foreign.isna()
+    loaded = (before.fillna(0) > LOAD_LIMIT) & ~unknown
+    busy = foreign.fillna(0) > 0
+    return {"points_loaded": int(loaded.sum()), "points_foreign": int(busy.sum()),
+            "points_load_unknown": int(unknown.sum()), "load_limit": LOAD_LIMIT,
+            "point_load_max": float(np.nanmax(np.r_[start, end, -np.inf]))
+            if (~start.isna() | ~end.isna()).any() else math.nan}  # fmt: skip
 
 
 def summary(table: pd.DataFrame) -> dict:

@@ -52,6 +52,7 @@ OPTIONAL = {
     "rtt_wan_s": (0.0, 10.0, False, True, 0.0, False),
     "load_start": (0.0, 1e4, False, True, math.nan, True),
     "load_end": (0.0, 1e4, False, True, math.nan, True),
+    "foreign_running": (0.0, 1e6, True, True, math.nan, True),
 }
 
 

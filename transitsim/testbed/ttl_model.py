@@ -67,7 +67,7 @@ COLUMNS = [
     "net_efficiency",
     "net_latency_s",
     "net_alpha_s",
-    "net_host_per_message_s",
+    "net_host_per_transfer_s",
     "net_host_rate_bps",
 ]
 

@@ -2,12 +2,11 @@
 
 This is the one place the calibration lives. `calibrate_rate` turns one rate's calibration
 points into a `Calibrated` network; `network_for` turns that into the NetworkSpec one exchange
-is replayed on. Today the endpoint is the per-transfer alpha of `testbed.model` (one constant
-per gloo transfer, fitted on the 1 MiB all-reduce and all-gather, carried on the links as
-their per-message overhead). The endpoint model of issue 25 item 2 (a `HostSpec`: per-message
-cost and shared rate at each host, fitted on two sizes) replaces it by returning
-`Calibrated(..., alpha_s=0.0, host=HostSpec(...))` from `calibrate_rate`: `network_for` already
-puts `host` into the NetworkSpec it builds, and nothing else changes.
+is replayed on. The endpoint is issue 25's host stage, fitted as `testbed compare` fits it
+(`model.fit_endpoint`): o per gloo transfer and one shared rate for all ranks of this machine,
+on the all-reduce and all-gather of the two calibration sizes (64 KiB and 4 MiB) among the same
+hosts, just before training. A folder from before (its calibration has only the 1 MiB points)
+is replayed as it was made: the legacy per-transfer alpha on the links.
 """
 
 import math
@@ -18,7 +17,13 @@ import pandas as pd
 from transitsim.network import Exchange, NetworkSpec, simulate_exchange
 from transitsim.network.spec import HostSpec
 from transitsim.testbed import gloo_algos
-from transitsim.testbed.model import CALIBRATION_BYTES, fit_alpha, testbed_network
+from transitsim.testbed.model import (
+    CALIBRATION_BYTES,
+    CALIBRATION_SIZES,
+    fit_alpha,
+    fit_endpoint,
+    testbed_network,
+)
 
 GLOO_COLLECTIVE = {"all_reduce": "all_reduce", "reduce_at_switch": "all_reduce",
                    "all_gather": "all_gather"}  # fmt: skip
@@ -30,8 +35,10 @@ class Calibrated:
 
     efficiency: float  # payload bytes / bytes tbf counted (measured)
     latency_s: float  # a quarter of the kernel's round trip (measured)
-    alpha_s: float = 0.0  # fitted cost of one gloo transfer, on the links (today's endpoint)
-    host: HostSpec | None = None  # the endpoint as a host stage (issue 25 item 2), when fitted
+    alpha_s: float = 0.0  # fitted cost of one gloo transfer, on the links (legacy folders)
+    # the endpoint as a host stage (issue 25 item 2), when fitted: per_message_s is the cost of
+    # ONE gloo transfer (network_for scales it by the transfers a message carries)
+    host: HostSpec | None = None
 
     def columns(self) -> dict[str, float]:
         """The parameters as the table's `net_*` columns (NaN where there is no host stage)."""
@@ -40,20 +47,26 @@ class Calibrated:
             "net_efficiency": self.efficiency,
             "net_latency_s": self.latency_s,
             "net_alpha_s": self.alpha_s,
-            "net_host_per_message_s": host.per_message_s if host else math.nan,
+            "net_host_per_transfer_s": host.per_message_s if host else math.nan,
             "net_host_rate_bps": host.rate_bps if host else math.nan,
         }
 
 
 def calibrate_rate(group: pd.DataFrame) -> Calibrated:
-    """One rate's calibration points (`ttl_run.calibrate`) -> its network. Swap the endpoint
-    fit here (and only here)."""
+    """One rate's calibration points (`ttl_run.calibrate`) -> its network: the endpoint fitted
+    on the two calibration sizes where the points have both, else (a folder from before) the
+    legacy alpha on the 1 MiB ones."""
+    efficiency = float(group["qdisc_efficiency"].mean())
+    latency_s = float(group["rtt_s"].iloc[0]) / 4
+    if set(CALIBRATION_SIZES) <= set(group["bytes"].astype(int)):
+        calib = group[group["bytes"].isin(CALIBRATION_SIZES)]
+        calib = calib.assign(sites=1, wan_rate_bps=0.0)
+        endpoint = fit_endpoint(calib)
+        workers = int(group["workers"].iloc[0])
+        host = HostSpec(endpoint.per_transfer_s, endpoint.rate_bps, workers)
+        return Calibrated(efficiency, latency_s, 0.0, host)
     fitted = group[group["bytes"] == CALIBRATION_BYTES]
-    return Calibrated(
-        efficiency=float(group["qdisc_efficiency"].mean()),
-        latency_s=float(group["rtt_s"].iloc[0]) / 4,
-        alpha_s=fit_alpha(fitted if len(fitted) else group),
-    )
+    return Calibrated(efficiency, latency_s, fit_alpha(fitted if len(fitted) else group))
 
 
 def calibrate(calibration: pd.DataFrame) -> dict[float, Calibrated]:
@@ -91,8 +104,10 @@ def network_for(
         per_message / 2 if charged else 0.0,  # a message crosses two links
     )
     host = net.host
-    if host is not None and not fixed_costs:
-        host = replace(host, per_message_s=0.0)
+    if host is not None:
+        transfers = gloo_algos.segments_per_message(GLOO_COLLECTIVE[collective], payload, workers)
+        cost = host.per_message_s * transfers if fixed_costs else 0.0
+        host = replace(host, per_message_s=cost)
     return replace(network, host=host)
 
 

@@ -36,12 +36,11 @@ from transitsim.testbed.measure import (
     run_counted,
     summarise,
 )
+from transitsim.testbed.model import CALIBRATION_SIZES  # the endpoint fit's (ttl_network)
 from transitsim.testbed.netns import Shaping, Testbed, TestbedError, cleanup_leftovers
 
 VARIANTS = ("A", "B", "C", "E'")
 PRESET = "shakespeare-mini"
-CALIBRATION_BYTES = 1 << 20  # the size alpha is fitted on (ttl_network.calibrate_rate)
-CALIBRATION_SIZES = (CALIBRATION_BYTES,)  # an endpoint fit on two sizes adds its second here
 BASE_PORT = 29901
 
 

@@ -8,6 +8,7 @@ one.
 """
 
 import json
+import math
 from pathlib import Path
 
 import pandas as pd
@@ -137,17 +138,24 @@ def print_table(table: pd.DataFrame) -> None:
         )
     console.print(grid, width=max(console.width, 150))
     for row in table.drop_duplicates("rate_bps").itertuples():
-        host = (
-            f", host stage {row.net_host_per_message_s * 1e6:.1f} us per message and "
-            f"{row.net_host_rate_bps / 1e6:g} Mb/s"
-            if not pd.isna(row.net_host_rate_bps)
-            else ""
-        )
+        if pd.isna(row.net_host_rate_bps):
+            endpoint = (
+                f"alpha {row.net_alpha_s * 1e3:.3f} ms per gloo transfer (fitted on the 1 MiB "
+                "calibration)"
+            )
+        else:
+            cap = (
+                "no rate cap"
+                if math.isinf(row.net_host_rate_bps)
+                else f"{row.net_host_rate_bps / 1e6:.4g} Mb/s shared by the ranks"
+            )
+            endpoint = (
+                f"endpoint o {row.net_host_per_transfer_s * 1e3:.3f} ms per gloo transfer, {cap} "
+                "(fitted on the 64 KiB and 4 MiB calibration)"
+            )
         console.print(
             f"{rate_label(row.rate_bps)}: payload share {row.net_efficiency:.4f} (tbf counters), "
-            f"latency {row.net_latency_s * 1e6:.1f} us (RTT/4), alpha "
-            f"{row.net_alpha_s * 1e3:.3f} ms per gloo transfer (fitted on the 1 MiB "
-            f"calibration){host}",
+            f"latency {row.net_latency_s * 1e6:.1f} us (RTT/4), {endpoint}",
             soft_wrap=True,
         )
     for column in s["order"]["per_column"]:

@@ -12,7 +12,11 @@ rank holds the same list of collective times and takes the same decision: stop o
 `repeats` calls are timed and their spread (IQR / median) is under `target_spread`, or at
 `max_repeats` calls, or once the point has taken `max_s`. Rank 0 records the 1-minute load
 average (os.getloadavg: the whole machine's, namespaces do not separate it) at each point's
-start and end.
+start and end. That average counts this run's own ranks (P of them busy during a point), so it
+says little about other work; rank 0 therefore also counts, at each point's start and end, the
+threads in state R that are neither kernel threads nor in this run's process tree (the
+launcher, the ranks and their threads): `foreign_running`, the larger of the two counts. A quiet
+machine shows 0.
 
 `hierarchical_all_reduce` (two sites, hosts split in order) is transitsim's `hierarchical`:
 a ring reduce-scatter inside each site (point-to-point isend/irecv, member j sends to j + 1:
@@ -109,6 +113,57 @@ def _op(collective: str, numel: int, world: int, sites: Sites | None = None):
     raise SystemExit(f"unknown collective {collective!r}")
 
 
+def _stat(path: str) -> list[str] | None:
+    """/proc/.../stat split after the command (which may hold spaces), or None if gone."""
+    try:
+        text = Path(path).read_text()
+    except OSError:
+        return None
+    return text[text.rfind(")") + 2 :].split()
+
+
+def foreign_running(own_root: int) -> int:
+    """Threads running or runnable now that are not kernel threads and not descendants of
+    own_root (this run's launcher)."""
+    return len(foreign_running_pids(own_root))
+
+
+def foreign_running_pids(own_root: int) -> list[int]:
+    """The process of each such thread (a process once per running thread). Bounded: one pass
+    over /proc."""
+    parents: dict[int, int] = {}
+    running: list[int] = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        fields = _stat(f"/proc/{entry}/stat")
+        if fields is None:
+            continue
+        pid, ppid, flags = int(entry), int(fields[1]), int(fields[6])
+        parents[pid] = ppid
+        if flags & 0x00200000 or pid == 2 or ppid == 2:  # PF_KTHREAD: the kernel's own threads
+            continue
+        try:
+            tasks = os.listdir(f"/proc/{entry}/task")
+        except OSError:
+            continue
+        for tid in tasks:
+            task = _stat(f"/proc/{entry}/task/{tid}/stat")
+            if task is not None and task[0] == "R":
+                running.append(pid)
+
+    def ours(pid: int) -> bool:
+        for _ in range(64):  # an ancestry deeper than this is not a process tree we made
+            if pid == own_root:
+                return True
+            if pid <= 1 or pid not in parents:
+                return False
+            pid = parents[pid]
+        return False
+
+    return [pid for pid in running if not ours(pid)]
+
+
 def main(plan_path: str, out_path: str) -> None:
     _die_with_parent()
     plan = json.loads(Path(plan_path).read_text())
@@ -129,13 +184,17 @@ def main(plan_path: str, out_path: str) -> None:
         if float(late[0]) > 0:
             break
         load_start = os.getloadavg()[0]
+        foreign = foreign_running(os.getppid()) if rank == 0 else 0
         call = _op(point["collective"], point["bytes"] // 4, world, sites)
         for _ in range(point["warmup"]):
             dist.barrier()
             call()
         starts, ends, stop = _repeat(call, point, deadline)
+        if rank == 0:
+            foreign = max(foreign, foreign_running(os.getppid()))
         results.append({**point, "starts": starts, "ends": ends, "stop": stop,
-                        "load_start": load_start, "load_end": os.getloadavg()[0]})  # fmt: skip
+                        "load_start": load_start, "load_end": os.getloadavg()[0],
+                        "foreign_running": foreign})  # fmt: skip
     dist.barrier()
     dist.destroy_process_group()
     tmp = Path(out_path).with_suffix(".tmp")
