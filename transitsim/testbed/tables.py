@@ -53,6 +53,7 @@ OPTIONAL = {
     "load_start": (0.0, 1e4, False, True, math.nan, True),
     "load_end": (0.0, 1e4, False, True, math.nan, True),
     "foreign_running": (0.0, 1e6, True, True, math.nan, True),
+    "loadavg_1m_at_start": (0.0, 1e4, False, True, math.nan, True),
 }
 
 
