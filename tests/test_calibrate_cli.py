@@ -21,7 +21,7 @@ from transitsim.calibrate import Link
 
 ROOT = Path(__file__).resolve().parents[1]
 TRACE = ROOT / "traces/published/tinystories-gpu/tinystories-adamw-lr0.003-s0.parquet"
-MEASURED = ROOT / "docs/testbed/measured.parquet"
+MEASURED = ROOT / "docs/testbed/previous/measured.parquet"
 
 
 def printed_row(stdout: str, size: str) -> list[str]:

@@ -482,7 +482,7 @@ CELL_VALUES = st.one_of(
 
 def _measured_base() -> pd.DataFrame:
     """The committed points at 50 Mb/s with 2 workers (8 rows: compared in a blink)."""
-    frame = pd.read_parquet(TESTBED / "measured.parquet")
+    frame = pd.read_parquet(TESTBED / "previous" / "measured.parquet")
     return frame[(frame["rate_bps"] == 50e6) & (frame["workers"] == 2)].reset_index(drop=True)
 
 

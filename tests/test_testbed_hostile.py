@@ -19,7 +19,7 @@ from transitsim.testbed import flags, measure, netns
 from transitsim.traces.format import read_trace, write_trace
 
 REPO = Path(__file__).resolve().parents[1]
-MEASURED = REPO / "docs" / "testbed" / "measured.parquet"
+MEASURED = REPO / "docs" / "testbed" / "previous" / "measured.parquet"
 TTL = REPO / "docs" / "testbed" / "ttl"
 
 
@@ -204,8 +204,8 @@ def test_a_hostile_measured_table_is_one_line_and_nothing_written(tmp_path, case
 
 
 def test_compare_writes_its_whole_report_end_to_end(tmp_path):
-    """`transitsim testbed compare docs/testbed/measured.parquet -o DIR` (issue 22: it ended in
-    `KeyError: 'network'` while writing report.html)."""
+    """`transitsim testbed compare docs/testbed/previous/measured.parquet -o DIR` (issue 22: it
+    ended in `KeyError: 'network'` while writing report.html)."""
     out = tmp_path / "tb"
     code, stdout, err = cli(["testbed", "compare", MEASURED, *LEGACY, "-o", out])
     assert code == 0, err

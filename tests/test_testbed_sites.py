@@ -24,7 +24,7 @@ from transitsim.testbed.netns import Shaping, Testbed, cleanup_leftovers
 from transitsim.testbed.tables import check_measured
 
 REPO = Path(__file__).resolve().parents[1]
-MEASURED = REPO / "docs" / "testbed" / "measured.parquet"
+MEASURED = REPO / "docs" / "testbed" / "previous" / "measured.parquet"
 
 
 @pytest.fixture(autouse=True)

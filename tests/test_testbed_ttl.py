@@ -408,3 +408,23 @@ def test_the_calibration_fits_the_endpoint_on_two_sizes_and_scales_o_per_message
     )
     legacy = pd.DataFrame(rows).assign(bytes=1 << 20)
     assert calibrate_rate(legacy).host is None  # the legacy alpha on the links
+
+
+@pytest.mark.parametrize("folder", ["ttl-independent-s0", "ttl-independent-s1"])
+def test_committed_independent_sessions_are_reproduced(folder):
+    """`transitsim testbed ttl-compare docs/testbed/ttl-independent-s{0,1}` (issue 25: compute
+    runs apart, the endpoint fitted on 64 KiB and 4 MiB) gives the committed predictions, every
+    cell independent of the run it predicts."""
+    from transitsim.testbed.ttl_model import compare
+
+    path = REPO / "docs" / "testbed" / folder
+    runs = pd.read_csv(path / "runs.csv")
+    committed = pd.read_csv(path / "time_to_loss.csv")
+    targets = sorted(set(committed["target"]), reverse=True)
+    ours = compare(path, runs, pd.read_parquet(path / "calibration.parquet"), targets)
+    assert len(ours) == len(committed) == 16 and ours["independent"].all()
+    assert ours["predicted_s"].to_numpy() == pytest.approx(committed["predicted_s"], rel=1e-5)
+    assert ours["exchange_predicted_s"].to_numpy() == pytest.approx(
+        committed["exchange_predicted_s"], rel=1e-5
+    )
+    assert summary(ours)["independent"]

@@ -26,9 +26,10 @@ datacentres (`topology: datacentres`, two switches) joined by a WAN link at the 
   buffer only once the receiver's "recv ready" notice has arrived, and gloo/allgather.cc posts
   each send *before* its recv. The last rank out of the barrier finds its right neighbour's
   notice waiting, so its first half-block goes at once and its own notice queues behind it; its
-  left neighbour's first transfer therefore starts one half-block time late. The simulator
-  gets that rank's start delayed accordingly (at P = 2 this alone makes the time 3 half-blocks
-  instead of 2, as measured).
+  left neighbour's first transfer therefore starts one half-block time late (at the rate of
+  the late rank's first hop: across the WAN when its right neighbour is in the other site).
+  The simulator gets that rank's start delayed accordingly (at P = 2 this alone makes the
+  time 3 half-blocks instead of 2, as measured).
 
 Everything else (the ring's steps and bytes) is transitsim's ring_allreduce / ring_allgather /
 hierarchical, which carry the bytes gloo's rings carry (see gloo_algos).
@@ -119,8 +120,19 @@ def simulate_point(row: pd.Series, alpha_s: float = 0.0, endpoint: Endpoint | No
     exchange = Exchange(gloo_algos.transitsim_algo(row["collective"]), nbytes)
     start = np.array(json.loads(row["start_offsets_s"]), dtype=float)
     if row["collective"] == "all_gather":
-        start = rendezvous_starts(start, nbytes, network.host_link.payload_bps)
+        start = rendezvous_starts(start, nbytes, _first_hop_bps(network, start))
     return simulate_exchange(network, exchange, start_s=start).time_s
+
+
+def _first_hop_bps(network: NetworkSpec, start_s: np.ndarray) -> float:
+    """Payload rate of the late rank's first half-block: to its right neighbour, across the WAN
+    when the two are in different sites (ranks are split in order: the first half in site 0)."""
+    late, workers = int(np.argmax(start_s)), len(start_s)
+    right = (late + 1) % workers
+    crosses = network.datacentres > 1 and (late >= workers // 2) != (right >= workers // 2)
+    if crosses and network.wan_link is not None:
+        return min(network.host_link.payload_bps, network.wan_link.payload_bps)
+    return network.host_link.payload_bps
 
 
 def rendezvous_starts(start_s: np.ndarray, nbytes: int, payload_bps: float) -> np.ndarray:

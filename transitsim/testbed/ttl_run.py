@@ -3,13 +3,13 @@
 First, with the tbf removed (`Testbed.unshape`), each variant's compute run: the same variant,
 seed and ranks for `compute_steps` steps, whose time outside the exchange is the compute every
 prediction charges (`ttl_compute`). Then for each link rate the testbed is (re)shaped and
-calibrated the way `transitsim testbed run` calibrates it (kernel round trip; 1 MiB all-reduce
-and all-gather among the training hosts, from which `ttl_network` fits the endpoint and takes
-the payload share tbf's counters saw), and each variant trains: `python -m trainer --backend
-gloo` in every host namespace, one worker per rank, RANK/WORLD_SIZE/MASTER_ADDR from the
-testbed. Rank 0 writes the trace, with each step's measured wall time and exchange time. No
-run saves a checkpoint before its last step (`ckpt_every` past it): checkpoint gathers are left
-out of both sides.
+calibrated the way `transitsim testbed run` calibrates it (kernel round trip; the all-reduce and
+all-gather of 64 KiB and 4 MiB among the training hosts, from which `ttl_network` fits the
+endpoint, and the payload share tbf's counters saw), and each variant trains: `python -m
+trainer --backend gloo` in every host namespace, one worker per rank, RANK/WORLD_SIZE/
+MASTER_ADDR from the testbed. Rank 0 writes the trace, with each step's measured wall time and
+exchange time. No run saves a checkpoint before its last step (`ckpt_every` past it):
+checkpoint gathers are left out of both sides.
 
 Every rank dies with its launcher and has a deadline; the testbed is torn down on exit, on
 exceptions and on SIGTERM/SIGHUP (`atomic.signals_raise`), and leftovers of killed runs are
@@ -159,10 +159,13 @@ def measure(
             port += 2
             calib = calibrate(testbed, rate, plan.calibration_repeats, port)
             calibrations.append(calib)
+            calibrated = ", ".join(
+                f"{row.collective} {int(row.bytes) >> 10} KiB {row.median_s:.4f} s"
+                for row in calib.itertuples()
+            )
             log(
                 f"{rate / 1e6:g} Mb/s: rtt {calib['rtt_s'].iloc[0] * 1e6:.0f} us, payload share "
-                f"{calib['qdisc_efficiency'].iloc[0]:.4f}, 1 MiB all-reduce "
-                f"{calib['median_s'].iloc[0]:.4f} s, all-gather {calib['median_s'].iloc[1]:.4f} s"
+                f"{calib['qdisc_efficiency'].iloc[0]:.4f}; {calibrated}"
             )
             for variant in plan.variants:
                 port += 1
