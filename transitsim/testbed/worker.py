@@ -30,6 +30,7 @@ killed launcher never leaves ranks waiting on each other.
 
 import ctypes
 import json
+import math
 import os
 import signal
 import sys
@@ -116,16 +117,20 @@ def _op(collective: str, numel: int, world: int, sites: Sites | None = None):
 def _stat(path: str) -> list[str] | None:
     """/proc/.../stat split after the command (which may hold spaces), or None if gone."""
     try:
-        text = Path(path).read_text()
+        text = Path(path).read_text(errors="replace")
     except OSError:
         return None
-    return text[text.rfind(")") + 2 :].split()
+    return text[text.rfind(")") + 2 :].split() or None
 
 
-def foreign_running(own_root: int) -> int:
+def foreign_running(own_root: int) -> float:
     """Threads running or runnable now that are not kernel threads and not descendants of
-    own_root (this run's launcher)."""
-    return len(foreign_running_pids(own_root))
+    own_root (this run's launcher); NaN (unknown) if /proc cannot be read, never an error that
+    would end the measurement."""
+    try:
+        return float(len(foreign_running_pids(own_root)))
+    except OSError:
+        return float("nan")
 
 
 def foreign_running_pids(own_root: int) -> list[int]:
@@ -137,9 +142,10 @@ def foreign_running_pids(own_root: int) -> list[int]:
         if not entry.isdigit():
             continue
         fields = _stat(f"/proc/{entry}/stat")
-        if fields is None:
+        try:  # a process that exits meanwhile leaves a short or empty line: skip it
+            pid, ppid, flags = int(entry), int(fields[1]), int(fields[6])
+        except (TypeError, IndexError, ValueError):
             continue
-        pid, ppid, flags = int(entry), int(fields[1]), int(fields[6])
         parents[pid] = ppid
         if flags & 0x00200000 or pid == 2 or ppid == 2:  # PF_KTHREAD: the kernel's own threads
             continue
@@ -149,7 +155,7 @@ def foreign_running_pids(own_root: int) -> list[int]:
             continue
         for tid in tasks:
             task = _stat(f"/proc/{entry}/task/{tid}/stat")
-            if task is not None and task[0] == "R":
+            if task and task[0] == "R":
                 running.append(pid)
 
     def ours(pid: int) -> bool:
@@ -184,14 +190,15 @@ def main(plan_path: str, out_path: str) -> None:
         if float(late[0]) > 0:
             break
         load_start = os.getloadavg()[0]
-        foreign = foreign_running(os.getppid()) if rank == 0 else 0
+        foreign = foreign_running(os.getppid()) if rank == 0 else 0.0
         call = _op(point["collective"], point["bytes"] // 4, world, sites)
         for _ in range(point["warmup"]):
             dist.barrier()
             call()
         starts, ends, stop = _repeat(call, point, deadline)
         if rank == 0:
-            foreign = max(foreign, foreign_running(os.getppid()))
+            later = foreign_running(os.getppid())
+            foreign = math.nan if math.isnan(foreign) or math.isnan(later) else max(foreign, later)
         results.append({**point, "starts": starts, "ends": ends, "stop": stop,
                         "load_start": load_start, "load_end": os.getloadavg()[0],
                         "foreign_running": foreign})  # fmt: skip
