@@ -118,6 +118,22 @@ def _case(algo: str, seed: int):
 
 
 @pytest.mark.parametrize("algo", COLLECTIVE_ALGOS)  # every collective, new ones included
+def assert_engines_agree(auto, des, seed) -> None:
+    """The fast path's result is the DES's: every finish, the wait, the bottleneck, and each
+    link's busy time and bytes."""
+    np.testing.assert_allclose(auto.finish_s, des.finish_s, rtol=0, atol=1e-9, err_msg=seed)
+    assert auto.wait_s == pytest.approx(des.wait_s, abs=1e-9), seed
+    assert auto.bottleneck == des.bottleneck, seed
+    for column in ("busy_s", "bytes"):
+        np.testing.assert_allclose(
+            auto.link_stats[column].to_numpy(),
+            des.link_stats[column].to_numpy(),
+            rtol=1e-9,
+            atol=1e-12,
+            err_msg=f"{seed} {column}",
+        )
+
+
 def test_fast_paths_equal_the_des_on_random_small_networks(algo):
     fast_count = 0
     for seed in range(CONFIGS):
@@ -172,17 +188,7 @@ def test_fast_paths_equal_the_des_with_link_faults(algo):
         fast_count += 1
         held_up += bool(np.max(auto.finish_s - clean.finish_s) > 1e-12)
         des = simulate_exchange(network, exchange, start_s=start, faults=faults, method="des")
-        np.testing.assert_allclose(auto.finish_s, des.finish_s, rtol=0, atol=1e-9, err_msg=seed)
-        assert auto.wait_s == pytest.approx(des.wait_s, abs=1e-9), seed
-        assert auto.bottleneck == des.bottleneck, seed
-        for column in ("busy_s", "bytes"):
-            np.testing.assert_allclose(
-                auto.link_stats[column].to_numpy(),
-                des.link_stats[column].to_numpy(),
-                rtol=1e-9,
-                atol=1e-12,
-                err_msg=f"{seed} {column}",
-            )
+        assert_engines_agree(auto, des, seed)
     assert fast_count >= 0.5 * CONFIGS, f"only {fast_count} of {CONFIGS} took the fast path"
     assert held_up >= 0.25 * fast_count, f"faults held up only {held_up} of {fast_count}"
 

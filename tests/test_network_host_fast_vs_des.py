@@ -12,7 +12,7 @@ import math
 
 import numpy as np
 import pytest
-from test_network_fast_vs_des import _case, _faults
+from test_network_fast_vs_des import _case, _faults, assert_engines_agree
 
 from transitsim.network import COLLECTIVE_ALGOS, simulate_exchange
 from transitsim.network.background import Background
@@ -83,17 +83,7 @@ def test_the_host_stage_on_the_fast_paths_equals_the_des_with_faults_and_backgro
             continue
         fast_count += 1
         held_up += bool(np.max(auto.finish_s - clean.finish_s) > 1e-12)
-        np.testing.assert_allclose(auto.finish_s, des.finish_s, rtol=0, atol=1e-9, err_msg=seed)
-        assert auto.wait_s == pytest.approx(des.wait_s, abs=1e-9), seed
-        assert auto.bottleneck == des.bottleneck, seed
-        for column in ("busy_s", "bytes"):
-            np.testing.assert_allclose(
-                auto.link_stats[column].to_numpy(),
-                des.link_stats[column].to_numpy(),
-                rtol=1e-9,
-                atol=1e-12,
-                err_msg=f"{seed} {column}",
-            )
+        assert_engines_agree(auto, des, seed)
     assert fast_count >= 0.4 * CONFIGS, f"only {fast_count} of {CONFIGS} took the fast path"
     assert host_bound >= 0.2 * CONFIGS, f"the host capped flows in only {host_bound}"
     assert shared_hosts >= 0.1 * CONFIGS, f"only {shared_hosts} shared a host"

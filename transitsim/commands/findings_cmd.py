@@ -257,7 +257,8 @@ def _share(value: float, sd: float = math.nan, seeds: int = 1) -> str:
     return f"{value:.2e} ± {sd:.1e}" if seeds > 1 else f"{value:.2e}"
 
 
-def show_selections(df: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, str]]:
+def _against_topk(df: pd.DataFrame) -> pd.DataFrame:
+    """Configuration, seeds, final loss and how far above top-k: sections (f) and (h)."""
     out = pd.DataFrame({"configuration": df["configuration"], "seeds": df["seeds"]})
     out["final_loss"] = [
         _loss(row.final_loss, row.final_loss_sd, row.seeds) for _, row in df.iterrows()
@@ -266,6 +267,11 @@ def show_selections(df: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, str]]:
         f"{_signed(row.above_topk)} ({row.vs_topk})" if row.vs_topk != "reference" else "reference"
         for _, row in df.iterrows()
     ]
+    return out
+
+
+def show_selections(df: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, str]]:
+    out = _against_topk(df)
     out["gap_closed"] = [DASH if _missing(v) else f"{v:.0%}" for v in df["gap_closed"]]
     out["steps_to_c"] = [
         _steps(v, r) for v, r in zip(df["steps_to_c"], df["reached_c"], strict=True)
@@ -332,14 +338,7 @@ def show_optics_oob(df: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, str]]:
 
 
 def show_local_sgd(df: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, str]]:
-    out = pd.DataFrame({"configuration": df["configuration"], "seeds": df["seeds"]})
-    out["final_loss"] = [
-        _loss(row.final_loss, row.final_loss_sd, row.seeds) for _, row in df.iterrows()
-    ]
-    out["above_topk"] = [
-        f"{_signed(row.above_topk)} ({row.vs_topk})" if row.vs_topk != "reference" else "reference"
-        for _, row in df.iterrows()
-    ]
+    out = _against_topk(df)
     out["steps_to_c"] = [
         _steps(v, r) for v, r in zip(df["steps_to_c"], df["reached_c"], strict=True)
     ]
