@@ -46,6 +46,7 @@ def test_section_h_counts_only_the_steps_that_send(runs: Path) -> None:
     assert h.payload_to_c_vs_adamw == pytest.approx(6000 / 50_000)
     assert h.sync_steps == 6 and h.steps == 60 and a.sync_steps == 60
     assert h.vs_topk == "higher" and bool(h.local_sgd) and not bool(a.local_sgd)
+    assert (table["status"] == "complete").all()
 
 
 def test_section_h_answers_its_three_questions(runs: Path) -> None:

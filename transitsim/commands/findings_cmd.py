@@ -362,6 +362,7 @@ def show_local_sgd(df: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, str]]:
         "steps_to_topk": "Steps to top-k's final",
         "payload_to_topk": "Payload to top-k's final",
         "syncs": "Steps that send",
+        "status": "Status",
     }
     return out, headers
 

@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from transitsim.findings.runs import ConfigResult, RunScale
+from transitsim.findings.sections import _status
 from transitsim.findings.selection import (
     _exact_band,
     _finals,
@@ -96,6 +97,7 @@ def local_sgd_table(results: list[ConfigResult], scale: RunScale) -> pd.DataFram
                 "payload_to_topk_bytes": to_b["payload_bytes"],
                 "sync_steps": _syncs(result),
                 "steps": float(np.mean([len(run.steps) for run in result.runs])),
+                "status": _status(result),  # a run still recording says "incomplete"
             }
         )
     return _framed(rows, scale)
