@@ -147,7 +147,9 @@ def local_sgd_claims(results: list[ConfigResult], scale: RunScale) -> pd.DataFra
         )
     a = table[table["variant"] == "A"]
     stepped = local.dropna(subset=["steps_to_c"]).sort_values("steps_to_c", kind="stable")
-    if a.empty or stepped.empty or math.isnan(a.iloc[0].steps_to_c):
+    if a.empty:
+        row(QUESTIONS[2], "not recorded: no AdamW (A) run at this scale", "not recorded")
+    elif stepped.empty or math.isnan(a.iloc[0].steps_to_c):
         row(QUESTIONS[2], "not reached by AdamW or by any local-SGD run", "no")
     else:
         a, first = a.iloc[0], stepped.iloc[0]
