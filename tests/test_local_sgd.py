@@ -338,12 +338,15 @@ def test_one_replica_synced_every_step_with_outer_lr_1_is_adamw(tiny_corpus, tmp
     assert a["train_loss"].iloc[-1] < a["train_loss"].iloc[0]
 
 
-def test_the_local_sgd_grid_lists_h10_h50_hs_and_l_at_three_seeds():
+def test_the_local_sgd_grid_lists_h10_h50_hs_and_l_at_three_seeds_then_adamw():
     from trainer.cli import build_parser, config_from_args
     from trainer.naming import run_name
     from trainer.record import commands
 
     runs = commands("shakespeare-mini", Path("out"), 50, 1, "local-sgd")
+    adamw = [config_from_args(build_parser().parse_args(argv[3:])) for _, argv in runs[12:]]
+    assert [(cfg.variant, cfg.seed) for cfg in adamw] == [("adamw", 0), ("adamw", 1), ("adamw", 2)]
+    runs = runs[:12]
     configs = [config_from_args(build_parser().parse_args(argv[3:])) for _, argv in runs]
     names = [run_name(cfg) for cfg in configs]
     assert len(runs) == 12 and len(set(names)) == 12

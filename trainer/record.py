@@ -165,9 +165,11 @@ LOCAL_SGD_RUNS: tuple[tuple[str, list[str]], ...] = (
 
 
 def local_sgd_grid(fs_every: int) -> list[tuple[str, list[str], tuple[int, ...]]]:
-    """H every 10 and every 50 steps, H-s and L, 3 seeds; seed 0 of each first, then 1, 2."""
+    """H every 10 and every 50 steps, H-s and L, 3 seeds; seed 0 of each first, then 1, 2; then
+    AdamW's 3 seeds, the baseline findings (h) compares with (skipped where recorded already)."""
     del fs_every  # no optics here
-    return [(label, options, (seed,)) for seed in CORE_SEEDS for label, options in LOCAL_SGD_RUNS]
+    runs = [(label, options, (seed,)) for seed in CORE_SEEDS for label, options in LOCAL_SGD_RUNS]
+    return runs + [("A", ["--variant", "A"], CORE_SEEDS)]
 
 
 GRIDS = {
