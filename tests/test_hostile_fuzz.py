@@ -95,6 +95,17 @@ def assert_refused(argv: list[str], code: int, stderr: str) -> None:
     assert "Traceback" not in stderr
 
 
+def exit_codes(commands: dict[str, list[str]]) -> dict[str, int]:
+    """Each command's exit code; any that did not succeed was refused in one line."""
+    codes = {}
+    for name, argv in commands.items():
+        code, _, stderr = run_cli(argv)
+        codes[name] = code
+        if code != 0:
+            assert_refused(argv, code, stderr)
+    return codes
+
+
 # --- hostile values ------------------------------------------------------------------------
 
 SPECIAL_NUMBERS = st.sampled_from(
@@ -326,12 +337,7 @@ def check_every_reader(kind: str, data: bytes) -> None:
             "validate": ["validate", str(folder / "s.yaml")],
             "replay": [*REPLAY, str(trace), "-t", "3.5", "-q", "-o", str(out)],
         }
-        codes = {}
-        for name, argv in commands.items():
-            code, _, stderr = run_cli(argv)
-            codes[name] = code
-            if code != 0:
-                assert_refused(argv, code, stderr)
+        codes = exit_codes(commands)
         event(f"{kind}: {'refused' if codes['show'] else 'read'}, replay exit {codes['replay']}")
         assert trace.read_bytes() == data, "a reader changed the trace"
         left = {p.name for p in folder.iterdir()} - {"s.yaml", "traces", "out"}

@@ -20,9 +20,8 @@ from test_hostile_fuzz import (
     REPLAY,
     SCENARIO,
     _finite_outputs,
-    assert_refused,
     check_every_reader,
-    run_cli,
+    exit_codes,
 )
 
 from transitsim.traces.format import (
@@ -88,12 +87,7 @@ def test_generated_background_csvs_are_refused_or_replayed_alike(data: bytes) ->
             + ["--set", "wan_link.rate=10 Gb/s", "--set", setting, "-t", "3.5", "-q"]
             + ["-o", str(folder / "out")],
         }
-        codes = {}
-        for name, argv in commands.items():
-            code, _, stderr = run_cli(argv)
-            codes[name] = code
-            if code != 0:
-                assert_refused(argv, code, stderr)
+        codes = exit_codes(commands)
         event(f"background CSV {'refused' if codes['validate'] else 'read'}")
         assert len(set(codes.values())) == 1, f"the readers disagree: {codes}"
         if codes["replay"] == 0:

@@ -5,7 +5,6 @@ by removing what killed runs left (`cleanup_leftovers`), and checks that `ip net
 of its own namespaces when it ends, including after its child process was SIGKILLed.
 """
 
-import os
 import signal
 import subprocess
 import sys
@@ -14,7 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from netns_skip import REASON, needs_netns
+from netns_skip import REASON, needs_netns, no_leftovers  # noqa: F401 (autouse fixture)
 
 from transitsim.base.errors import TransitsimError
 from transitsim.testbed import netns
@@ -25,16 +24,6 @@ REPO = Path(__file__).resolve().parents[1]
 
 def _ours(run_id: str) -> list[str]:
     return [n for n in netns.list_namespaces() if n.startswith(run_id)]
-
-
-@pytest.fixture(autouse=True)
-def _no_leftovers():
-    if REASON is None:
-        cleanup_leftovers()
-    yield
-    if REASON is None:
-        mine = [n for n in netns.list_namespaces() if n.startswith(f"tsb-{os.getpid()}-")]
-        assert mine == [], f"namespaces left behind: {mine}"
 
 
 @needs_netns

@@ -15,26 +15,16 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from netns_skip import REASON, needs_netns
+from netns_skip import REASON, needs_netns, no_leftovers  # noqa: F401 (autouse fixture)
 
 from transitsim.base.errors import TransitsimError
 from transitsim.network.exchange import ExchangeResult
 from transitsim.testbed import flags, gloo_algos, ledger, model, netns
-from transitsim.testbed.netns import Shaping, Testbed, cleanup_leftovers
+from transitsim.testbed.netns import Shaping, Testbed
 from transitsim.testbed.tables import check_measured
 
 REPO = Path(__file__).resolve().parents[1]
 MEASURED = REPO / "docs" / "testbed" / "previous" / "measured.parquet"
-
-
-@pytest.fixture(autouse=True)
-def _no_leftovers():
-    if REASON is None:
-        cleanup_leftovers()
-    yield
-    if REASON is None:
-        mine = [n for n in netns.list_namespaces() if n.startswith(f"tsb-{os.getpid()}-")]
-        assert mine == [], f"namespaces left behind: {mine}"
 
 
 def _qdisc(ns: str, dev: str) -> str:

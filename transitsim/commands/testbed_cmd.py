@@ -76,7 +76,7 @@ def _endpoint_words(group: pd.DataFrame) -> str:
 
 def report(table: pd.DataFrame, out: Path | None) -> dict:
     """Print the comparison and its summary; write comparison.{parquet,csv}, report.html."""
-    from transitsim.testbed.model import summary
+    from transitsim.testbed.model import summary, wan_latency_s
 
     console = Console(width=max(Console().width, 120))
     grid = Table(title="gloo collectives on the testbed: measured vs transitsim")
@@ -110,7 +110,7 @@ def report(table: pd.DataFrame, out: Path | None) -> dict:
     for (sites, rate, wan), group in table.groupby(["sites", "rate_bps", "wan_rate_bps"]):
         s = summary(group)
         label = _config_label(rate, int(sites), wan)
-        wan_latency = max(0.0, (group["rtt_wan_s"].iloc[0] - group["rtt_s"].iloc[0]) / 2)
+        wan_latency = wan_latency_s(group["rtt_s"].iloc[0], group["rtt_wan_s"].iloc[0])
         figures["per_rate"][label] = {
             **s,
             "alpha_s": float(group["alpha_s"].iloc[0]),

@@ -29,6 +29,7 @@ import pandas as pd
 
 from transitsim.base.atomic import signals_raise
 from transitsim.testbed import gloo_algos
+from transitsim.testbed.model import LOAD_LIMIT  # above it, a run does not begin quiet
 from transitsim.testbed.netns import Shaping, Testbed, TestbedError, cleanup_leftovers
 
 COLLECTIVES = ("all_reduce", "all_gather")
@@ -43,7 +44,6 @@ LAUNCH_S = 25.0  # one launch: torch import and rendezvous of every rank
 SYNC_S = 0.01  # per timed call: barrier and the all-reduce that agrees on the times
 MACHINE_BPS = 1e9  # payload this 2-core machine's kernels and gloo moved, all ranks together
 TRANSFER_S = 1e-3  # per gloo transfer, beyond its bytes (the old per-rate alpha: 1.7-7 ms)
-LOAD_LIMIT = 1.5  # 1-minute load average above which a measurement is not quiet
 
 
 @dataclass(frozen=True)

@@ -51,7 +51,7 @@ from transitsim.testbed import gloo_algos
 CALIBRATION_BYTES = 1 << 20  # the legacy alpha fit's one size
 CALIBRATION_SIZES = (64 << 10, 4 << 20)  # the endpoint fit's two sizes
 ALPHA_PROBE_S = 1e-3
-LOAD_LIMIT = 1.5
+LOAD_LIMIT = 1.5  # 1-minute load average above which a run does not begin quiet
 RATE_GRID_BPS = tuple(10 ** (6 + k / 4) for k in range(21))  # 1 Mb/s .. 100 Gb/s
 GROUP = ["rate_bps", "sites", "wan_rate_bps"]  # one configuration: one fit
 
@@ -91,6 +91,11 @@ def testbed_network(
                        host=host)  # fmt: skip
 
 
+def wan_latency_s(rtt_s: float, rtt_wan_s: float) -> float:
+    """The WAN link's latency: half of what the round trip across the WAN adds, at least 0."""
+    return max(0.0, (rtt_wan_s - rtt_s) / 2)
+
+
 def point_network(row: pd.Series, alpha_s: float, endpoint: Endpoint | None) -> NetworkSpec:
     """The NetworkSpec one measured point is replayed on."""
     workers, nbytes = int(row["workers"]), int(row["bytes"])
@@ -107,7 +112,7 @@ def point_network(row: pd.Series, alpha_s: float, endpoint: Endpoint | None) -> 
         alpha_s * segments / 2,  # a message crosses two links (host -> switch -> host)
         sites=int(_get(row, "sites", 1)),
         wan_rate_bps=_get(row, "wan_rate_bps", 0.0),
-        wan_latency_s=max(0.0, (_get(row, "rtt_wan_s", 0.0) - rtt) / 2),
+        wan_latency_s=wan_latency_s(rtt, _get(row, "rtt_wan_s", 0.0)),
         host=host,
     )
 
@@ -144,28 +149,26 @@ def rendezvous_starts(start_s: np.ndarray, nbytes: int, payload_bps: float) -> n
     return start
 
 
+def _affine_fit(rows: pd.DataFrame, simulate) -> tuple[float, float]:
+    """(c >= 0, sum of squared relative errors): the least-squares c over `rows`, where
+    simulate(row, c), transitsim's time, is affine in c (probed at 0 and ALPHA_PROBE_S)."""
+    measured = rows["median_s"].to_numpy()
+    base = np.array([simulate(r, 0.0) for _, r in rows.iterrows()])
+    probe = np.array([simulate(r, ALPHA_PROBE_S) for _, r in rows.iterrows()])
+    x, y = (probe - base) / ALPHA_PROBE_S / measured, (measured - base) / measured
+    norm = float(np.dot(x, x))
+    c = max(0.0, float(np.dot(x, y)) / norm) if norm > 0 else 0.0
+    return c, float(np.sum((y - c * x) ** 2))
+
+
 def fit_alpha(rows: pd.DataFrame) -> float:
     """Least-squares alpha on relative error over `rows` (time is affine in alpha), >= 0."""
-    base = np.array([simulate_point(r, 0.0) for _, r in rows.iterrows()])
-    probe = np.array([simulate_point(r, ALPHA_PROBE_S) for _, r in rows.iterrows()])
-    slope = (probe - base) / ALPHA_PROBE_S
-    measured = rows["median_s"].to_numpy()
-    x, y = slope / measured, (measured - base) / measured
-    norm = float(np.dot(x, x))
-    return max(0.0, float(np.dot(x, y)) / norm) if norm > 0 else 0.0
+    return _affine_fit(rows, simulate_point)[0]
 
 
 def _fit_o(rows: pd.DataFrame, rate_bps: float) -> tuple[float, float]:
     """(o, sum of squared relative errors): the best per-transfer cost at this endpoint rate."""
-    measured = rows["median_s"].to_numpy()
-    base = np.array([simulate_point(r, 0.0, Endpoint(0.0, rate_bps)) for _, r in rows.iterrows()])
-    probe = np.array(
-        [simulate_point(r, 0.0, Endpoint(ALPHA_PROBE_S, rate_bps)) for _, r in rows.iterrows()]
-    )
-    x, y = (probe - base) / ALPHA_PROBE_S / measured, (measured - base) / measured
-    norm = float(np.dot(x, x))
-    o = max(0.0, float(np.dot(x, y)) / norm) if norm > 0 else 0.0
-    return o, float(np.sum((y - o * x) ** 2))
+    return _affine_fit(rows, lambda row, o: simulate_point(row, 0.0, Endpoint(o, rate_bps)))
 
 
 def fit_endpoint(rows: pd.DataFrame) -> Endpoint:
@@ -268,8 +271,7 @@ def load_counts(table: pd.DataFrame) -> dict:
     busy = foreign.fillna(0) > 0
     return {"points_loaded": int(loaded.sum()), "points_foreign": int(busy.sum()),
             "points_load_unknown": int(unknown.sum()), "load_limit": LOAD_LIMIT,
-            "point_load_max": float(np.nanmax(np.r_[start, end, -np.inf]))
-            if (~start.isna() | ~end.isna()).any() else math.nan}  # fmt: skip
+            "point_load_max": float(pd.concat([start, end]).max())}  # fmt: skip
 
 
 def summary(table: pd.DataFrame) -> dict:

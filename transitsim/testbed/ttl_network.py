@@ -59,9 +59,7 @@ def calibrate_rate(group: pd.DataFrame) -> Calibrated:
     efficiency = float(group["qdisc_efficiency"].mean())
     latency_s = float(group["rtt_s"].iloc[0]) / 4
     if set(CALIBRATION_SIZES) <= set(group["bytes"].astype(int)):
-        calib = group[group["bytes"].isin(CALIBRATION_SIZES)]
-        calib = calib.assign(sites=1, wan_rate_bps=0.0)
-        endpoint = fit_endpoint(calib)
+        endpoint = fit_endpoint(group[group["bytes"].isin(CALIBRATION_SIZES)])  # one site
         workers = int(group["workers"].iloc[0])
         host = HostSpec(endpoint.per_transfer_s, endpoint.rate_bps, workers)
         return Calibrated(efficiency, latency_s, 0.0, host)
@@ -92,22 +90,18 @@ def network_for(
     alpha False: the bytes over the line rate and the host stage only (no per-transfer alpha).
     fixed_costs False: the bytes alone (no latency, no alpha, no host stage's per-message cost),
     for a transfer whose fixed costs were measured elsewhere."""
-    per_message = net.alpha_s * gloo_algos.segments_per_message(
-        GLOO_COLLECTIVE[collective], payload, workers
-    )
+    transfers = gloo_algos.segments_per_message(GLOO_COLLECTIVE[collective], payload, workers)
     charged = alpha and fixed_costs
     network = testbed_network(
         workers,
         rate_bps,
         net.efficiency,
         net.latency_s if fixed_costs else 0.0,
-        per_message / 2 if charged else 0.0,  # a message crosses two links
+        net.alpha_s * transfers / 2 if charged else 0.0,  # a message crosses two links
     )
     host = net.host
     if host is not None:
-        transfers = gloo_algos.segments_per_message(GLOO_COLLECTIVE[collective], payload, workers)
-        cost = host.per_message_s * transfers if fixed_costs else 0.0
-        host = replace(host, per_message_s=cost)
+        host = replace(host, per_message_s=host.per_message_s * transfers if fixed_costs else 0.0)
     return replace(network, host=host)
 
 
