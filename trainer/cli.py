@@ -357,8 +357,8 @@ def _train(cfg: RunConfig, args: argparse.Namespace) -> int:
 
             result = train(cfg, args.out, on_step=on_step, **options)
         else:
-            from trainer.distributed.env import LostRank
-            from trainer.distributed.launch import LAUNCHER_PID, LOST_PEER_EXIT
+            from trainer.distributed.env import LostRank, exit_lost_peer
+            from trainer.distributed.launch import LAUNCHER_PID
             from trainer.distributed.run import train_distributed
 
             try:
@@ -373,7 +373,7 @@ def _train(cfg: RunConfig, args: argparse.Namespace) -> int:
                 )
             except LostRank:
                 if os.environ.get(LAUNCHER_PID):  # the launcher names the rank that died
-                    return LOST_PEER_EXIT
+                    exit_lost_peer()
                 raise
             if rank != 0:  # rank 0 reports
                 return 0

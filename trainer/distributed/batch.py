@@ -14,9 +14,9 @@ from pathlib import Path
 import torch
 
 from trainer.config import RunConfig
-from trainer.distributed.env import LostRank, join, leave, rank_env
+from trainer.distributed.env import LostRank, exit_lost_peer, join, leave, rank_env
 from trainer.distributed.exchange import ProcessGroupExchange
-from trainer.distributed.launch import LAUNCHER_PID, LOST_PEER_EXIT
+from trainer.distributed.launch import LAUNCHER_PID
 from trainer.loop.run import train
 from transitsim.base.errors import TransitsimError
 
@@ -28,7 +28,7 @@ def main() -> None:
         _train_all()
     except LostRank as exc:
         if os.environ.get(LAUNCHER_PID):
-            sys.exit(LOST_PEER_EXIT)
+            exit_lost_peer()
         print(f"trainer: error: {exc}", file=sys.stderr)
         sys.exit(2)
     except TransitsimError as exc:

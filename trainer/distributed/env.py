@@ -9,6 +9,7 @@ import ctypes
 import os
 import signal
 import socket
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
@@ -28,6 +29,20 @@ class LostRank(TransitsimError):
     """A collective failed because another rank is gone (killed, crashed, or stopped answering):
     one line, not gloo's traceback. Under --nproc the rank exits quietly (LOST_PEER_EXIT) and
     the launcher names the rank that died."""
+
+
+def exit_lost_peer() -> None:
+    """Under --nproc, a rank that lost a peer leaves with LOST_PEER_EXIT at once: a normal
+    interpreter exit runs the destructors of gloo's still-joinable threads, and C++ then prints
+    "terminate called without an active exception" and aborts (a second stderr line, on CI)."""
+    from trainer.distributed.launch import LOST_PEER_EXIT
+
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(LOST_PEER_EXIT)
 
 
 def collective(call: Callable[[], object], rank: int) -> object:
