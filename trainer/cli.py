@@ -47,6 +47,19 @@ def _fraction(text: str) -> float:
         raise argparse.ArgumentTypeError(f"not a fraction: {text!r}") from None
 
 
+def threads_arg(text: str) -> int:
+    """--threads N, or auto (0: trainer/loop/threads.py adapts the count to the machine)."""
+    if text.strip().lower() == "auto":
+        return 0
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a thread count or auto: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"threads must be at least 1 (or auto), got {value}")
+    return value
+
+
 def build_parser(prog: str = "python -m trainer") -> argparse.ArgumentParser:
     parser = _Parser(
         prog=prog,
@@ -130,9 +143,10 @@ def build_parser(prog: str = "python -m trainer") -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--threads",
-        type=int,
-        help=f"torch intra-op threads (default: {base.threads}, the fastest measured on a shared "
-        "machine: benchmarks/bench_threads.py)",
+        type=threads_arg,
+        help=f"torch intra-op threads, or auto: the cores no other process wants, re-read every "
+        f"few steps (default: {'auto' if base.threads == 0 else base.threads}, "
+        "as measured by benchmarks/bench_threads.py)",
     )
     parser.add_argument(
         "--select-every",
@@ -236,13 +250,15 @@ def _field_value(name: str, text: str) -> Any:
     try:
         if name == "keep":
             return float(Fraction(text))
+        if name == "threads":
+            return threads_arg(text)
         if isinstance(default, bool):
             return {"true": True, "false": False}[text.lower()]
         if isinstance(default, int):
             return int(text)
         if isinstance(default, float):
             return float(text)
-    except (ValueError, KeyError, ZeroDivisionError):
+    except (ValueError, KeyError, ZeroDivisionError, argparse.ArgumentTypeError):
         kind = type(default).__name__
         raise TransitsimError(f"--set {name}={text}: expected a {kind}") from None
     return text
@@ -331,7 +347,9 @@ def _launch(
             f"{cfg.workers} workers do not split evenly over --nproc {args.nproc}; "
             f"use --set workers=N with N a multiple of {args.nproc}"
         )
-    check_machine_holds(args.nproc, cfg.threads, _model_bytes(cfg, cfg.workers // args.nproc))
+    check_machine_holds(
+        args.nproc, max(cfg.threads, 1), _model_bytes(cfg, cfg.workers // args.nproc)
+    )
     return launch(argv, args.nproc, parser.parse_args)
 
 

@@ -388,7 +388,9 @@ def check_config(cfg: RunConfig) -> None:
     for name in ("chunk", "workers", "batch", "block", "n_layer", "n_head", "n_embd", "steps"):
         if getattr(cfg, name) < 1:
             fail(name, "must be at least 1")
-    for name in ("eval_every", "eval_batches", "diag_every", "ckpt_every", "threads", "native"):
+    if cfg.threads < 0:
+        fail("threads", "must be at least 1, or 0 for auto (the cores nobody else is using)")
+    for name in ("eval_every", "eval_batches", "diag_every", "ckpt_every", "native"):
         if getattr(cfg, name) < 1:
             fail(name, "must be at least 1")
     for name in ("warmup", "calib_start", "calib_steps", "fs_every", "seed"):

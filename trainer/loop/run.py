@@ -32,6 +32,7 @@ from trainer.loop.records import (
     sync_columns,
     write_run_trace,
 )
+from trainer.loop.threads import ThreadGovernor
 from trainer.model import GPT, ModelShape, padded_vocab
 from trainer.naming import run_name
 from trainer.variants.exchange import Exchange, LocalExchange, Message
@@ -436,7 +437,8 @@ def train(
         return RunResult(trace_path, name, 0, cfg.steps, "skipped", [])
 
     device = device if device is not None else run_device(cfg)
-    setup_torch(cfg.threads, device.type)
+    setup_torch(max(cfg.threads, 1), device.type)
+    governor = ThreadGovernor() if cfg.threads == 0 and device.type == "cpu" else None
     corpus = load_corpus(cfg.dataset, cfg.tokenizer, cfg.vocab_size, cache_dir)
     trainer = Trainer(cfg, corpus, exchange, device)
     resumed_from = 0
@@ -464,6 +466,8 @@ def train(
                 save_checkpoint(ckpt_path, merge_states(states))
 
     while trainer.done < cfg.steps:
+        if governor is not None:
+            governor.before_step(trainer.done)
         row = trainer.step()
         if row is None:
             if root:
