@@ -94,11 +94,18 @@ def test_in_network_sum_answers_e_against_e_summed_by_name() -> None:
 
 
 def test_two_datacentres_local_sgd_names_the_family_where_it_wins() -> None:
-    """Issue 26: beside A/B/C/E across the WAN, the verdict names a local-SGD variant (H, H-s,
-    L) wherever one is fastest, and no compressor wins at any point of that scenario."""
+    """Issue 26: with a replica per site, the local-SGD family alone is fastest where the WAN
+    is slow (1 and 10 Gb/s: no compressor among the tied), and the verdict names it; where the
+    WAN is fast, C's band ties with it: every step's dense all-reduce inside each site is what
+    the compressors do not pay."""
     result = judged("two-datacentres-local-sgd")
-    assert all("H-s is fastest" in line for line in result.sentences), result.sentences
-    winners = " = ".join(result.table["fastest"]) if "fastest" in result.table else ""
-    assert winners, list(result.table.columns)
-    for compressor in ("A AdamW", "B top-k 2d64", "C low band 1d256", "E optics"):
-        assert compressor not in winners, compressor
+    assert "H DiLoCo every 50 ties for fastest at every one of the 16" in result.sentences[0]
+    assert "H-s ties for fastest at every one of the 16 grid points" in result.sentences[1]
+    table = result.table
+    compressors = ("A AdamW", "B top-k 2d64", "C low band 1d256", "E optics")
+    slow = table[table["where"].str.startswith(("1 Gb/s", "10 Gb/s"))]
+    assert len(slow) == 8  # 2 targets x 2 overlap modes x the 1 and 10 Gb/s rows
+    for fastest in slow["fastest"]:
+        assert not any(name in fastest for name in compressors), fastest
+    fast = table[table["where"] == "the other 8 points"]
+    assert len(fast) == 2 and all(row.startswith("C low band 1d256 = ") for row in fast["fastest"])

@@ -6,6 +6,8 @@ checkpoint when this script is started again, and completed traces are skipped.
     python -m trainer.record --preset shakespeare-mini -o traces/shakespeare-mini --jobs 2
     python -m trainer.record --preset shakespeare -o traces/shakespeare --grid next-step --jobs 1
     python -m trainer.record --preset shakespeare-mini -o traces/shakespeare-mini --grid local-sgd
+    python -m trainer.record --preset shakespeare-mini -o traces/shakespeare-mini-sites \
+        --grid local-sgd-sites --jobs 1
 """
 
 import argparse
@@ -14,6 +16,9 @@ import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+
+from trainer.cli import threads_arg
+from trainer.config import PRESETS
 
 # (label, trainer options, seeds): the grid of the recorded-traces issue.
 CORE_SEEDS = (0, 1, 2)
@@ -172,11 +177,35 @@ def local_sgd_grid(fs_every: int) -> list[tuple[str, list[str], tuple[int, ...]]
     return runs + [("A", ["--variant", "A"], CORE_SEEDS)]
 
 
+# Issue 26, item 2: a replica per site (docs/local-sgd.md, "Replicas and sites"). Two sites of
+# the preset's workers each, so tokens per step stay the preset's: workers x batch is kept.
+SITES = 2
+
+
+def local_sgd_sites_grid(fs_every: int) -> list[tuple[str, list[str], tuple[int, ...]]]:
+    """The local-SGD runs with one replica per site (SITES of them) instead of one per worker;
+    the batch is set where the command lines are made (`site_options`), from the preset."""
+    del fs_every  # no optics here
+    return [(label, options, (seed,)) for seed in CORE_SEEDS for label, options in LOCAL_SGD_RUNS]
+
+
+def site_options(preset: str) -> list[str]:
+    """`--set workers=SITES --set batch=B`, B = the preset's workers x batch / SITES."""
+    values = PRESETS[preset]
+    tokens, sites = values["workers"] * values["batch"], SITES
+    if tokens % sites:
+        raise SystemExit(
+            f"--grid local-sgd-sites: {tokens} sequences a step do not split {sites} ways"
+        )
+    return ["--set", f"workers={sites}", "--set", f"batch={tokens // sites}"]
+
+
 GRIDS = {
     "issue": grid,
     "cpu-check": cpu_check_grid,
     "next-step": next_step_grid,
     "local-sgd": local_sgd_grid,
+    "local-sgd-sites": local_sgd_sites_grid,
 }
 
 
@@ -185,10 +214,12 @@ def commands(
 ) -> list[tuple[str, list[str]]]:
     """One `python -m trainer` command line per (configuration, seed)."""
     result = []
+    extra = site_options(preset) if grid_name == "local-sgd-sites" else []
     for label, options, seeds in GRIDS[grid_name](fs_every):
         for seed in seeds:
-            argv = [sys.executable, "-m", "trainer", "--preset", preset, *options]
-            argv += ["--seed", str(seed), "--threads", str(threads), "-o", str(out), "--quiet"]
+            argv = [sys.executable, "-m", "trainer", "--preset", preset, *options, *extra]
+            argv += ["--seed", str(seed), "--threads", str(threads or "auto"), "-o", str(out)]
+            argv += ["--quiet"]
             result.append((f"{label} s{seed}", argv))
     return result
 
@@ -206,7 +237,9 @@ def main() -> None:
     parser.add_argument("--preset", default="shakespeare-mini")
     parser.add_argument("-o", "--out", type=Path, required=True)
     parser.add_argument("--jobs", type=int, default=2, help="runs in parallel")
-    parser.add_argument("--threads", type=int, default=1, help="torch threads per run")
+    parser.add_argument(
+        "--threads", type=threads_arg, default=0, help="torch threads per run (default: auto)"
+    )
     parser.add_argument("--fs-every", type=int, default=50)
     parser.add_argument("--grid", choices=sorted(GRIDS), default="issue")
     parser.add_argument("--only", default="", help="run only labels containing this text")

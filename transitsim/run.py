@@ -34,6 +34,7 @@ from transitsim.outputs import RunResult, check_outputs_writable, write_outputs
 from transitsim.overlap import DDP_BUCKET_BYTES
 from transitsim.replay.context import assumptions, scenario_question
 from transitsim.replay.plan import check_replay, placement_for
+from transitsim.replay.sites import trace_replicas
 from transitsim.scenario import Scenario, network_placement, scenario_to_networks
 from transitsim.scenario.networks import faults_on
 from transitsim.sweep import CLUSTER_AFTER_S, JobResult, ReplayJob, one_line, run_jobs
@@ -108,10 +109,14 @@ def scenario_jobs(scenario: Scenario, traces: dict[str, Trace]) -> list[ReplayJo
     compute = scenario.compute.to_compute_model()
     stragglers = scenario.stragglers.to_stragglers()
     faults = tuple(fault.to_link_fault() for fault in scenario.faults)
+    replicas = {trace.name: trace.replicas for trace in scenario.trace_files}
+    # one step's events per network point, from a trace replayed as trained (a replica-per-site
+    # layout adds an intra-site exchange that step events do not draw)
+    recorded = next((name for name in traces if replicas.get(name, "worker") == "worker"), None)
     jobs = []
     for name, network, params in scenario_to_networks(scenario):
         placement = network_placement(scenario, name)
-        for position, trace in enumerate(traces.values()):
+        for trace in traces.values():
             jobs.append(
                 ReplayJob(
                     index=len(jobs),
@@ -125,9 +130,10 @@ def scenario_jobs(scenario: Scenario, traces: dict[str, Trace]) -> list[ReplayJo
                     faults=faults_on(network, faults),
                     seed=scenario.stragglers.seed,
                     scale_params=scenario.scale_params,
-                    record_step=position == 0,
+                    record_step=trace.name == recorded,
                     overlap=placement.overlap,
                     bucket_bytes=placement.bucket_bytes,
+                    replicas=replicas.get(trace.name, "worker"),
                 )
             )
     return jobs
@@ -306,8 +312,12 @@ def replay_traces(
     quiet: bool = False,
     overlap: str = "none",
     bucket_bytes: int = DDP_BUCKET_BYTES,
+    replicas: str = "worker",
 ) -> RunResult:
     """Traces on one network (the `transitsim replay` question), in this process.
+
+    replicas "site" lays out the local-SGD traces a replica per datacentre (replay's replicas);
+    the other variants' traces are replayed as trained.
 
     targets: a spec for metrics.parse_targets ("2.7,final:A"); None: the baseline's final loss
     when a baseline is named, else no time-to-target (timeline only). transform_at applies to the
@@ -326,9 +336,10 @@ def replay_traces(
             network=network,
             transform_at=placement_for(trace.variant, transform_at),
             sum_at=sum_at,
-            record_step=index == 0,
+            record_step=index == 0 and (replicas == "worker" or trace_replicas(trace) is None),
             overlap=overlap,
             bucket_bytes=bucket_bytes,
+            replicas=replicas if trace_replicas(trace) is not None else "worker",
         )
         for index, (name, trace) in enumerate(traces.items())
     ]

@@ -73,6 +73,7 @@ class ReplayJob:
     record_step: bool = False  # also simulate the last step with link use recorded
     overlap: str = "none"  # replay's overlap: "none" | "buckets"
     bucket_bytes: int = DDP_BUCKET_BYTES
+    replicas: str = "worker"  # replay's replicas: "worker" | "site" (local SGD per datacentre)
 
     def replay_options(self) -> dict[str, Any]:
         """The keyword arguments `replay` and `check_replay` take from this job (one list)."""
@@ -86,6 +87,7 @@ class ReplayJob:
             "seed": self.seed,
             "overlap": self.overlap,
             "bucket_bytes": self.bucket_bytes,
+            "replicas": self.replicas,
         }
 
 

@@ -29,6 +29,7 @@ from transitsim.network import NetworkSpec
 from transitsim.network.presets import preset_names
 from transitsim.outputs import RunResult, check_outputs_writable, write_outputs
 from transitsim.overlap import OVERLAP_MODES
+from transitsim.replay.sites import REPLICAS
 from transitsim.run import JobsFailed, bottlenecks, default_placement, load_traces, replay_traces
 from transitsim.scenario import network_from_dict
 from transitsim.scenario.yaml_source import (
@@ -198,6 +199,12 @@ def replay_command(
     bucket_size: str = typer.Option(
         "25 MiB", "--bucket-size", help="DDP bucket cap with --overlap buckets (e.g. 25 MiB)."
     ),
+    replicas: str = typer.Option(
+        "worker",
+        "--replicas",
+        help="Local SGD (H, H-s, L): worker (a replica per worker, as trained) or site (one "
+        "replica per datacentre, its workers all-reducing every step over their LAN).",
+    ),
     out: Path | None = typer.Option(
         None, "--out", "-o", help="Also write timeline, summary and report here."
     ),
@@ -219,6 +226,8 @@ def replay_command(
         raise TransitsimError(f"--sum-at must be one of {', '.join(SUMS)}")
     if overlap not in OVERLAP_MODES:
         raise TransitsimError(f"--overlap must be one of {', '.join(OVERLAP_MODES)}")
+    if replicas not in REPLICAS:
+        raise TransitsimError(f"--replicas must be one of {', '.join(REPLICAS)}")
     bucket_bytes = parse_bytes(bucket_size)
     if bucket_bytes < 1:
         raise TransitsimError(f"--bucket-size must be positive, got {bucket_size!r}")
@@ -241,6 +250,7 @@ def replay_command(
             quiet=quiet or fmt != "table",
             overlap=overlap,
             bucket_bytes=bucket_bytes,
+            replicas=replicas,
         )
     except JobsFailed as exc:
         return report_all_failed(exc)

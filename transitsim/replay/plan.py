@@ -26,6 +26,7 @@ from transitsim.replay.compute import ComputeModel, Stragglers
 from transitsim.replay.frames import TIMELINE_COLUMNS, run_link_stats, timeline_frame
 from transitsim.replay.keys import first_appearance_codes
 from transitsim.replay.overlap import OverlapPlan
+from transitsim.replay.sites import REPLICAS, check_site_layout, site_exchange
 from transitsim.replay.step import Run, StepPlan
 from transitsim.replay.steps import replay_rows
 from transitsim.replay.streaming import stream_exchanges
@@ -79,6 +80,7 @@ def replay(
     method: str | None = None,
     overlap: str = "none",
     bucket_bytes: int = DDP_BUCKET_BYTES,
+    replicas: str = "worker",
 ) -> Replay:
     """Replay `trace` through `network`: per-step simulated times, one timeline row per trace row.
 
@@ -95,12 +97,16 @@ def replay(
     overlap "buckets": each step's exchange starts unit by unit as backward makes its gradients
     ready (DDP buckets of `bucket_bytes` for A, one unit per tensor for DeMo; see
     transitsim/replay/overlap.py); "none": after compute, as one exchange.
+    replicas "site": a local-SGD trace with one replica per datacentre, each site a
+    data-parallel group that all-reduces every step over its LAN (transitsim/replay/sites.py);
+    "worker": a replica per worker, as the trace was trained.
     """
     compute = ComputeModel() if compute is None else compute
     faults = list(faults or [])
     _check_args(trace, network, compute, transform_at, sum_at, collective, stragglers, faults)
     _check_scale(scale_params, seed)
     _check_overlap(overlap, bucket_bytes)
+    _check_replicas(replicas, trace, network)
     notes: list[str] = []
     params = trace.meta["n_params"] if scale_params is None else scale_params
     ratio = params / trace.meta["n_params"]
@@ -111,7 +117,7 @@ def replay(
             f"{params:,}-parameter model; bytes and compute scaled by {ratio:.6g}, "
             "loss per step kept from the trace"
         )
-    if network.workers != trace.workers:
+    if network.workers != trace.workers and replicas == "worker":
         extrapolated = True
         notes.append(
             f"extrapolated: traces trained with {trace.workers} workers replayed on "
@@ -121,10 +127,25 @@ def replay(
     plan = _plan(trace, network, compute, transform_at, sum_at, collective, params, notes)
     stragglers = stragglers or Stragglers(distribution="none")
     run = Run(network=network, faults=faults, method=method, reuse=reuse)
-    if overlap == "buckets":
+    site = None
+    if replicas == "site":
+        # each site's workers split its replica's batch and all-reduce every step; that
+        # exchange rides in compress_s so every stepping path puts it before the outer sync
+        site = site_exchange(
+            trace, network, ratio, collective, method, overlap, bucket_bytes, bool(faults), notes
+        )
+        compress_s = plan.compress_s
+        plan.compute_s = [seconds / site.per_site for seconds in plan.compute_s]
+        exposed = site.exposed_per_row(plan.compute_s, plan.interval)
+        plan.compress_s = [c + e for c, e in zip(compress_s, exposed, strict=True)]
+    elif overlap == "buckets":
         run.overlap = _overlap_plan(trace, network, ratio, bucket_bytes, notes)
     rows = replay_rows(run, plan, stragglers, np.random.default_rng(seed))
     stream_exchanges(rows, trace, notes)  # H-s: exchanges overlap the next inner steps
+    if site is not None:
+        site.add_to_rows(rows, compress_s)
+        site.add_link_uses(run.uses)
+        notes.extend(site.overlap_notes())
     rows["overlap"] = [overlap] * len(rows["step"])
     if run.overlap is not None:
         notes.extend(run.overlap.notes)
@@ -150,6 +171,7 @@ def check_replay(
     seed: int = 0,
     overlap: str = "none",
     bucket_bytes: int = DDP_BUCKET_BYTES,
+    replicas: str = "worker",
 ) -> None:
     """Raise what `replay` would, without simulating a step: the arguments, the step plan, and
     each distinct exchange against the built network (so `transitsim validate` catches a switch
@@ -159,6 +181,7 @@ def check_replay(
     _check_args(trace, network, compute, transform_at, sum_at, collective, stragglers, faults)
     _check_scale(scale_params, seed)
     _check_overlap(overlap, bucket_bytes)
+    _check_replicas(replicas, trace, network)
     params = trace.meta["n_params"] if scale_params is None else scale_params
     plan = _plan(trace, network, compute, transform_at, sum_at, collective, params, [])
     fabric = fabric_for(network)
@@ -339,6 +362,13 @@ def _check_overlap(overlap: str, bucket_bytes: int) -> None:
         or bucket_bytes < 1
     ):
         raise TransitsimError(f"bucket_bytes must be a positive integer, got {bucket_bytes!r}")
+
+
+def _check_replicas(replicas: str, trace: Trace, network: NetworkSpec) -> None:
+    if replicas not in REPLICAS:
+        raise TransitsimError(f"replicas {replicas!r} is not one of {', '.join(REPLICAS)}")
+    if replicas == "site":
+        check_site_layout(trace, network)
 
 
 def _check_scale(scale_params: int | None, seed: int) -> None:

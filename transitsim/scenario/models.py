@@ -218,6 +218,12 @@ class TraceEntry(_Strict):
     label: str | None = Field(
         None, min_length=1, description="the name every output gives this entry's configuration"
     )
+    replicas: Literal["worker", "site"] = Field(
+        "worker",
+        description="local SGD (H, H-s, L): 'worker', a replica per worker as trained; 'site', "
+        "one replica per datacentre, each site's workers all-reducing every step over its LAN "
+        "(a trace recorded with as many replicas as the network has datacentres)",
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -265,6 +271,7 @@ class TraceFile:
     workers: int
     n_params: int
     label: str | None
+    replicas: str = "worker"  # the entry's layout of local-SGD replicas (replay's replicas)
 
 
 @dataclass(frozen=True)

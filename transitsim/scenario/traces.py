@@ -81,6 +81,7 @@ def resolve_traces(scenario: Scenario, base_dir: Path) -> list[TraceFile]:
                     workers=meta["workers"],
                     n_params=meta["n_params"],
                     label=entry.label,
+                    replicas=entry.replicas,
                 )
             )
         if entry.label and len(entry_configs) > 1:
