@@ -171,9 +171,10 @@ class RunConfig:
     eval_batches: int = 8
     diag_every: int = 50
     ckpt_every: int = 100
-    # 1, not the spec's 4: on a shared 2-core machine 2 threads ran a step 5.2x slower than 1
-    # (benchmarks/bench_threads.py); more ranks or runs at once need one thread each anyway.
-    threads: int = 1
+    # 0 = auto (trainer/loop/threads.py), not the spec's 4: benchmarks/bench_threads.py on 2 cores
+    # measured auto at 0.64x one thread's step quiet (2 threads 0.65x) and 1.07x beside a busy
+    # process, where 2 threads were 2.68x; a fixed count wins only one of the two.
+    threads: int = 0
     device: str = "cpu"
     tokenizer: str = "char"  # char | bpe (byte-level BPE, spec §2.1) for path corpora
     vocab_size: int = 4096  # BPE vocabulary when tokenizer == "bpe"
