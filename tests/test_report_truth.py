@@ -540,3 +540,42 @@ def test_winner_map_calls_overlapping_seed_intervals_a_tie() -> None:
     )
     cells = [str(c) for trace in fig.data for c in np.asarray(trace.text).ravel()]
     assert sum("tie" in c for c in cells) == 1, cells  # the overlapping point only
+
+
+def test_winner_map_calls_a_tie_with_a_wide_interval_behind_the_runner_up() -> None:
+    """two-datacentres-local-sgd at 1 Gb/s x 5,000 km: H-s 15.82 s [10.43, 21.20], L 32.69 s
+    (tight), H every 50 37.31 s [5.20, 69.42]. The verdict ties H-s with H (intervals overlap)
+    though L, the runner-up by mean, is clear of it; the map must say tie as well."""
+    from transitsim.report.winner_grid import heatmap_map
+
+    rows = []
+    for rate, wide in ((1e9, True), (10e9, False)):
+        for config, variant, mean, lo, hi in (
+            ("hs", "H-s", 15.82, 10.43, 21.20),
+            ("l", "L", 32.69, 32.68, 32.70),
+            ("h", "H", 37.31, 5.20 if wide else 37.3, 69.42 if wide else 37.32),
+        ):
+            rows.append(
+                {
+                    "config": config,
+                    "variant": variant,
+                    "network": f"2dc[rate={rate:g}]",
+                    "wan_link.rate": rate,
+                    "wan_link.length": 5e6,
+                    "target": 3.0,
+                    "time_to_target_s": mean,
+                    "time_to_target_s_lo": lo,
+                    "time_to_target_s_hi": hi,
+                }
+            )
+    fig = heatmap_map(
+        pd.DataFrame(rows),
+        ["wan_link.rate", "wan_link.length"],
+        [],
+        [3.0],
+        {"hs": "H-s Streaming DiLoCo", "l": "L SparseLoCo", "h": "H DiLoCo every 50"},
+        {"hs": "#000000", "l": "#f0e442", "h": "#d55e00"},
+    )
+    cells = [str(c) for trace in fig.data for c in np.asarray(trace.text).ravel()]
+    assert sum("tie" in c for c in cells) == 1, cells  # only where H's range reaches H-s's
+    assert any("2.07x" in c and "tie" in c for c in cells), cells

@@ -10,6 +10,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from transitsim.analysis.outcomes import DEFAULT_TIE_MARGIN
+from transitsim.analysis.uncertainty import overlaps
 from transitsim.analysis.verdict import winners
 from transitsim.report.common import ordered, short, text
 from transitsim.report.grid import panel_grid
@@ -59,7 +60,7 @@ def heatmap_map(
             if w.margin < 1 + DEFAULT_TIE_MARGIN or _intervals_overlap(part, w.network):
                 cells[i, j] = f"{text(tags[w.config])} tie<br>{margin}"
                 hover[i, j] = (
-                    f"{name} ties with the next ({margin}: within 1 % or seed ranges overlap)"
+                    f"{name} ties ({margin} to the next: within 1 %, or a seed range overlaps its)"
                 )
             else:
                 cells[i, j] = f"{text(tags[w.config])}<br>{margin}"
@@ -117,14 +118,21 @@ def heatmap_map(
 
 
 def _intervals_overlap(part: pd.DataFrame, network: str) -> bool:
-    """Whether the two fastest at `network` have seed intervals that overlap (the verdict's other
-    tie rule); False where the summary carries no intervals."""
+    """Whether any other configuration's seed interval overlaps the fastest's at `network` (the
+    verdict's other tie rule, outcomes.overlaps, against every contender, not the runner-up by
+    mean alone: a wide interval behind it ties too); False where the summary has no intervals."""
     if not {"time_to_target_s_lo", "time_to_target_s_hi"} <= set(part.columns):
         return False
     rows = part[part["network"] == network].dropna(subset=["time_to_target_s"])
     rows = rows.drop_duplicates("config").sort_values("time_to_target_s", kind="stable")
     if len(rows) < 2:
         return False
-    best, next_ = rows.iloc[0], rows.iloc[1]
-    low, high = next_["time_to_target_s_lo"], best["time_to_target_s_hi"]
-    return bool(pd.notna(low) and pd.notna(high) and low <= high)
+    best = rows.iloc[0]
+    if pd.isna(best["time_to_target_s_lo"]) or pd.isna(best["time_to_target_s_hi"]):
+        return False
+    own = (float(best["time_to_target_s_lo"]), float(best["time_to_target_s_hi"]))
+    others = rows.iloc[1:].dropna(subset=["time_to_target_s_lo", "time_to_target_s_hi"])
+    return any(
+        overlaps(own, (float(lo), float(hi)))
+        for lo, hi in zip(others["time_to_target_s_lo"], others["time_to_target_s_hi"], strict=True)
+    )
