@@ -79,6 +79,19 @@ def idct_chunks(
     return torch.matmul(d_rows.T, torch.matmul(c, d_cols, out=work), out=out)
 
 
+def sub_idct_chunks(
+    x: torch.Tensor, c: torch.Tensor, mats: tuple[torch.Tensor, ...], *, work: torch.Tensor
+) -> torch.Tensor:
+    """x -= idct_chunks(c, mats), in place, with the last matmul's output added into x by the
+    BLAS call itself (beta = 1, alpha = -1): the same product subtracted, bit for bit, without
+    writing it out and reading it back. work: a buffer shaped like c (2-D only)."""
+    if len(mats) == 1:
+        return x.addmm_(c, mats[0], alpha=-1.0)
+    d_rows, d_cols = mats
+    half = torch.matmul(c, d_cols, out=work)
+    return x.baddbmm_(d_rows.T.expand(c.shape[0], -1, -1), half, alpha=-1.0)
+
+
 def transform_rows(chunk_shape: tuple[int, ...], positions: torch.Tensor) -> torch.Tensor:
     """The rows of T = D_m or kron(D_h, D_w) at `positions`, (k, m), without building T.
 

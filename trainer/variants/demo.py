@@ -17,7 +17,8 @@ band gathered from it (top-k, calibrated bands, 64x64 tiles at k = 256).
 Speed without changing a bit of the result: each group keeps its work buffers (transforms, masks,
 quantised input) across steps, since fresh memory of this size is page-faulted in on every use;
 top-k selects with a partition (`topk_mask`) and feeds back and aggregates densely through the
-mask, with the same floating-point operations in the same order as scattering indices would do.
+mask, with the same floating-point operations in the same order as scattering indices would do,
+and transforms, selects and feeds back a cache-sized block of chunks at a time.
 """
 
 import time
@@ -26,10 +27,11 @@ import torch
 
 from trainer.config import RunConfig
 from trainer.variants.accounting import chunk_rule
-from trainer.variants.dct import dct_chunks, idct_chunks
+from trainer.variants.dct import dct_chunks, idct_chunks, sub_idct_chunks
 from trainer.variants.demo_diagnostics import capture_energies, oob_shares, tally_oob
 from trainer.variants.demo_groups import (
     OPTICS_VARIANTS,
+    TOPK_BLOCK_VALUES,
     Group,
     Member,
     Pending,
@@ -274,6 +276,8 @@ class DeMo:
         calib_energy = self.variant == "calib" and in_window
         per_row = group.row_t is not None
         need_coef = (not use_band_matrix and not group.member_rows and not per_row) or calib_energy
+        if self.variant == "topk":  # top-k transforms block by block as it selects (below)
+            need_coef = tally is not None  # the diagnostics' energies need the whole coef
         full = group.delta.shape
         coef = None
         if need_coef:  # into reused buffers: "work" is free again once coef is done
@@ -318,18 +322,8 @@ class DeMo:
                 mm.sumsq += float(row_sq[:, mm.start : mm.stop].sum(dtype=torch.float64))
                 mm.count += L * mm.chunker.numel
 
-        # Top-k: selection (spec §6.2 step 6) as a mask of the chosen positions; what is sent
-        # is the masked coefficients `sent` (zeros elsewhere): the tensor that scattering the
-        # chosen (index, value) pairs would build. Top-k sends values exactly.
         if self.variant == "topk":
-            chosen = self._buffer(group, "chosen", coef.shape, torch.bool)
-            topk_mask(coef, k, scratch=work, out=chosen)
-            sent = self._buffer(group, "sent", full)
-            zero = torch.zeros((), device=self.device)  # +0.0, as scattering into zeros leaves
-            torch.where(chosen, coef, zero, out=sent.view_as(coef))
-            pack, unpack = sparse_wire(k, m)
-            message = Message([sent.view_as(coef), chosen], "gather", pack, unpack)
-            return Pending("topk", message)
+            return self._compress_topk(group)
 
         # Band selection (step 6).
         idx = group.pos_rows.expand(L, group.rows, k)
@@ -350,14 +344,44 @@ class DeMo:
         message = Message([tx], self.band_combine)
         return Pending("band", message, idx=idx, val=val, use_band_matrix=use_band_matrix)
 
+    def _compress_topk(self, group: Group) -> Pending:
+        """Top-k: selection (spec §6.2 step 6) as a mask of the chosen positions; what is sent
+        is the masked coefficients `sent` (zeros elsewhere): the tensor that scattering the
+        chosen (index, value) pairs would build. Top-k sends values exactly.
+
+        Transform, selection and exact feedback (step 8) are all per chunk, so they run a block
+        of TOPK_BLOCK_VALUES at a time: its half-transform, coefficients and magnitudes stay in
+        cache from the forward DCT through the inverse one, where the whole group's buffers
+        (tens of MiB for 64 x 64 tiles) would stream through memory once per pass. Each chunk's
+        matmuls see the same operands, so the values are those of whole-group passes bit for
+        bit; and what is sent does not depend on the exchange, so the feedback need not wait.
+        """
+        L, rows, m = self.local, group.rows, group.m
+        chunks = group.delta.view(L * rows, *group.chunk_shape)
+        sent = self._buffer(group, "sent", group.delta.shape).view_as(chunks)
+        chosen = self._buffer(group, "chosen", (L * rows, m), torch.bool)
+        block = (max(1, TOPK_BLOCK_VALUES // m), *group.chunk_shape)
+        coef = self._buffer(group, "block_coef", block)
+        work = self._buffer(group, "block_work", block)
+        mag = self._buffer(group, "block_mag", block)
+        for start in range(0, L * rows, block[0]):
+            stop = min(start + block[0], L * rows)
+            x, s, n = chunks[start:stop], sent[start:stop], stop - start
+            c = dct_chunks(x, group.mats, out=coef[:n], work=work[:n])
+            picked = topk_mask(c.view(n, m), group.k, scratch=mag[:n], out=chosen[start:stop])
+            # The coefficients' bit patterns times 0 or 1: each chosen value exactly and +0.0
+            # elsewhere, as torch.where(picked, c, 0) gives at several times the cost.
+            torch.mul(c.view(torch.int32), picked.view_as(c), out=s.view(torch.int32))
+            sub_idct_chunks(x, s, group.mats, work=work[:n])
+        pack, unpack = sparse_wire(group.k, m)
+        message = Message([sent.view(L, rows, m), chosen.view(L, rows, m)], "gather", pack, unpack)
+        return Pending("topk", message)
+
     def _feed_back(self, group: Group, pending: Pending, received: list[torch.Tensor]) -> tuple:
         """Error feedback (step 8) of this process's workers; returns what the update needs."""
         cfg, L, k, m = self.cfg, self.local, group.k, group.m
         full = group.delta.shape
-        if pending.kind == "topk":
-            sent = self._buffer(group, "sent", full)
-            coef_buf, work = self._buffer(group, "coef", full), self._buffer(group, "work", full)
-            group.delta.sub_(idct_chunks(sent, group.mats, out=coef_buf, work=work))
+        if pending.kind == "topk":  # fed back as it was compressed
             return ("topk", *received)
 
         aggregate = received[0] if self.band_combine == "sum" else received[0].sum(0)

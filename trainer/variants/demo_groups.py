@@ -21,6 +21,7 @@ from trainer.variants.selection import FIXED_SHAPES
 DEMO_VARIANTS = ("topk", "band", "calib", "optics", "optics_switch", "moving")
 OPTICS_VARIANTS = ("optics", "optics_switch")
 ROW_T_MAX_VALUES = 1 << 26  # G rotating: per-row band rows up to 256 MiB, else gather the DCT
+TOPK_BLOCK_VALUES = 1 << 17  # B: chunk values per block of its step (512 KiB; 2^16..2^18 tried)
 FEEDBACK_BY_VARIANT = {
     "topk": ("exact",),
     "band": ("exact",),
