@@ -107,6 +107,7 @@ class Style:
     listed: bool = True  # a clause for the listed networks beside a grid's
     prefix: bool = True  # "with or without overlap: " before what holds for every held value
     tail: str = "full"  # full | short | none
+    along: bool = True  # a 1-D sweep told run by run along its axis (False: the leader only)
 
 
 def _who(b: Board, outcome: Outcome, style: Style, verb: bool) -> str:
@@ -248,7 +249,7 @@ def _part_clause(b: Board, part: str, style: Style) -> str:
     noun = "listed networks" if listed else "grid points"
 
     def describe(found: list[Outcome]) -> str:
-        if not listed and len(b.sweep) == 1:
+        if not listed and len(b.sweep) == 1 and style.along:
             return _along(b, found, style)
         if not style.detailed:
             return _leader(b, found, style, noun)
@@ -352,6 +353,9 @@ STYLES = (  # the most said first; the first that fits in two lines is the sente
     replace(_TERSE, tail="short"),
     replace(_TERSE, own=0, tail="short"),
     replace(_TERSE, own=0, tail="none"),
+    # a 1-D sweep whose runs of tied winners do not fit: who leads, pooled over the axis
+    replace(_POOLED, along=False, tail="short"),
+    replace(_TERSE, along=False, own=0, tail="short"),
 )
 
 
