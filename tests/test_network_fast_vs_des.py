@@ -177,19 +177,21 @@ def _faults(rng: np.random.Generator, network: NetworkSpec, start, time_s: float
 def test_fast_paths_equal_the_des_with_link_faults(algo):
     """Outages on random links: where "auto" stays fast, every finish, the critical path's
     wait and bottleneck, and each link's busy time and bytes equal the DES's."""
-    fast_count = held_up = 0
+    fast_count = held_up = failover = 0
     for seed in range(CONFIGS):
         network, exchange, start = _case(algo, seed)
         clean = simulate_exchange(network, exchange, start_s=start)
         faults = _faults(np.random.default_rng([seed, 99]), network, start, clean.time_s)
         auto = simulate_exchange(network, exchange, start_s=start, faults=faults)
+        failover += any("#" in f.link for f in faults)  # one of parallel links: often the DES
         if auto.method != "fast":
             continue
         fast_count += 1
         held_up += bool(np.max(auto.finish_s - clean.finish_s) > 1e-12)
         des = simulate_exchange(network, exchange, start_s=start, faults=faults, method="des")
         assert_engines_agree(auto, des, seed)
-    assert fast_count >= 0.5 * CONFIGS, f"only {fast_count} of {CONFIGS} took the fast path"
+    eligible = CONFIGS - failover  # tests/test_parallel_links.py times failover
+    assert fast_count >= 0.5 * eligible, f"only {fast_count} of {eligible} took the fast path"
     assert held_up >= 0.25 * fast_count, f"faults held up only {held_up} of {fast_count}"
 
 

@@ -59,7 +59,7 @@ def _background(rng: np.random.Generator, network: NetworkSpec, span_s: float) -
 
 @pytest.mark.parametrize("algo", COLLECTIVE_ALGOS)
 def test_the_host_stage_on_the_fast_paths_equals_the_des_with_faults_and_background(algo):
-    fast_count = host_bound = shared_hosts = held_up = forms = 0
+    fast_count = host_bound = shared_hosts = held_up = forms = failover = 0
     for seed in range(CONFIGS):
         network, exchange, start = _case(algo, seed)
         rng = np.random.default_rng([seed, 25])
@@ -79,12 +79,14 @@ def test_the_host_stage_on_the_fast_paths_equals_the_des_with_faults_and_backgro
         des = simulate_exchange(network, exchange, start_s=start, faults=faults, method="des")
         host_bound += network.host.rate_bps < network.host_link.available_bps  # caps flows
         shared_hosts += network.host.ranks_per_host > 1
+        failover += any("#" in f.link for f in faults)  # tests/test_parallel_links.py
         if auto.method != "fast":
             continue
         fast_count += 1
         held_up += bool(np.max(auto.finish_s - clean.finish_s) > 1e-12)
         assert_engines_agree(auto, des, seed)
-    assert fast_count >= 0.4 * CONFIGS, f"only {fast_count} of {CONFIGS} took the fast path"
+    eligible = CONFIGS - failover  # one of parallel links down: failover, often the DES
+    assert fast_count >= 0.4 * eligible, f"only {fast_count} of {eligible} took the fast path"
     assert host_bound >= 0.2 * CONFIGS, f"the host capped flows in only {host_bound}"
     assert shared_hosts >= 0.1 * CONFIGS, f"only {shared_hosts} shared a host"
     assert held_up >= 0.2 * fast_count, f"faults held up only {held_up} of {fast_count}"

@@ -198,7 +198,14 @@ def _common_rate(fabric: Fabric, paths: list[Path]) -> float:
     if not paths:
         return math.inf
     common = set.intersection(*(fabric.path_resources(p) for p in paths))
-    return min((fabric.resources[r].rate_bps for r in common), default=math.inf)
+    share = {r: w for hop in paths[0].hops for r, w in zip(hop.resources, hop.weights, strict=True)}
+    return min(  # a striped parallel link carries its share of each message: k of them, k x
+        (
+            fabric.resources[r].rate_bps / (share[r] if r in fabric.bundle_of else 1.0)
+            for r in common
+        ),
+        default=math.inf,
+    )
 
 
 def _tree(fabric: Fabric, exchange: Exchange, w: Weights) -> float:

@@ -44,6 +44,7 @@ from transitsim.base.errors import TransitsimError
 from transitsim.network.des.engine import Timing, assign_paths, run_des, unshared_timing
 from transitsim.network.exchange_spec import Exchange, validate_exchange
 from transitsim.network.fabric import PLAIN, XFORM_PLUGGABLE, XFORM_SWITCH, Fabric, Path, Weights
+from transitsim.network.failover import with_failover
 from transitsim.network.fast.hierarchical import MessageTable, run_fast_hier
 from transitsim.network.fast.in_step import host_shares, switch_shares
 from transitsim.network.fast.maxplus import Linear, ring_linear, switch_linear
@@ -130,14 +131,15 @@ class ExchangeResult:
 _FABRICS: dict[str, Fabric] = {}
 
 
-def fabric_for(network: NetworkSpec) -> Fabric:
-    """The built network, cached by its (frozen, deterministic) description."""
-    key = repr(network)
+def fabric_for(network: NetworkSpec, excluded: frozenset[str] = frozenset()) -> Fabric:
+    """The built network, cached by its (frozen, deterministic) description; `excluded`: parallel
+    links left out of every stripe (down for the whole exchange, network/failover.py)."""
+    key = repr(network) + (repr(sorted(excluded)) if excluded else "")
     fabric = _FABRICS.get(key)
     if fabric is None:
         if len(_FABRICS) >= 8:
             _FABRICS.pop(next(iter(_FABRICS)))
-        fabric = _FABRICS[key] = Fabric(network)
+        fabric = _FABRICS[key] = Fabric(network, excluded)
     return fabric
 
 
@@ -291,29 +293,48 @@ def simulate_exchange(
         return _des(fabric, exchange, weights, start, resource_faults, record_utilisation, clock_s)
 
     reason = "no fast path for this collective"
-    if method != "des" and exchange.algo in ("ring_allreduce", "ring_allgather"):
-        fast = _fast_ring(fabric, exchange, weights, start, resource_faults, record_utilisation)
-        if isinstance(fast, ExchangeResult):
-            return fast
-        reason = fast
-    if method != "des" and exchange.algo == "switch_sum":
-        fast = _fast_switch(fabric, exchange, weights, start, resource_faults, record_utilisation)
-        if isinstance(fast, ExchangeResult):
-            return fast
-        reason = fast
-    if method != "des" and exchange.algo == "hierarchical":
-        fast = _fast_hier(fabric, exchange, weights, start, resource_faults, record_utilisation)
-        if isinstance(fast, ExchangeResult):
-            return fast
-        reason = fast
-    if method != "des" and exchange.algo in TREE_ALGOS:
-        fast = _fast_tree(fabric, exchange, weights, start, resource_faults, record_utilisation)
+    if method != "des":
+        fast = _fast_failover(fabric, exchange, weights, start, resource_faults, record_utilisation)
         if isinstance(fast, ExchangeResult):
             return fast
         reason = fast
     if method == "fast":
         raise TransitsimError(f"method 'fast' would not be exact here: {reason}; use 'des'")
     return _des(fabric, exchange, weights, start, resource_faults, record_utilisation)
+
+
+def _fast_failover(fabric, exchange, weights, start, faults, record) -> "ExchangeResult | str":
+    """The fast path with parallel links down for the whole exchange left out (failover.py)."""
+
+    def same_plan(reduced: Fabric) -> bool:  # a tree's chunk spacing is planned all links up
+        if exchange.algo not in TREE_ALGOS:
+            return True
+        size = exchange.payload_bytes
+        return tree_spacing_on(fabric, exchange.algo, size, weights) == tree_spacing_on(
+            reduced, exchange.algo, size, weights
+        )
+
+    return with_failover(
+        fabric,
+        faults,
+        float(start.min()),
+        functools.partial(fabric_for, fabric.network),
+        lambda f: _fast(f, exchange, weights, start, faults, record),
+        same_plan,
+    )
+
+
+def _fast(fabric, exchange, weights, start, faults, record) -> "ExchangeResult | str":
+    """The collective's fast path, or why it would not be exact."""
+    if exchange.algo in ("ring_allreduce", "ring_allgather"):
+        return _fast_ring(fabric, exchange, weights, start, faults, record)
+    if exchange.algo == "switch_sum":
+        return _fast_switch(fabric, exchange, weights, start, faults, record)
+    if exchange.algo == "hierarchical":
+        return _fast_hier(fabric, exchange, weights, start, faults, record)
+    if exchange.algo in TREE_ALGOS:
+        return _fast_tree(fabric, exchange, weights, start, faults, record)
+    return "no fast path for this collective"
 
 
 def _des(fabric, exchange, weights, start, faults, record, clock_s=0.0) -> ExchangeResult:
@@ -445,7 +466,7 @@ _HIER: dict[tuple, tuple] = {}
 
 def hier_dag(fabric: Fabric, exchange: Exchange, weights: Weights) -> tuple:
     """hierarchical's schedule, layout and compiled paths, built once per network and exchange."""
-    key = (repr(fabric.network), exchange)
+    key = (repr(fabric.network), fabric.excluded, exchange)
     built = _HIER.get(key)
     if built is None:
         if len(_HIER) >= 4:
@@ -484,7 +505,7 @@ def tree_dag(fabric: Fabric, exchange: Exchange, weights: Weights) -> tuple:
     """A tree all-reduce's schedule, compiled paths, time table and its link groups (or why
     sharing them per link would not be exact: then the DES), built once per network and
     exchange."""
-    key = (repr(fabric.network), exchange)
+    key = (repr(fabric.network), fabric.excluded, exchange)
     built = _TREES.get(key)
     if built is None:
         if len(_TREES) >= 4:

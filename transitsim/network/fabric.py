@@ -56,6 +56,9 @@ class Hop:
     limit: int  # index of the resource that sets rate_bps (-1: none)
     store_s_per_bit: float = 0.0  # store-and-forward: sum of 1 / ingress rate over the switches
     packet_bits: float = 0.0  # ... each of which holds one packet (MTU) before sending it on
+    # with parallel links: per resource, the weight it would carry alone (a striped link's
+    # weight times its bundle's size; the DES restripes over the links that are up); () = none
+    bases: tuple[float, ...] = ()
 
     def post_for(self, bits: float) -> float:
         """The delay after the last bit left: post_s plus, per store-and-forward switch, one
@@ -94,10 +97,16 @@ def _tie_wins(resource: Resource, current: int, fabric: "Fabric") -> bool:
 
 
 class Fabric:
-    """Stages and routes of one NetworkSpec; compiles (src, dst, kind) into Paths."""
+    """Stages and routes of one NetworkSpec; compiles (src, dst, kind) into Paths.
 
-    def __init__(self, network: NetworkSpec):
+    Parallel links between two nodes (a bundle) are striped: every message crosses each link of
+    the bundle with an even share of its bytes (docs/engine.md "Parallel links"). `excluded`
+    names links left out of every stripe (down for a whole exchange: the fast paths' failover).
+    """
+
+    def __init__(self, network: NetworkSpec, excluded: frozenset[str] = frozenset()):
         self.network = network
+        self.excluded = excluded
         self.graph = build_topology(network)
         self.resources: list[Resource] = []
         self.links: dict[str, Link] = {}
@@ -123,6 +132,13 @@ class Fabric:
                 if spec.background is not None and spec.background.greedy_flows:
                     self.greedy[link.resource.index] = spec.background.greedy_flows
             self.edge_links[(u, v)] = links
+        # per resource of a bundle of parallel links: every resource of its bundle
+        self.bundle_of: dict[int, tuple[int, ...]] = {}
+        for links in self.edge_links.values():
+            if len(links) > 1:
+                bundle = tuple(link.resource.index for link in links)
+                for r in bundle:
+                    self.bundle_of[r] = bundle
         self.pluggables = [self._pluggable(h) for h in self.hosts]
         self.endpoints = self._endpoints()  # per worker: its host's endpoint (None: no host)
         self.switches = {name: self._switch(name) for name in self.switch_names}
@@ -229,14 +245,19 @@ class Fabric:
         return best[2]
 
     def route_links(self, src: str, dst: str) -> list[Link]:
-        """The directed links along the route; parallel links chosen by the owning host."""
+        """The directed links along the route, the first striped link of each bundle."""
+        return [bundle[0] for bundle in self.route_bundles(src, dst)]
+
+    def route_bundles(self, src: str, dst: str) -> list[list[Link]]:
+        """Per edge of the route, the links a message is striped over: every parallel link
+        but the excluded ones (all of them, if every one is excluded)."""
         nodes = self.route(src, dst)
-        owner = self.graph.nodes[src if self.is_host(src) else dst].get("worker", 0)
-        links = []
+        bundles = []
         for u, v in zip(nodes, nodes[1:], strict=False):
             parallel = self.edge_links[(u, v)]
-            links.append(parallel[owner % len(parallel)])
-        return links
+            kept = [link for link in parallel if link.name not in self.excluded]
+            bundles.append(kept or parallel)
+        return bundles
 
     def aggregation_switch(self) -> str:
         """The switch in-network all-reduce sums at: the one switch, or the spine."""
@@ -273,6 +294,7 @@ class Fabric:
         parts: list[tuple[Resource, float]],
         post_s: float,
         store_s_per_bit: float = 0.0,
+        bases: tuple[float, ...] = (),
     ) -> Hop:
         rate, limit = math.inf, -1
         for resource, weight in parts:
@@ -290,6 +312,7 @@ class Fabric:
             limit,
             store_s_per_bit,
             self.network.switch.mtu_bytes * 8.0 if store_s_per_bit else 0.0,
+            bases,
         )
 
     def _compile(self, src: str, dst: str, kind: int, weights: Weights) -> Path:
@@ -318,12 +341,20 @@ class Fabric:
                     parts.append((endpoint.receive, 1.0))  # the band back into the host
         if kind == LOCAL_XFORM:
             return Path((self._hop(pre_s, parts, post_s),), transform_latency_s, 0.0, 0.0)
-        links = self.route_links(src, dst)
-        for position, link in enumerate(links):
+        bases: list[float] = [w for _, w in parts]
+        striped = False
+        for position, bundle in enumerate(self.route_bundles(src, dst)):
+            link = bundle[0]
             on_uplink_dense = kind == XFORM_SWITCH and position == 0
-            parts.append((link.resource, weights.dense if on_uplink_dense else 1.0))
-            pre_s += link.overhead_s
-            post_s += link.propagation_s
+            base = weights.dense if on_uplink_dense else 1.0
+            count = len(bundle)
+            striped |= len(self.edge_links[(link.src, link.dst)]) > 1
+            for member in bundle:  # an even share of the bytes on each striped link
+                parts.append((member.resource, base / count if count > 1 else base))
+                bases.append(base)
+            # the stripes move in lockstep: the message pays the slowest link's fixed delays
+            pre_s += max(member.overhead_s for member in bundle)
+            post_s += max(member.propagation_s for member in bundle)
             if self.is_host(link.dst):
                 continue
             switch = self.switches[link.dst]
@@ -332,22 +363,26 @@ class Fabric:
                 if src not in switch.port_transforms:
                     raise TransitsimError(f"switch {switch.name} has no port transform")
                 parts.append((switch.port_transforms[src], weights.padded))
+                bases.append(weights.padded)
                 post_s += switch.transform_latency_s
                 transform_latency_s += switch.transform_latency_s
             if link.dst == dst and switch.aggregator is not None:
                 parts.append((switch.aggregator, 1.0))
+                bases.append(1.0)
             if saf and link.dst != dst:  # holds one packet from this link, then sends it on
                 # at the payload rate (after efficiency); background traffic slows a flow's
                 # share, not the serialisation of each of its packets
-                store += 1.0 / link.spec.payload_bps
+                store += max(1.0 / member.spec.payload_bps for member in bundle)
         if self.is_host(dst):
             target = self.pluggables[self.graph.nodes[dst]["worker"]]
             if target is not None:
                 parts.append((target.lanes_in, 1.0))
+                bases.append(1.0)
             receiver = self.endpoints[self.graph.nodes[dst]["worker"]]
             if receiver is not None and receiver.receive is not None:
                 parts.append((receiver.receive, 1.0))
-        hops.append(self._hop(pre_s, parts, post_s, store))
+                bases.append(1.0)
+        hops.append(self._hop(pre_s, parts, post_s, store, tuple(bases) if striped else ()))
         send_factor = (weights.dense if kind == XFORM_SWITCH else 1.0) if self.is_host(src) else 0.0
         recv_factor = 1.0 if self.is_host(dst) else 0.0
         return Path(tuple(hops), transform_latency_s, send_factor, recv_factor)

@@ -155,7 +155,7 @@ def run_des(
     capacity, changes = capacity_schedule(
         list(fabric.capacities()), faults, fabric.backgrounds, initial, clock_s
     )
-    engine = FluidEngine(env, np.asarray(capacity), record, fabric.greedy)
+    engine = FluidEngine(env, np.asarray(capacity), record, fabric.greedy, fabric.bundle_of)
     ready = np.full(count, np.nan)
     free = np.full(count, np.nan)
     arrive = np.full(count, np.nan)
@@ -218,7 +218,8 @@ def run_des(
 
     def transfer(m: int, h: int, t: float) -> None:
         hop = hops_of[m][h]
-        engine.start(hop.resources, hop.weights, bits[m], lambda *a: transferred(m, h, *a), t)
+        done = lambda *a: transferred(m, h, *a)  # noqa: E731
+        engine.start(hop.resources, hop.weights, bits[m], done, t, hop.bases)
 
     def transferred(m: int, h: int, t: float, stalled_s: float, bound: int) -> None:
         if bound >= 0:
@@ -251,17 +252,32 @@ def run_des(
         arrived[0] += 1
         satisfied(arrival_next[arrival_ptr[m] : arrival_ptr[m + 1]], t)
 
-    # Capacity changes one at a time, each scheduled as the one before it takes effect, and none
-    # once every message has arrived (a background series may hold 100,000 rows). Urgent: at a
-    # tie they come before every other event, as they did when all were scheduled first.
-    def next_change(_e: object = None, pending: tuple | None = None) -> None:
+    # Capacity changes one instant at a time, each scheduled as the one before it takes effect,
+    # and none once every message has arrived (a background series may hold 100,000 rows).
+    # Urgent: at a tie they come before every other event, as they did when all were scheduled
+    # first. Changes of one instant are applied together (parallel links restripe once).
+    ahead = [next(changes, None)]
+
+    def batch() -> list | None:
+        first = ahead[0]
+        if first is None:
+            return None
+        taken = [first]
+        while True:
+            change = next(changes, None)
+            if change is None or change[0] != first[0]:
+                ahead[0] = change
+                return taken
+            taken.append(change)
+
+    def next_change(_e: object = None, pending: list | None = None) -> None:
         if pending is not None:
-            engine.set_capacity(pending[1], pending[2])
+            engine.set_capacities([(c[1], c[2]) for c in pending])
         if arrived[0] >= count:
             return
-        change = next(changes, None)
-        if change is not None:
-            env.at(change[0], lambda e, c=change: next_change(e, c), urgent=True)
+        taken = batch()
+        if taken is not None:
+            env.at(taken[0][0], lambda e, c=taken: next_change(e, c), urgent=True)
 
     next_change()
     for m in np.flatnonzero(np.asarray(waiting) == 0).tolist():

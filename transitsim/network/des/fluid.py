@@ -13,6 +13,11 @@ floating-point number the per-phase recurrence (`fast/ring.py`) computes. Caller
 times explicitly; a flow that would end within rounding (`SETTLE_REL`) of a new flow's start on
 a shared resource is settled at its projected finish first, so an overlap of a few ulps between
 back-to-back transfers never turns into contention.
+
+Parallel links (a bundle, `bundles`): a flow striped over a bundle crosses only its links that
+are up, each with an even share (`Hop.bases` / links up). When one goes down or comes back, the
+flows on the bundle are restriped at once with the bits they have left (failover); with every
+link of the bundle down they keep their links and stand still, as on a single link.
 """
 
 import math
@@ -133,11 +138,13 @@ class Flow:
         "alive",
         "stalled_s",
         "bound",
+        "route",
     )
 
-    def __init__(self, resources, weights, bits, now, on_done):
+    def __init__(self, resources, weights, bits, now, on_done, route=None):
         self.resources = resources
         self.weights = weights
+        self.route = route  # striped: (all resources, compiled weights, bases); else None
         self.remaining_bits = bits
         self.rate = -1.0  # not yet shared
         self.t_ref = now
@@ -158,8 +165,10 @@ class FluidEngine:
         capacities_bps: np.ndarray,
         record: bool = False,
         greedy: dict[int, int] | None = None,
+        bundles: dict[int, tuple[int, ...]] | None = None,
     ):
         self.env = env
+        self.bundles = dict(bundles or {})  # per resource of parallel links: its bundle
         self.capacity = [float(c) for c in capacities_bps]
         # per resource: greedy background flows that always have data and take their max-min
         # share beside the training flows (never finish, carry no training bytes)
@@ -184,16 +193,22 @@ class FluidEngine:
         bits: float,
         on_done: Callable[[float, float, int], None],
         time_s: float | None = None,
+        bases: tuple[float, ...] = (),
     ) -> Flow:
         """Begin a transfer of `bits` payload bits at logical time `time_s` (>= now, default now).
 
         `on_done(t, stalled_s, bound)` runs when its last bit is sent: t is that exact time,
-        stalled_s how long it was stopped by a fault, bound the resource that last set its rate."""
+        stalled_s how long it was stopped by a fault, bound the resource that last set its rate.
+        bases: striped over parallel links (`Hop.bases`): it crosses only those that are up."""
         now = self.env.now if time_s is None else time_s
         for r in resources:  # transfers over by now (to rounding) leave before this one joins
             for other in [f for f in self.flows_on[r] if settled(f.finish, now)]:
                 self._complete(other)
-        flow = Flow(resources, weights, bits, now, on_done)
+        route = None
+        if bases:
+            route = (resources, weights, bases)
+            resources, weights = self._striped(route, None)
+        flow = Flow(resources, weights, bits, now, on_done, route)
         for r, w in zip(resources, weights, strict=True):
             if not self.flows_on[r]:
                 self.busy_since[r] = self.env.now
@@ -204,9 +219,35 @@ class FluidEngine:
 
     def set_capacity(self, resource: int, rate_bps: float) -> None:
         """Change a resource's capacity now (a link going down or coming back)."""
+        was_up = self.capacity[resource] > 0
         self.capacity[resource] = rate_bps
-        if self.flows_on[resource]:
+        bundle = self.bundles.get(resource)
+        if bundle is not None and was_up != (rate_bps > 0):
+            self._restripe(bundle)
+        elif self.flows_on[resource]:
             self._share((resource,))
+
+    def set_capacities(self, changes: list[tuple[int, float]]) -> None:
+        """Changes that take effect at one instant; parallel links restriped once after all of
+        them (a fault on a whole bundle stops its flows where they are, on every link)."""
+        if not any(r in self.bundles for r, _ in changes):
+            for r, rate_bps in changes:
+                self.set_capacity(r, rate_bps)
+            return
+        toggled: dict[tuple[int, ...], None] = {}
+        seeds = []
+        for r, rate_bps in changes:
+            was_up = self.capacity[r] > 0
+            self.capacity[r] = rate_bps
+            bundle = self.bundles.get(r)
+            if bundle is not None and was_up != (rate_bps > 0):
+                toggled[bundle] = None
+            elif self.flows_on[r]:
+                seeds.append(r)
+        for bundle in toggled:
+            self._restripe(bundle)
+        if seeds:
+            self._share(seeds)
 
     def close(self) -> None:
         """Account busy time of resources still in use (none after a complete run)."""
@@ -217,6 +258,76 @@ class FluidEngine:
                 self.busy_since[r] = now
 
     # --- internals ----------------------------------------------------------------------------
+
+    def _striped(self, route: tuple, current: tuple | None) -> tuple[tuple, tuple]:
+        """A striped flow's resources and weights now: each bundle's links that are up with an
+        even share; a bundle with none up keeps what it had (all of it, for a new flow)."""
+        resources, weights, bases = route
+        up: dict[tuple[int, ...], int] = {}
+        for r in resources:
+            bundle = self.bundles.get(r)
+            if bundle is not None and bundle not in up:
+                up[bundle] = sum(1 for b in bundle if self.capacity[b] > 0)
+        held = set(current[0]) if current is not None else set(resources)
+        kept_r, kept_w = [], []
+        for r, w, base in zip(resources, weights, bases, strict=True):
+            bundle = self.bundles.get(r)
+            if bundle is None:
+                kept_r.append(r)
+                kept_w.append(w)
+            elif up[bundle] == len(bundle):
+                kept_r.append(r)
+                kept_w.append(w)  # the compiled share, bit for bit
+            elif up[bundle] == 0:
+                if r in held:
+                    kept_r.append(r)
+                    kept_w.append(w if current is None else current[1][current[0].index(r)])
+            elif self.capacity[r] > 0:
+                kept_r.append(r)
+                kept_w.append(base / up[bundle] if up[bundle] > 1 else base)
+        return tuple(kept_r), tuple(kept_w)
+
+    def _restripe(self, bundle: tuple[int, ...]) -> None:
+        """Move the flows striped over `bundle` onto its links that are up, with the bits they
+        have left (their bytes move with them)."""
+        now = self.env.now
+        flows: dict[Flow, None] = {}
+        for r in bundle:
+            flows.update(self.flows_on[r])
+        seeds = set(bundle)
+        for flow in flows:
+            if flow.route is None:
+                continue
+            resources, weights = self._striped(flow.route, (flow.resources, flow.weights))
+            if resources == flow.resources and weights == flow.weights:
+                continue
+            elapsed = now - flow.t_ref
+            if flow.rate > 0 and elapsed > 0:
+                flow.remaining_bits = max(0.0, flow.remaining_bits - flow.rate * elapsed)
+            elif flow.rate == 0 and elapsed > 0:
+                flow.stalled_s += elapsed
+            flow.t_ref = max(now, flow.t_ref)
+            flow.rate = -1.0  # shared afresh below
+            left = flow.remaining_bits / 8.0
+            for r, w in zip(flow.resources, flow.weights, strict=True):
+                self.bytes[r] -= w * left
+                if r not in resources:
+                    self.flows_on[r].pop(flow, None)
+                    if not self.flows_on[r]:
+                        self.busy_s[r] += now - self.busy_since[r]
+            for r, w in zip(resources, weights, strict=True):
+                self.bytes[r] += w * left
+                if not self.flows_on[r]:
+                    self.busy_since[r] = now
+                self.flows_on[r][flow] = None
+            seeds.update(flow.resources)
+            flow.resources, flow.weights = resources, weights
+        busy = [r for r in seeds if self.flows_on[r]]
+        if busy:
+            self._share(busy)
+        if self.record:
+            for r in seeds:
+                self._sample(r, now)
 
     def _component(self, seeds: Iterable[int]) -> tuple[list[Flow], set[int]]:
         """Flows connected to the seed resources through shared resources (transitively)."""
