@@ -39,7 +39,8 @@ def test_the_walk_finds_the_nested_models() -> None:
     names = {model.__name__ for model in scenario_models()}
     assert {"Scenario", "NetworkModel", "LinkModel", "TransformModel", "VerdictModel"} <= names
     assert "HostModel" in names  # the network's host: block (issue 25)
-    assert len(names) == 19
+    assert {"NcclModel", "ProtocolModel"} <= names  # the network's nccl: block (issue 24)
+    assert len(names) == 21
 
 
 @pytest.mark.parametrize("model", scenario_models(), ids=lambda m: m.__name__)

@@ -132,3 +132,70 @@ def network_yaml(
     )
     body = yaml.safe_dump(mapping, sort_keys=False, default_flow_style=False, width=100)
     return "\n".join(lines) + "\n" + body, mapping, index
+
+
+def protocol_line(calibration, index: int) -> str:
+    """One fitted NCCL protocol in words (--model nccl): its rows, latency, channel rate."""
+    fit = calibration.fits[index]
+    plateau = (
+        f", fewer channels below {size_text(fit.channel_bytes * calibration.channels)} "
+        f"({size_text(fit.channel_bytes)} a channel)"
+        if fit.channel_bytes
+        else ""
+    )
+    return (
+        f"{fit.protocol}: fitted on {size_text(fit.first_bytes)} .. {size_text(fit.last_bytes)} "
+        f"({fit.rows} rows): latency {fit.latency_s * 1e6:.4g} us per link, channel rate "
+        f"{fit.channel_rate_bps / 1e9:,.4g} Gb/s x {calibration.channels} channels = "
+        f"{fit.channel_rate_bps * calibration.channels / 1e9:,.4g} Gb/s{plateau}"
+    )
+
+
+def nccl_network_yaml(
+    calibration, name: str | None = None, command: str = "transitsim calibrate"
+) -> tuple[str, dict]:
+    """(YAML text, the mapping) of an NCCL-mode calibration (calibrate/nccl_fit.py): one file
+    for every size, the protocol chosen by size as `auto` chooses."""
+    name = name or default_name(calibration)
+    spec = calibration.network(name)
+    link = Link(calibration.payload_bps, spec.host_link.latency_s, calibration.line_bps)
+    where = "one switch" if calibration.shape.topology == "switch" else "a leaf switch per host"
+    description = (
+        f"{calibration.collective} calibrated from measured tables "
+        f"({', '.join(t.source.rsplit('/', 1)[-1] for t in calibration.tables)}) in NCCL mode "
+        f"({', '.join(f.protocol for f in calibration.fits)} over {calibration.channels} "
+        f"channels), as {calibration.algo} on {where}"
+    )
+    mapping = network_dict(link, calibration.shape, name, description)
+    assert spec.nccl is not None
+    protocols = {}
+    for fit in calibration.fits:
+        one = spec.nccl.spec(fit.protocol)
+        protocols[fit.protocol] = {
+            "efficiency": float(f"{one.efficiency:.12g}"),
+            "latency": time_text(one.latency_s),
+            "channel_rate": rate_text(one.channel_rate_bps),
+            "channel_bytes": int(one.channel_bytes),
+        }
+    mapping["nccl"] = {
+        "protocol": "auto",
+        "protocols": [f.protocol for f in calibration.fits],
+        "channels": calibration.channels,
+        **protocols,
+    }
+    worst = calibration.worst("fit")
+    lines = [
+        f"# Calibrated by `{command} --model nccl`.",
+        f"# Every rank is a host with one link to {where}; transitsim's {calibration.algo} in",
+        f"# NCCL mode reproduces the measured {calibration.collective} times of these tables:",
+    ]
+    for table in calibration.tables:
+        lines.append(f"#   {table.source}: {table.ranks} ranks, {len(table.rows)} rows")
+    lines.append(
+        f"# Fitted on rows of at least {size_text(calibration.min_size)}: "
+        f"{len(calibration.fits)} protocol(s), {calibration.parameters} fitted parameters, "
+        f"worst |error| {(worst or math.nan) * 100:.1f} %."
+    )
+    lines += [f"#   {protocol_line(calibration, i)}" for i in range(len(calibration.fits))]
+    body = yaml.safe_dump(mapping, sort_keys=False, default_flow_style=False, width=100)
+    return "\n".join(lines) + "\n" + body, mapping

@@ -7,13 +7,14 @@ import pandas as pd
 
 from transitsim.calibrate.fit import Calibration, busbw_gbps
 from transitsim.calibrate.nccl_tests import Row
-from transitsim.calibrate.network_file import regime_line, size_text
+from transitsim.calibrate.network_file import protocol_line, regime_line, size_text
 
 COLUMNS = {
     "size_bytes": "Size",
     "ranks": "Ranks",
     "role": "Row",
     "regime": "Regime",
+    "protocol": "Protocol",
     "measured_us": "Measured (us)",
     "predicted_us": "Predicted (us)",
     "error": "Error",
@@ -36,14 +37,18 @@ def comparison_frame(calibration: Calibration) -> pd.DataFrame:
     """One row per measured size: raw numbers (times in microseconds, bandwidths in GB/s; the
     measured algbw and busbw as the table printed them)."""
     records = []
-    for point, predicted in zip(calibration.points, calibration.predicted_s, strict=True):
+    nccl = hasattr(calibration, "protocol_at")  # --model nccl: the protocol auto took
+    for index, (point, predicted) in enumerate(
+        zip(calibration.points, calibration.predicted_s, strict=True)
+    ):
         size, ranks, collective = point.row.size_bytes, point.ranks, calibration.collective
         records.append(
             {
                 "size_bytes": size,
                 "ranks": ranks,
                 "role": point.role,
-                "regime": calibration.regime_for(size) + 1,
+                "regime": 0 if nccl else calibration.regime_for(size) + 1,
+                "protocol": calibration.protocol_at(index) if nccl else "",
                 "measured_us": round(point.measured_s * 1e6, 6),  # as printed, not 1916.3999...
                 "predicted_us": predicted * 1e6,
                 "error": predicted / point.measured_s - 1.0,
@@ -54,6 +59,7 @@ def comparison_frame(calibration: Calibration) -> pd.DataFrame:
             }
         )
     frame = pd.DataFrame(records, columns=list(COLUMNS))
+    frame = frame.drop(columns="regime" if nccl else "protocol")
     if len({t.ranks for t in calibration.tables}) == 1:
         frame = frame.drop(columns="ranks")
     return frame
@@ -84,8 +90,17 @@ def readable(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def summary_lines(calibration: Calibration) -> list[str]:
-    """The regimes, the worst fitted error, and each held-out row's error."""
-    lines = [regime_line(calibration, i) for i in range(len(calibration.regimes))]
+    """The regimes (or NCCL protocols), the worst fitted error, and each held-out row's error."""
+    nccl = hasattr(calibration, "protocol_at")
+    if nccl:
+        lines = [protocol_line(calibration, i) for i in range(len(calibration.fits))]
+        what = (
+            f"{len(calibration.fits)} protocol(s) x latency, channel rate; "
+            f"{sum(f.channel_bytes > 0 for f in calibration.fits)} channel_bytes"
+        )
+    else:
+        lines = [regime_line(calibration, i) for i in range(len(calibration.regimes))]
+        what = f"{len(calibration.regimes)} regime(s) x payload rate, latency"
     worst = calibration.worst("fit")
     fitted = sum(p.role == "fit" for p in calibration.points)
     verdict = "within" if worst is not None and worst <= calibration.tolerance else "NOT within"
@@ -93,7 +108,7 @@ def summary_lines(calibration: Calibration) -> list[str]:
         f"rows of at least {size_text(calibration.min_size)}: {fitted} fitted, worst |error| "
         f"{(worst if worst is not None else math.nan) * 100:.1f} % ({verdict} "
         f"{calibration.tolerance * 100:.0f} %); {calibration.parameters} fitted parameters "
-        f"({len(calibration.regimes)} regime(s) x payload rate, latency)"
+        f"({what})"
     )
     for point, predicted in zip(calibration.points, calibration.predicted_s, strict=True):
         if point.role == "holdout":

@@ -21,8 +21,14 @@ from transitsim.base.units import parse_bytes, parse_rate_bps
 from transitsim.calibrate import COLLECTIVES, Calibration, Table, calibrate
 from transitsim.calibrate.fit import MAX_REGIMES, PLACES
 from transitsim.calibrate.model import exchange_for, predict_s
+from transitsim.calibrate.nccl_fit import (
+    DEFAULT_CHANNELS,
+    NCCL_MIN_SIZE_BYTES,
+    NcclCalibration,
+    calibrate_nccl,
+)
 from transitsim.calibrate.nccl_tests import read_nccl_tests
-from transitsim.calibrate.network_file import network_yaml, size_text
+from transitsim.calibrate.network_file import nccl_network_yaml, network_yaml, size_text
 from transitsim.calibrate.report import COLUMNS, comparison_frame, readable, summary_lines
 from transitsim.calibrate.testbed_tables import TESTBED_COLLECTIVES, read_testbed_tables
 from transitsim.commands import QUIET_HELP
@@ -68,6 +74,17 @@ def check_written(text: str, calibration: Calibration, regime: int) -> None:
     from transitsim.scenario import network_from_dict
 
     spec = network_from_dict(yaml.safe_load(text))
+    if isinstance(calibration, NcclCalibration):  # one file for every size: every row
+        for point, expected in zip(calibration.points, calibration.predicted_s, strict=True):
+            exchange = exchange_for(calibration.collective, calibration.algo, spec.workers,
+                                    point.row.size_bytes)  # fmt: skip
+            got = simulate_exchange(spec, exchange).time_s
+            if abs(got - expected) > 1e-6 * expected:
+                raise TransitsimError(
+                    f"internal: the written network gives {got:.6g} s for "
+                    f"{size_text(point.row.size_bytes)} where the fit gives {expected:.6g} s"
+                )
+        return
     point = max(
         (p for p in calibration.points if calibration.regime_for(p.row.size_bytes) == regime),
         key=lambda p: p.row.size_bytes,
@@ -86,7 +103,36 @@ def check_written(text: str, calibration: Calibration, regime: int) -> None:
         )
 
 
+def _nccl_json(c: NcclCalibration) -> dict:
+    return {
+        "collective": c.collective,
+        "algo": c.algo,
+        "model": "nccl",
+        "ranks": c.ranks,
+        "channels": c.channels,
+        "sources": [t.source for t in c.tables],
+        "notes": [n for t in c.tables for n in t.notes],
+        "protocols": [
+            {
+                "protocol": f.protocol,
+                "first_bytes": f.first_bytes,
+                "last_bytes": f.last_bytes,
+                "latency_s": f.latency_s,
+                "channel_rate_bps": f.channel_rate_bps,
+                "channel_bytes": f.channel_bytes,
+                "rows": f.rows,
+            }
+            for f in c.fits
+        ],
+        "parameters": c.parameters,
+        "rows": comparison_frame(c).to_dict(orient="records"),
+    }
+
+
 def _report(calibrations: list[Calibration], fmt: str, quiet: bool) -> None:
+    if fmt == "json" and isinstance(calibrations[0], NcclCalibration):
+        emit_json([_nccl_json(c) for c in calibrations])
+        return
     if fmt == "json":
         emit_json(
             [
@@ -135,7 +181,8 @@ def _report(calibrations: list[Calibration], fmt: str, quiet: bool) -> None:
                 f"{t.source}: {t.ranks} ranks on {t.hosts or '?'} host(s)"
                 for t in calibration.tables
             )
-            title = f"{calibration.collective} as transitsim's {calibration.algo} ({hosts})"
+            mode = " in NCCL mode" if isinstance(calibration, NcclCalibration) else ""
+            title = f"{calibration.collective} as transitsim's {calibration.algo}{mode} ({hosts})"
         emit_table(readable(frame), "table", title=title, headers=COLUMNS)
         for line in summary_lines(calibration):
             print(line)
@@ -165,7 +212,12 @@ def _finish(
     wanted = use or ("all_reduce" if "all_reduce" in names else names[0])
     chosen = max((c for c in calibrations if c.collective == wanted), key=lambda c: c.ranks)
     size = None if payload is None else parse_bytes(payload)
-    text, _, regime = network_yaml(chosen, size, name, command=command)
+    if isinstance(chosen, NcclCalibration):
+        if payload is not None:
+            raise TransitsimError("--payload: an NCCL-mode file holds every size; leave it out")
+        text, regime = nccl_network_yaml(chosen, name, command=command)[0], 0
+    else:
+        text, _, regime = network_yaml(chosen, size, name, command=command)
     check_written(text, chosen, regime)
     _report(calibrations, fmt, quiet)
     for calibration in calibrations:
@@ -174,11 +226,18 @@ def _finish(
             print(
                 f"transitsim: warning: {calibration.collective}: worst fitted |error| "
                 f"{worst * 100:.1f} % exceeds {calibration.tolerance * 100:.0f} % (more regimes: "
-                "--max-regimes; or a higher --min-size)",
+                "--max-regimes, or --model nccl; or a higher --min-size)",
                 file=sys.stderr,
             )
     write_text_atomic(output, text)
-    if not quiet:
+    if not quiet and isinstance(chosen, NcclCalibration):
+        shown = ", ".join(f.protocol for f in chosen.fits)
+        print(
+            f"wrote {output}: {chosen.collective} in NCCL mode ({shown}; {chosen.channels} "
+            f"channels), {chosen.ranks} workers",
+            file=sys.stderr,
+        )
+    elif not quiet:
         first, last = chosen.regimes[regime].first_bytes, chosen.regimes[regime].last_bytes
         print(
             f"wrote {output}: {chosen.collective} regime {regime + 1} ({size_text(first)} .. "
@@ -203,16 +262,37 @@ def nccl_tests_command(
     algo: str | None = ALGO,
     payload: str | None = PAYLOAD,
     holdout: list[str] = HOLDOUT,
-    min_size: str = typer.Option("1 MiB", "--min-size", help="fit rows of at least this size"),
+    min_size: str | None = typer.Option(
+        None,
+        "--min-size",
+        help="fit rows of at least this size (default: 1 MiB; 64 KiB with --model nccl)",
+    ),
     max_regimes: int = MAX_REGIMES_OPTION,
     place: str = PLACE,
     line_rate: str | None = LINE_RATE,
     name: str | None = NAME,
+    model: str = typer.Option(
+        "regimes",
+        "--model",
+        help="regimes: alpha-beta per size regime, one in the file; nccl: the NCCL mode "
+        "(LL, LL128, Simple chosen by size, channels), one file for every size",
+    ),
+    channels: int = typer.Option(
+        DEFAULT_CHANNELS, "--channels", help="--model nccl: the channels of the network fitted"
+    ),
+    max_protocols: int = typer.Option(
+        3, "--max-protocols", help="--model nccl: protocols allowed (1: Simple .. 3: all)"
+    ),
     csv: bool = CSV,
     json_: bool = JSON,
     quiet: bool = QUIET,
 ) -> int:
     """Fit a network to nccl-tests tables; print them beside its prediction; write it."""
+    if model not in ("regimes", "nccl"):
+        raise TransitsimError(f"--model must be regimes or nccl, got {model!r}")
+    if min_size is None:
+        min_size = "64 KiB" if model == "nccl" else "1 MiB"
+    assert NCCL_MIN_SIZE_BYTES == parse_bytes("64 KiB")
     fmt = output_format(csv, False, json_)
     check_writable_file(output, "network file")
     if any(path.exists() and path.resolve() == output.resolve() for path in files):
@@ -224,8 +304,12 @@ def nccl_tests_command(
     for table in tables:  # one fit per collective and rank count: tables of one sweep, or repeats
         groups.setdefault((table.collective, table.ranks), []).append(table)
     options = _fit_options(algo, holdout, min_size, max_regimes, place, line_rate, topology)
+    if model == "nccl":
+        options.pop("max_regimes")
+        options.update(channels=channels, max_protocols=max_protocols)
+    fit = calibrate_nccl if model == "nccl" else calibrate
     calibrations = [
-        calibrate(group, **{**options, "algo": options["algo"] if kind == "all_reduce" else None})
+        fit(group, **{**options, "algo": options["algo"] if kind == "all_reduce" else None})
         for (kind, _), group in groups.items()
     ]
     command = f"transitsim calibrate nccl-tests (transitsim {__version__})"

@@ -40,7 +40,8 @@ from transitsim.network.bandwidth import (
     bus_bandwidth_bps,
 )
 from transitsim.network.limits import MAX_DATACENTRES, MAX_WORKERS
-from transitsim.network.spec import AGG_PIECE_BYTES, HostSpec
+from transitsim.network.nccl import MAX_CHANNELS, PROTOCOL_CHOICES
+from transitsim.network.spec import AGG_PIECE_BYTES, HostSpec, NcclSpec
 
 CLI_ALGOS = {name.replace("_", "-"): name for name in COLLECTIVE_ALGOS}
 # nccl-tests' datatypes (-d) and their sizes in bytes
@@ -190,10 +191,11 @@ def sweep_row(network: NetworkSpec, algo: str, size: int, datatype: str, method:
     count = size // word // workers if gather else size // word  # per rank for an all-gather
     payload = count * word  # what each worker originates
     total = payload * workers if gather else payload
-    time_s = 0.0
+    time_s, protocol = 0.0, None
     if payload > 0:
-        time_s = simulate_exchange(network, Exchange(algo, payload), method=method).time_s
-    return {
+        result = simulate_exchange(network, Exchange(algo, payload), method=method)
+        time_s, protocol = result.time_s, _nccl_choice(result, algo)
+    row = {
         "size_bytes": total,
         "count": count,
         "type": datatype,
@@ -203,6 +205,37 @@ def sweep_row(network: NetworkSpec, algo: str, size: int, datatype: str, method:
         "algbw_GBps": algorithm_bandwidth_bps(algo, workers, payload, time_s) / 8e9,
         "busbw_GBps": bus_bandwidth_bps(algo, workers, payload, time_s) / 8e9,
     }
+    if network.nccl is not None:
+        row["protocol"] = protocol
+    return row
+
+
+def _nccl_choice(result, asked: str) -> str | None:
+    """The NCCL mode's choice in words ("ll128 x 8 ch", with the algorithm where it chose
+    another than the one asked for)."""
+    if result.protocol is None:
+        return None
+    algo = f"{result.algo.replace('_', '-')} " if result.algo not in (None, asked) else ""
+    return f"{algo}{result.protocol} x {result.channels} ch"
+
+
+def with_nccl(network: NetworkSpec, protocol: str | None, channels: int | None) -> NetworkSpec:
+    """The network with the NCCL mode the options give (--protocol, --channels), on top of its
+    own `nccl:` block (or NCCL's defaults); unchanged when neither is given."""
+    if protocol is None and channels is None:
+        return network
+    nccl = network.nccl or NcclSpec()
+    if protocol is not None:
+        if protocol not in PROTOCOL_CHOICES:
+            raise TransitsimError(
+                f"--protocol must be one of {', '.join(PROTOCOL_CHOICES)}, got {protocol!r}"
+            )
+        nccl = dataclasses.replace(nccl, protocol=protocol)
+    if channels is not None:
+        if not 1 <= channels <= MAX_CHANNELS:
+            raise TransitsimError(f"--channels must lie in 1..{MAX_CHANNELS}, got {channels}")
+        nccl = dataclasses.replace(nccl, channels=channels)
+    return dataclasses.replace(network, nccl=nccl)
 
 
 def _usec(time_s: float) -> str:
@@ -216,9 +249,10 @@ def _usec(time_s: float) -> str:
 def nccl_table(rows: list[dict[str, Any]], title: str | None) -> str:
     """The sweep in nccl-tests' layout (its out-of-place columns, no root or #wrong)."""
     lines = [f"# {title}", "#"] if title else []
+    nccl = any("protocol" in row for row in rows)  # NCCL mode: what it chose, last column
     lines += [
         f"#{'size':>11}  {'count':>12}  {'type':>8}  {'redop':>6}  {'time':>7}  "
-        f"{'algbw':>6}  {'busbw':>6}",
+        f"{'algbw':>6}  {'busbw':>6}" + ("  protocol" if nccl else ""),
         f"#{'(B)':>11}  {'(elements)':>12}  {'':>8}  {'':>6}  {'(us)':>7}  "
         f"{'(GB/s)':>6}  {'(GB/s)':>6}",
     ]
@@ -226,6 +260,7 @@ def nccl_table(rows: list[dict[str, Any]], title: str | None) -> str:
         lines.append(
             f"{row['size_bytes']:12d}  {row['count']:12d}  {row['type']:>8}  {row['redop']:>6}  "
             f"{_usec(row['time_s'])}  {row['algbw_GBps']:6.2f}  {row['busbw_GBps']:6.2f}"
+            + (f"  {row.get('protocol') or '-'}" if nccl else "")
         )
     average = sum(row["busbw_GBps"] for row in rows) / len(rows)
     lines.append(f"# Avg bus bandwidth    : {average:g}")
@@ -289,6 +324,14 @@ def register(app: typer.Typer) -> None:
         ranks_per_host: int | None = typer.Option(
             None, "--ranks-per-host", help="consecutive ranks sharing one host endpoint"
         ),
+        protocol: str | None = typer.Option(
+            None,
+            "--protocol",
+            help="NCCL mode: ll | ll128 | simple | auto (the fastest, as NCCL's tuner picks)",
+        ),
+        channels: int | None = typer.Option(
+            None, "--channels", help="NCCL mode: parallel rings (NCCL's channels), 1..64"
+        ),
         method: str = typer.Option("auto", "--method", help="auto | des | fast"),
         as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
         quiet: bool = typer.Option(False, "--quiet", "-q", help=QUIET_HELP),
@@ -315,6 +358,7 @@ def register(app: typer.Typer) -> None:
                 workers, bandwidth, latency, datacentres, wan, distance, slot_bytes, efficiency
             )
         network = with_host(network, host_rate, host_overhead, ranks_per_host)
+        network = with_nccl(network, protocol, channels)
         workers = network.workers
         sweeping = minbytes is not None or maxbytes is not None
         if sweeping and size is not None:
@@ -371,6 +415,10 @@ def register(app: typer.Typer) -> None:
             "bytes_sent": result.bytes_sent.tolist(),
             "bytes_received": result.bytes_received.tolist(),
         }
+        if result.protocol is not None:
+            summary.update(
+                protocol=result.protocol, channels=result.channels, nccl_algo=result.algo
+            )
         if as_json:
             print(json.dumps(summary))
             return 0
@@ -393,6 +441,8 @@ def register(app: typer.Typer) -> None:
         )
         table.add_row("bytes sent per host", _spread(result.bytes_sent))
         table.add_row("bytes received per host", _spread(result.bytes_received))
+        if result.protocol is not None:
+            table.add_row("NCCL mode", _nccl_choice(result, exchange.algo))
         table.add_row("SimPy events", f"{result.events:,}")
         Console().print(table)
         return 0

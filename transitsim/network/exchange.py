@@ -32,6 +32,7 @@ over its inbound lanes as it is made; without a transform it changes nothing (th
 has its payload).
 """
 
+import dataclasses
 import functools
 import math
 from collections.abc import Callable
@@ -67,6 +68,8 @@ from transitsim.network.fast.switch import (
 from transitsim.network.fast.tree import run_fast_tree, tree_linear
 from transitsim.network.fast.tree_shared import SplitLinks, run_split_tree, tree_parts
 from transitsim.network.faults import LinkFault, resolve_faults
+from transitsim.network.nccl import applies as nccl_applies
+from transitsim.network.nccl import nccl_choice
 from transitsim.network.outcome import (
     critical_path,
     finish_times,
@@ -109,6 +112,10 @@ class ExchangeResult:
     events: int  # SimPy events processed
     method: str = "des"  # the one used: "des" or "fast"
     bottleneck: str = "none"  # what most of the critical path was spent on
+    # NCCL mode (network/nccl.py): the protocol, channels and algorithm chosen (None: mode off)
+    protocol: str | None = None
+    channels: int = 1
+    algo: str | None = None
     # makes (link_stats, utilisation) on first use: pandas is imported only by who reads them
     frames: Callable[[], tuple] | None = field(default=None, repr=False, compare=False)
 
@@ -258,6 +265,8 @@ def simulate_exchange(
         or not math.isfinite(clock_s)
     ):
         raise TransitsimError(f"clock_s must be a finite number of seconds, got {clock_s!r}")
+    if nccl_applies(network, exchange):
+        return _nccl(network, exchange, start_s, faults, method, record_utilisation, clock_s)
     fabric = fabric_for(network)
     validate_exchange(network, exchange)
     start = _start_times(start_s, network.workers)
@@ -337,6 +346,30 @@ def _fast(fabric, exchange, weights, start, faults, record) -> "ExchangeResult |
     return "no fast path for this collective"
 
 
+def _nccl(network, exchange, start_s, faults, method, record, clock_s) -> ExchangeResult:
+    """The NCCL mode: one channel of the chosen protocol timed as any exchange; n channels'
+    bytes (network/nccl.py)."""
+    validate_exchange(network, exchange)
+    choice = nccl_choice(network, exchange)
+    result = simulate_exchange(
+        choice.network,
+        choice.exchange,
+        start_s=start_s,
+        faults=faults,
+        method=method,
+        record_utilisation=record,
+        clock_s=clock_s,
+    )
+    return dataclasses.replace(
+        result,
+        bytes_sent=result.bytes_sent * choice.channels,
+        bytes_received=result.bytes_received * choice.channels,
+        protocol=choice.protocol,
+        channels=choice.channels,
+        algo=choice.algo,
+    )
+
+
 def _des(fabric, exchange, weights, start, faults, record, clock_s=0.0) -> ExchangeResult:
     """The exchange message by message in SimPy: the reference, exact for every input."""
     schedule = build_schedule(fabric, exchange)
@@ -391,6 +424,9 @@ def linear_exchange(network: NetworkSpec, exchange: Exchange) -> Linear | None:
     """
     if sends_nothing(exchange):  # finish = max(start): nothing depends on another worker
         return Linear(np.full(network.workers, -np.inf))
+    if nccl_applies(network, exchange):  # the chosen protocol's channel: the same finish times
+        choice = nccl_choice(network, exchange)
+        return linear_exchange(choice.network, choice.exchange)
     key = (repr(network), exchange)
     if key not in _LINEAR:
         if len(_LINEAR) >= 16:
@@ -419,6 +455,9 @@ def linear_exchange(network: NetworkSpec, exchange: Exchange) -> Linear | None:
 def steps_form(network: NetworkSpec, exchange: Exchange) -> Linear | HierForm | None:
     """What times many steps of this exchange at once: its linear form, or hierarchical's
     stage-vectorised form (fast/maxplus_hier.py); None: simulate step by step."""
+    if nccl_applies(network, exchange):
+        choice = nccl_choice(network, exchange)
+        return steps_form(choice.network, choice.exchange)
     form = linear_exchange(network, exchange)
     if (
         form is None

@@ -31,6 +31,7 @@ COLLECTIVE_ALGOS = (
     "double_binary_tree",
 )
 TOPOLOGIES = ("switch", "leaf_spine", "datacentres", "rail_optimised", "fat_tree")
+NCCL_PROTOCOLS = ("ll", "ll128", "simple")  # NCCL's three, in the order its tuner tries them
 
 
 @dataclass(frozen=True)
@@ -152,6 +153,62 @@ class HostSpec:
 
 
 @dataclass(frozen=True)
+class ProtocolSpec:
+    """One NCCL protocol as the NCCL mode charges it (network/nccl.py; defaults in NCCL_DEFAULTS,
+    sources in docs/engine.md "NCCL mode").
+
+    - efficiency: the payload share of what the wire carries (LL: 4 data bytes in each 8-byte
+      line, the rest its flag; LL128: 120 in 128; Simple: all of it). Every link's payload rate
+      is multiplied by it.
+    - latency_s: added to every link's latency while this protocol runs: a message pays it once
+      per link it crosses (two on one switch), as NCCL's tuner charges a per-hop latency.
+    - channel_rate_bps: the most payload one channel moves per second (NCCL's per-channel caps:
+      LL's and LL128's throughput is bounded by the GPU threads that write and poll the flags,
+      not by the wire); inf: no cap.
+    - channel_bytes: the fewest bytes NCCL gives one channel: below channels x this, fewer
+      channels run (NCCL lowers the channel count until each thread has enough work), so a
+      small message does not get every channel's rate; 0: every channel always.
+    """
+
+    efficiency: float = 1.0
+    latency_s: float = 0.0
+    channel_rate_bps: float = float("inf")
+    channel_bytes: int = 0
+
+
+# NCCL's defaults (src/graph/tuning.cc and src/include/device.h of NVIDIA/nccl, read at commit
+# 01afd20): wire efficiency 8/4 for LL, 128/120 for LL128; the ring's per-hop latency over the
+# network (hwLat NET ring 2.7, 4.0, 9.6 us per step) split over the two links a step crosses on
+# one switch; LL128's per-channel cap for all-reduce (ll128MaxBwPerCh 16.7 GB/s); the threads x
+# per-thread threshold below which a channel is dropped (512 x 8, 640 x 8, 512 x 64 bytes).
+NCCL_DEFAULTS = {
+    "ll": ProtocolSpec(0.5, 1.35e-6, float("inf"), 512 * 8),
+    "ll128": ProtocolSpec(120 / 128, 2.0e-6, 16.7e9 * 8, 640 * 8),
+    "simple": ProtocolSpec(1.0, 4.8e-6, float("inf"), 512 * 64),
+}
+
+
+@dataclass(frozen=True)
+class NcclSpec:
+    """The NCCL mode (network/nccl.py): each exchange runs on `channels` parallel rings (or
+    trees) with one of NCCL's protocols, each protocol's efficiency and latency applied to the
+    links. protocol "auto" takes the allowed protocol of least time, as NCCL's tuner takes the
+    one its own model predicts fastest; algorithm "auto" also picks ring, double binary tree or
+    (where the switch sums: NVLS) the switch sum for an all-reduce."""
+
+    protocol: str = "auto"  # one of NCCL_PROTOCOLS, or "auto"
+    channels: int = 1
+    algorithm: str | None = None  # None: the exchange's own; "auto": the fastest all-reduce
+    protocols: tuple[str, ...] = NCCL_PROTOCOLS  # those "auto" may choose (NCCL_PROTO)
+    ll: ProtocolSpec = NCCL_DEFAULTS["ll"]
+    ll128: ProtocolSpec = NCCL_DEFAULTS["ll128"]
+    simple: ProtocolSpec = NCCL_DEFAULTS["simple"]
+
+    def spec(self, protocol: str) -> ProtocolSpec:
+        return {"ll": self.ll, "ll128": self.ll128, "simple": self.simple}[protocol]
+
+
+@dataclass(frozen=True)
 class NetworkSpec:
     """A whole network: `workers` hosts in one of TOPOLOGIES."""
 
@@ -174,3 +231,4 @@ class NetworkSpec:
     racks_per_pod: int = 0  # fat_tree: leaves per aggregation switch (0: one pod)
     oversubscription: float = 1.0  # fat_tree: capacity below a tier over the capacity above
     host: HostSpec | None = None  # the endpoints (None: free, as the links alone are modelled)
+    nccl: NcclSpec | None = None  # NCCL's protocols and channels (None: off, the links alone)

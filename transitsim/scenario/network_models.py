@@ -31,9 +31,13 @@ from transitsim.network.limits import (
 from transitsim.network.presets import preset_dict, preset_names
 from transitsim.network.spec import (
     COLLECTIVE_ALGOS,
+    NCCL_DEFAULTS,
+    NCCL_PROTOCOLS,
     TOPOLOGIES,
     HostSpec,
     LinkSpec,
+    NcclSpec,
+    ProtocolSpec,
     TransformSpec,
 )
 from transitsim.scenario.quantities import Duration, Frequency, Length, Rate, Size, _Strict
@@ -245,6 +249,76 @@ class HostModel(_Strict):
         )
 
 
+class ProtocolModel(_Strict):
+    """One NCCL protocol as the NCCL mode charges it; a key left out keeps NCCL's default
+    (docs/engine.md "NCCL mode" gives them with their sources)."""
+
+    efficiency: float | None = Field(
+        None,
+        gt=0,
+        le=1,
+        description="payload share of the wire (defaults: ll 0.5, ll128 0.9375, simple 1)",
+    )
+    latency: Duration | None = Field(
+        None, description="added to every link's latency while this protocol runs"
+    )
+    channel_rate: Rate | None = Field(
+        None, description="most payload one channel moves per second (default: ll128 16.7 GB/s)"
+    )
+    channel_bytes: Size | None = Field(
+        None, description="fewest bytes one channel is given: fewer channels below C x this"
+    )
+
+    def to_spec(self, protocol: str) -> ProtocolSpec:
+        default = NCCL_DEFAULTS[protocol]
+        return ProtocolSpec(
+            efficiency=default.efficiency if self.efficiency is None else self.efficiency,
+            latency_s=default.latency_s if self.latency is None else self.latency,
+            channel_rate_bps=(
+                default.channel_rate_bps if self.channel_rate is None else self.channel_rate
+            ),
+            channel_bytes=default.channel_bytes
+            if self.channel_bytes is None
+            else int(self.channel_bytes),
+        )
+
+
+class NcclModel(_Strict):
+    """NCCL's protocols and channels (docs/engine.md "NCCL mode"): each exchange runs on
+    `channels` parallel rings with one protocol, its efficiency and latency applied to the
+    links; `auto` takes the protocol of least time, as NCCL's tuner takes the fastest by its
+    own model."""
+
+    protocol: Literal[(*NCCL_PROTOCOLS, "auto")] = Field(
+        "auto", description="ll, ll128, simple, or auto (the fastest of `protocols`)"
+    )
+    protocols: list[Literal[NCCL_PROTOCOLS]] = Field(
+        list(NCCL_PROTOCOLS),
+        min_length=1,
+        description="the protocols auto chooses from (NCCL_PROTO)",
+    )
+    channels: int = Field(1, ge=1, le=64, description="parallel rings (NCCL's channels)")
+    algorithm: Literal["auto"] | None = Field(
+        None,
+        description="auto: an all-reduce runs as the fastest of ring, double binary tree and "
+        "(where the switch sums: NVLS) the switch sum; absent: the exchange's own",
+    )
+    ll: ProtocolModel = Field(default_factory=ProtocolModel, description="LL's values")
+    ll128: ProtocolModel = Field(default_factory=ProtocolModel, description="LL128's values")
+    simple: ProtocolModel = Field(default_factory=ProtocolModel, description="Simple's values")
+
+    def to_spec(self) -> NcclSpec:
+        return NcclSpec(
+            protocol=self.protocol,
+            channels=self.channels,
+            algorithm=self.algorithm,
+            protocols=tuple(p for p in NCCL_PROTOCOLS if p in self.protocols),
+            ll=self.ll.to_spec("ll"),
+            ll128=self.ll128.to_spec("ll128"),
+            simple=self.simple.to_spec("simple"),
+        )
+
+
 class PlacementModel(_Strict):
     """Where the transform is computed and where payloads are summed (absent = as the network).
 
@@ -328,6 +402,11 @@ class NetworkModel(_Strict):
         None,
         description="each host's endpoint: per_message cost, rate each way, ranks_per_host "
         "(absent: none, the links alone)",
+    )
+    nccl: NcclModel | None = Field(
+        None,
+        description="NCCL's protocols (LL, LL128, Simple) and channels (absent: off, the links "
+        "alone)",
     )
 
     @model_validator(mode="before")

@@ -81,6 +81,7 @@ def network_spec(model: NetworkModel, name: str, base_dir: Path | None = None) -
         racks_per_pod=model.racks_per_pod,
         oversubscription=model.oversubscription,
         host=model.host.to_spec() if model.host is not None else None,
+        nccl=model.nccl.to_spec() if model.nccl is not None else None,
     )
     check_size_and_keys(spec)  # keys its topology ignores; a fabric too large to time soon
     return spec

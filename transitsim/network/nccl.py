@@ -1,0 +1,210 @@
+"""The NCCL mode (NetworkSpec.nccl): NCCL's protocols (LL, LL128, Simple) and channels on top of
+the engine, DES and fast paths alike.
+
+NCCL moves a collective over C channels, parallel rings (or trees) over the same links, each
+given an equal share of the buffer, with one protocol for the whole call. Its tuner predicts
+every (algorithm, protocol) pair's time with its own cost model and takes the least
+(src/graph/tuning.cc). transitsim does the same with its own prediction, in the simplest honest
+way: for each allowed protocol it builds the network one channel sees and times the exchange
+on it with the engine as it is, then takes the least time. One channel of protocol p sees:
+
+- every link's payload rate x p's efficiency, shared by the channels running (/ n), and at most
+  p's channel rate; every link's latency + p's latency (a message pays it per link crossed);
+- the host endpoints', pluggables' and summing switch's rates shared by the channels (/ n);
+- its share of the buffer, ceil(payload / n) bytes (the largest share: the last to finish);
+- n = C channels, fewer for a small buffer: NCCL drops channels until each carries at least
+  p's channel_bytes (its threads x per-thread threshold), so n = clamp(payload // channel_bytes,
+  1, C).
+
+The channels are identical, so one is timed and its finish times are the collective's; the
+bytes a worker sends are n channels' worth. The choice is made once per (network, exchange),
+with every worker starting together and no faults, as NCCL's tuner knows nothing of
+stragglers; the exchange is then timed with the chosen protocol on the caller's start times,
+faults and method. Exchanges through a transform are not NCCL's and run as without the mode.
+"""
+
+import dataclasses
+import math
+from dataclasses import dataclass
+
+from transitsim.base.errors import TransitsimError
+from transitsim.network.exchange_spec import Exchange
+from transitsim.network.spec import (
+    NCCL_PROTOCOLS,
+    LinkSpec,
+    NcclSpec,
+    NetworkSpec,
+    PluggableSpec,
+    ProtocolSpec,
+)
+
+PROTOCOL_CHOICES = (*NCCL_PROTOCOLS, "auto")
+ALGORITHM_CHOICES = (None, "auto")
+# the all-reduces NCCL's algorithm choice picks among (NVLS: the switch sum where it sums)
+ALL_REDUCE_ALGOS = ("ring_allreduce", "double_binary_tree", "tree", "switch_sum")
+MAX_CHANNELS = 64  # NCCL's MAXCHANNELS
+
+
+@dataclass(frozen=True)
+class NcclChoice:
+    """What the NCCL mode runs for one exchange: the algorithm, the protocol, the channels, and
+    the network and exchange one channel sees (timed with the engine as it is)."""
+
+    algo: str
+    protocol: str
+    channels: int
+    network: NetworkSpec
+    exchange: Exchange
+    time_s: float  # all workers starting together, no faults: what the choice was made on
+
+
+def check_nccl(nccl: NcclSpec, name: str = "network") -> None:
+    """One-line TransitsimError for an NCCL block the mode cannot run."""
+    if not isinstance(nccl, NcclSpec):
+        raise TransitsimError(f"{name}: nccl must be an NcclSpec, got {type(nccl).__name__}")
+    if nccl.protocol not in PROTOCOL_CHOICES:
+        raise TransitsimError(
+            f"{name}: nccl.protocol must be one of {', '.join(PROTOCOL_CHOICES)}, "
+            f"got {nccl.protocol!r}"
+        )
+    if nccl.algorithm not in ALGORITHM_CHOICES:
+        raise TransitsimError(f"{name}: nccl.algorithm must be auto or absent")
+    channels = nccl.channels
+    whole = isinstance(channels, int) and not isinstance(channels, bool)
+    if not whole or not 1 <= channels <= MAX_CHANNELS:
+        raise TransitsimError(f"{name}: nccl.channels must be 1..{MAX_CHANNELS}, got {channels!r}")
+    if not nccl.protocols or any(p not in NCCL_PROTOCOLS for p in nccl.protocols):
+        raise TransitsimError(
+            f"{name}: nccl.protocols must name some of {', '.join(NCCL_PROTOCOLS)}"
+        )
+    for protocol in NCCL_PROTOCOLS:
+        spec = nccl.spec(protocol)
+        where = f"{name}: nccl.{protocol}"
+        if not 0 < spec.efficiency <= 1:
+            raise TransitsimError(f"{where}.efficiency must lie in (0, 1], got {spec.efficiency}")
+        if not (math.isfinite(spec.latency_s) and spec.latency_s >= 0):
+            raise TransitsimError(f"{where}.latency must be >= 0, got {spec.latency_s}")
+        if not spec.channel_rate_bps > 0:
+            raise TransitsimError(f"{where}.channel_rate must be > 0")
+        if isinstance(spec.channel_bytes, bool) or not (
+            isinstance(spec.channel_bytes, int) and spec.channel_bytes >= 0
+        ):
+            raise TransitsimError(f"{where}.channel_bytes must be an integer >= 0")
+
+
+def channels_for(spec: ProtocolSpec, channels: int, payload_bytes: int) -> int:
+    """The channels NCCL runs for this buffer: all C, fewer while each would carry less than
+    channel_bytes (never fewer than one)."""
+    if spec.channel_bytes <= 0:
+        return channels
+    return max(1, min(channels, payload_bytes // spec.channel_bytes))
+
+
+def _link(link: LinkSpec | None, spec: ProtocolSpec, share: int) -> LinkSpec | None:
+    """The link as one of `share` channels of this protocol sees it."""
+    if link is None:
+        return None
+    payload = min(link.payload_bps * spec.efficiency / share, spec.channel_rate_bps)
+    latency = link.latency_s + spec.latency_s
+    if not math.isfinite(link.rate_bps):  # an unlimited wire: only the cap can bind
+        if not math.isfinite(payload):
+            return dataclasses.replace(link, latency_s=latency)
+        return dataclasses.replace(link, rate_bps=payload, efficiency=1.0, latency_s=latency)
+    return dataclasses.replace(link, efficiency=payload / link.rate_bps, latency_s=latency)
+
+
+def channel_network(network: NetworkSpec, protocol: str, share: int) -> NetworkSpec:
+    """The network one of `share` channels of `protocol` sees (the module doc); NCCL mode off."""
+    assert network.nccl is not None
+    spec = network.nccl.spec(protocol)
+    host = network.host
+    if host is not None and math.isfinite(host.rate_bps):
+        host = dataclasses.replace(host, rate_bps=host.rate_bps / share)
+    pluggable = network.pluggable
+    if pluggable is not None:
+        pluggable = PluggableSpec(
+            pluggable.host_lane_bps / share, pluggable.line_bps / share, pluggable.transform
+        )
+    switch = network.switch
+    if math.isfinite(switch.agg_rate_bps):
+        switch = dataclasses.replace(switch, agg_rate_bps=switch.agg_rate_bps / share)
+    return dataclasses.replace(
+        network,
+        host_link=_link(network.host_link, spec, share),
+        spine_link=_link(network.spine_link, spec, share),
+        wan_link=_link(network.wan_link, spec, share),
+        nvlink=_link(network.nvlink, spec, share),
+        link_overrides={k: _link(v, spec, share) for k, v in network.link_overrides.items()},
+        host=host,
+        pluggable=pluggable,
+        switch=switch,
+        nccl=None,
+    )
+
+
+def applies(network: NetworkSpec, exchange: Exchange) -> bool:
+    """The mode runs: the network has it, and the exchange is one of NCCL's (no transform, and
+    something to send)."""
+    return (
+        network.nccl is not None
+        and exchange.transform_at is None
+        and (exchange.payload_bytes > 0 or exchange.dense_bytes > 0)
+    )
+
+
+def candidates(network: NetworkSpec, exchange: Exchange) -> list[tuple[str, str]]:
+    """(algorithm, protocol) pairs the tuner weighs, in NCCL's order (the first wins a tie)."""
+    nccl = network.nccl
+    assert nccl is not None
+    protocols = list(nccl.protocols) if nccl.protocol == "auto" else [nccl.protocol]
+    protocols = [p for p in NCCL_PROTOCOLS if p in protocols]
+    algos = [exchange.algo]
+    if nccl.algorithm == "auto" and exchange.algo in ALL_REDUCE_ALGOS:
+        algos = ["ring_allreduce", "double_binary_tree"]
+        if network.switch.aggregator:
+            algos.append("switch_sum")
+    pairs = []
+    for algo in algos:
+        for protocol in protocols:
+            if algo == "switch_sum" and exchange.algo != "switch_sum" and protocol != "simple":
+                continue  # NVLS runs Simple only
+            pairs.append((algo, protocol))
+    return pairs or [(algo, "simple") for algo in algos]
+
+
+_CHOICES: dict[tuple, NcclChoice] = {}
+
+
+def nccl_choice(network: NetworkSpec, exchange: Exchange) -> NcclChoice:
+    """The (algorithm, protocol, channels) of least time for this exchange; cached."""
+    from transitsim.network.exchange import simulate_exchange
+
+    key = (repr(network), exchange)
+    if key in _CHOICES:
+        return _CHOICES[key]
+    assert network.nccl is not None
+    check_nccl(network.nccl, network.name)
+    best: NcclChoice | None = None
+    refusal = None
+    for algo, protocol in candidates(network, exchange):
+        spec = network.nccl.spec(protocol)
+        share = channels_for(spec, network.nccl.channels, exchange.payload_bytes)
+        one = channel_network(network, protocol, share)
+        part = dataclasses.replace(
+            exchange, algo=algo, payload_bytes=math.ceil(exchange.payload_bytes / share)
+        )
+        try:
+            time_s = simulate_exchange(one, part).time_s
+        except TransitsimError as exc:
+            if algo == exchange.algo:
+                raise
+            refusal = exc  # an algorithm this network cannot run: not a candidate
+            continue
+        if best is None or time_s < best.time_s:
+            best = NcclChoice(algo, protocol, share, one, part, time_s)
+    if best is None:
+        raise refusal or TransitsimError("nccl: nothing to choose from")
+    if len(_CHOICES) >= 256:
+        _CHOICES.pop(next(iter(_CHOICES)))
+    _CHOICES[key] = best
+    return best
