@@ -51,7 +51,7 @@ from transitsim.network import (
     NetworkSpec,
     simulate_exchange,
 )
-from transitsim.network.exchange import linear_exchange
+from transitsim.network.forms import linear_exchange
 from transitsim.replay.compute import Stragglers
 from transitsim.replay.plan import replay
 from transitsim.sweep import ReplayJob, run_jobs

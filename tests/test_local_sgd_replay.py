@@ -11,7 +11,7 @@ from test_replay import SWITCH, WORKERS, make_trace
 
 from transitsim.network import Exchange, simulate_exchange
 from transitsim.network.closed_form import closed_form_time_s
-from transitsim.network.exchange import linear_exchange
+from transitsim.network.forms import linear_exchange
 from transitsim.replay.compute import Stragglers
 from transitsim.replay.plan import replay
 from transitsim.traces.format import read_trace, write_trace

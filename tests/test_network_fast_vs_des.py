@@ -19,8 +19,9 @@ from transitsim.network import (
     TransformSpec,
     simulate_exchange,
 )
-from transitsim.network.exchange import fabric_for, linear_exchange
+from transitsim.network.exchange import fabric_for
 from transitsim.network.faults import LinkFault
+from transitsim.network.forms import linear_exchange
 
 CONFIGS = 200
 

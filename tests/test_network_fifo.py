@@ -14,13 +14,13 @@ import pytest
 from transitsim.network import Exchange, LinkSpec, NetworkSpec, SwitchSpec, simulate_exchange
 from transitsim.network.des.engine import assign_paths, run_des
 from transitsim.network.exchange import (
-    _switch_plan,
     build_schedule,
     fabric_for,
-    linear_exchange,
+    switch_plan,
     transform_weights,
 )
 from transitsim.network.fast.switch import run_fast_switch, switch_paths
+from transitsim.network.forms import linear_exchange
 
 RATE_BPS = 100e9
 
@@ -79,7 +79,7 @@ def _arrivals(network: NetworkSpec, payload: int, start: np.ndarray, fast: bool)
     """Per piece and worker: when the upload reached the aggregator, when the result came back."""
     fabric = fabric_for(network)
     exchange = Exchange("switch_sum", payload)
-    plan = _switch_plan(fabric, exchange)
+    plan = switch_plan(fabric, exchange)
     weights = transform_weights(network, exchange)
     if fast:
         timing = run_fast_switch(fabric, plan, switch_paths(fabric, plan, weights), start)
@@ -102,7 +102,7 @@ def test_a_later_piece_never_arrives_before_an_earlier_one_on_its_route(fast):
     network = _leaf_spine(4, latency_s=1e-6)
     fabric = fabric_for(network)
     exchange = Exchange("switch_sum", 100_000)
-    plan = _switch_plan(fabric, exchange)
+    plan = switch_plan(fabric, exchange)
     paths = switch_paths(fabric, plan, transform_weights(network, exchange))
     full, short = plan.sizes[-2] * 8, plan.sizes[-1] * 8
     for hop in (paths.ups[0].hops[0], paths.downs[0].hops[0]):

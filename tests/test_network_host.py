@@ -24,7 +24,7 @@ from transitsim.network import (
     simulate_exchange,
 )
 from transitsim.network.background import Background
-from transitsim.network.exchange import linear_exchange
+from transitsim.network.forms import linear_exchange
 from transitsim.network.spec import HostSpec
 from transitsim.network.topology import worker_groups
 from transitsim.scenario import network_from_dict

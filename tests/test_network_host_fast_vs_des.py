@@ -16,7 +16,7 @@ from test_network_fast_vs_des import _case, _faults, assert_engines_agree
 
 from transitsim.network import COLLECTIVE_ALGOS, simulate_exchange
 from transitsim.network.background import Background
-from transitsim.network.exchange import steps_form
+from transitsim.network.forms import steps_form
 from transitsim.network.spec import HostSpec, NetworkSpec
 from transitsim.network.topology import worker_groups
 

@@ -14,7 +14,7 @@ from transitsim.network import (
     closed_form_time_s,
     simulate_exchange,
 )
-from transitsim.network.exchange import linear_exchange
+from transitsim.network.forms import linear_exchange
 from transitsim.network.schedules.trees import (
     TREE_CHUNK_BYTES,
     TREE_MAX_CHUNKS,

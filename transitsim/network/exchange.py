@@ -48,8 +48,6 @@ from transitsim.network.fabric import PLAIN, XFORM_PLUGGABLE, XFORM_SWITCH, Fabr
 from transitsim.network.failover import with_failover
 from transitsim.network.fast.hierarchical import MessageTable, run_fast_hier
 from transitsim.network.fast.in_step import host_shares, switch_shares
-from transitsim.network.fast.maxplus import Linear, ring_linear, switch_linear
-from transitsim.network.fast.maxplus_hier import HierForm, hier_form
 from transitsim.network.fast.ring import (
     disjoint_reason,
     ring_finish,
@@ -65,8 +63,8 @@ from transitsim.network.fast.switch import (
     switch_paths,
     switch_reason,
 )
-from transitsim.network.fast.tree import run_fast_tree, tree_linear
-from transitsim.network.fast.tree_shared import SplitLinks, run_split_tree, tree_parts
+from transitsim.network.fast.tree import run_fast_tree
+from transitsim.network.fast.tree_shared import run_split_tree, tree_parts
 from transitsim.network.faults import LinkFault, resolve_faults
 from transitsim.network.nccl import applies as nccl_applies
 from transitsim.network.nccl import nccl_choice
@@ -92,7 +90,6 @@ from transitsim.network.spec import NetworkSpec
 from transitsim.network.stages import padded_dense_bytes
 from transitsim.network.topology import worker_groups
 from transitsim.network.varying import frozen_network, next_change_s
-from transitsim.network.varying import varies as background_varies
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -184,7 +181,7 @@ def build_schedule(fabric: Fabric, exchange: Exchange) -> Schedule:
         return tree_allreduce(exchange.algo, workers, payload, at == "pluggable", spacing)
     if exchange.algo == "hierarchical":
         return hierarchical(equal_groups(network), payload, at == "pluggable")
-    plan = _switch_plan(fabric, exchange)
+    plan = switch_plan(fabric, exchange)
     return switch_sum(
         workers, plan.aggregator, plan.sizes, plan.kind, plan.slots, exchange.loopback
     )
@@ -202,7 +199,7 @@ def equal_groups(network: NetworkSpec) -> np.ndarray:
     return np.array(groups)
 
 
-def _switch_plan(fabric: Fabric, exchange: Exchange) -> SwitchPlan:
+def switch_plan(fabric: Fabric, exchange: Exchange) -> SwitchPlan:
     kind = {None: PLAIN, "pluggable": XFORM_PLUGGABLE, "switch": XFORM_SWITCH}[
         exchange.transform_at
     ]
@@ -346,11 +343,16 @@ def _fast(fabric, exchange, weights, start, faults, record) -> "ExchangeResult |
     return "no fast path for this collective"
 
 
+def exchange_time_s(network: NetworkSpec, exchange: Exchange) -> float:
+    """One exchange's time, every worker starting at 0 (the NCCL mode's candidates)."""
+    return simulate_exchange(network, exchange).time_s
+
+
 def _nccl(network, exchange, start_s, faults, method, record, clock_s) -> ExchangeResult:
     """The NCCL mode: one channel of the chosen protocol timed as any exchange; n channels'
     bytes (network/nccl.py)."""
     validate_exchange(network, exchange)
-    choice = nccl_choice(network, exchange)
+    choice = nccl_choice(network, exchange, exchange_time_s)
     result = simulate_exchange(
         choice.network,
         choice.exchange,
@@ -384,9 +386,6 @@ def _des(fabric, exchange, weights, start, faults, record, clock_s=0.0) -> Excha
     return _result(fabric, schedule, path_of, timing, start, finish, sent, received, "des")
 
 
-_LINEAR: dict[tuple, Linear | HierForm | None] = {}
-
-
 def sends_nothing(exchange: Exchange) -> bool:
     """An exchange of no bytes (a local-SGD inner step): no message is sent, as NCCL returns at
     once from a collective of count 0, so each worker holds its (unchanged) result at its start."""
@@ -413,66 +412,6 @@ def _nothing_sent(fabric: Fabric, start: np.ndarray) -> ExchangeResult:
         bottleneck="wait" if time_s > 0 else "none",
         frames=functools.partial(_frames, fabric, timing, time_s),
     )
-
-
-def linear_exchange(network: NetworkSpec, exchange: Exchange) -> Linear | None:
-    """The exchange's max-plus linear form (linear.py), where it has one; cached.
-
-    None where transfer times depend on the start times (shared links, a pre-stage transform,
-    a summing rate that binds, a background share that changes in time) or no fast path
-    exists: then simulate each start vector.
-    """
-    if sends_nothing(exchange):  # finish = max(start): nothing depends on another worker
-        return Linear(np.full(network.workers, -np.inf))
-    if nccl_applies(network, exchange):  # the chosen protocol's channel: the same finish times
-        choice = nccl_choice(network, exchange)
-        return linear_exchange(choice.network, choice.exchange)
-    key = (repr(network), exchange)
-    if key not in _LINEAR:
-        if len(_LINEAR) >= 16:
-            _LINEAR.pop(next(iter(_LINEAR)))
-        fabric = fabric_for(network)
-        validate_exchange(network, exchange)
-        weights = transform_weights(network, exchange)
-        form = None
-        if fabric.backgrounds or fabric.greedy:  # capacities or shares that vary: no linear form
-            _LINEAR[key] = None
-            return None
-        if exchange.algo in ("ring_allreduce", "ring_allgather"):
-            transform = exchange.transform_at is not None
-            plan = ring_plan(exchange.algo, network.workers, exchange.payload_bytes, transform)
-            form = ring_linear(fabric, plan, weights)
-        elif exchange.algo == "switch_sum":
-            form = switch_linear(fabric, _switch_plan(fabric, exchange), weights)
-        elif exchange.algo in TREE_ALGOS:
-            _, _, _, table, links = tree_dag(fabric, exchange, weights)
-            fixed = isinstance(links, SplitLinks) and not links.overlap
-            form = tree_linear(table) if fixed else None
-        _LINEAR[key] = form
-    return _LINEAR[key]
-
-
-def steps_form(network: NetworkSpec, exchange: Exchange) -> Linear | HierForm | None:
-    """What times many steps of this exchange at once: its linear form, or hierarchical's
-    stage-vectorised form (fast/maxplus_hier.py); None: simulate step by step."""
-    if nccl_applies(network, exchange):
-        choice = nccl_choice(network, exchange)
-        return steps_form(choice.network, choice.exchange)
-    form = linear_exchange(network, exchange)
-    if (
-        form is None
-        and exchange.algo == "hierarchical"
-        and not background_varies(network)
-        and not fabric_for(network).greedy
-    ):
-        fabric = fabric_for(network)
-        weights = transform_weights(network, exchange)
-        key = (repr(network), exchange, "hier")
-        if key not in _LINEAR:
-            schedule, layout, path_ids, compiled, table = hier_dag(fabric, exchange, weights)
-            _LINEAR[key] = hier_form(fabric, schedule, layout, path_ids, compiled, table)
-        return _LINEAR[key]
-    return form
 
 
 def _fast_ring(fabric, exchange, weights, start, faults, record) -> ExchangeResult | str:
@@ -584,7 +523,7 @@ def _fast_switch(fabric, exchange, weights, start, faults, record) -> ExchangeRe
     """The in-network all-reduce by its per-piece recurrence, or why that would not be exact."""
     if record:
         return "utilisation over time is recorded by the DES"
-    plan = _switch_plan(fabric, exchange)
+    plan = switch_plan(fabric, exchange)
     paths = switch_paths(fabric, plan, weights)
     reason = switch_reason(fabric, plan, paths)
     shares = None

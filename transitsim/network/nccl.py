@@ -25,6 +25,7 @@ faults and method. Exchanges through a transform are not NCCL's and run as witho
 
 import dataclasses
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from transitsim.base.errors import TransitsimError
@@ -175,10 +176,13 @@ def candidates(network: NetworkSpec, exchange: Exchange) -> list[tuple[str, str]
 _CHOICES: dict[tuple, NcclChoice] = {}
 
 
-def nccl_choice(network: NetworkSpec, exchange: Exchange) -> NcclChoice:
-    """The (algorithm, protocol, channels) of least time for this exchange; cached."""
-    from transitsim.network.exchange import simulate_exchange
+def nccl_choice(
+    network: NetworkSpec, exchange: Exchange, time_s_of: Callable[[NetworkSpec, Exchange], float]
+) -> NcclChoice:
+    """The (algorithm, protocol, channels) of least time for this exchange; cached.
 
+    time_s_of times one candidate with the engine (exchange.py passes its own
+    simulate_exchange: this module sits below the exchange and does not import it)."""
     key = (repr(network), exchange)
     if key in _CHOICES:
         return _CHOICES[key]
@@ -194,7 +198,7 @@ def nccl_choice(network: NetworkSpec, exchange: Exchange) -> NcclChoice:
             exchange, algo=algo, payload_bytes=math.ceil(exchange.payload_bytes / share)
         )
         try:
-            time_s = simulate_exchange(one, part).time_s
+            time_s = time_s_of(one, part)
         except TransitsimError as exc:
             if algo == exchange.algo:
                 raise

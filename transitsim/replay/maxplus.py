@@ -18,8 +18,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from transitsim.network import Exchange, NetworkSpec
-from transitsim.network.exchange import steps_form
 from transitsim.network.fast.maxplus import Linear
+from transitsim.network.forms import steps_form
 from transitsim.replay.compute import Stragglers
 
 BLOCK_VALUES = 1 << 21  # (steps x workers) values per block: 16 MB an array
