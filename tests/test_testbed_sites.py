@@ -32,6 +32,16 @@ def _qdisc(ns: str, dev: str) -> str:
 
 
 @needs_netns
+def test_the_wan_queue_is_tbfs_latency_in_whole_milliseconds():
+    args = {"rates": "200 Mb/s", "workers_text": "2,4", "sizes": "64 KiB,1 MiB,4 MiB",
+            "collectives": "all-reduce", "calibrate": "64 KiB,4 MiB", "call_limit": 2.0,
+            "budget": 2.0, "repeats": (5, 20), "warmup": 1, "sites": 2,
+            "wan_rate": "50 Mb/s"}  # fmt: skip
+    assert flags.grid(**args).wan_queue_s == 0.05  # tbf's bound as before when not given
+    assert flags.grid(**args, wan_queue="20 ms").wan_queue_s == 0.02
+    assert Shaping(50e6, 3028, 0.02).tc_args()[-2:] == ["latency", "20ms"]
+
+
 def test_two_sites_are_built_measured_and_torn_down():
     """2 sites x 2 hosts at 200 Mb/s, a 50 Mb/s WAN: the flat ring and the hierarchical
     all-reduce measured at 256 KiB, simulated on `datacentres`, and nothing left behind."""
@@ -204,6 +214,10 @@ def test_the_default_grid_is_estimated_under_35_minutes():
         ({"sites": 3, "wan_rate": "50 Mb/s"}, "--sites"),
         ({"target_spread": math.nan}, "--target-spread"),
         ({"calibrate": "64 KiB,1 MiB,4 MiB"}, "at most 2 sizes"),
+        ({"wan_queue": "20 ms"}, "--wan-queue needs --sites 2"),
+        ({"sites": 2, "wan_rate": "50 Mb/s", "wan_queue": "5 us"}, "expected 1 ms to 1 s"),
+        ({"sites": 2, "wan_rate": "50 Mb/s", "wan_queue": "2 s"}, "expected 1 ms to 1 s"),
+        ({"sites": 2, "wan_rate": "50 Mb/s", "wan_queue": "soon"}, "--wan-queue"),
     ],
 )
 def test_bad_site_and_fit_flags_are_one_line(extra, words):

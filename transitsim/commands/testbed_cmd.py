@@ -217,6 +217,9 @@ def run_command(
     warmup: int = typer.Option(2, "--warmup"),
     sites: int = typer.Option(1, "--sites", help="2: two switches joined by a shaped WAN"),
     wan_rate: str | None = typer.Option(None, "--wan-rate", help="the WAN's tbf rate (--sites 2)"),
+    wan_queue: str | None = typer.Option(
+        None, "--wan-queue", help="the WAN tbf's queue bound, tbf `latency` (default 50 ms)"
+    ),
     out: Path = typer.Option(Path("out/testbed"), "--output", "-o"),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No per-point progress lines."),
 ) -> int:
@@ -225,7 +228,7 @@ def run_command(
 
     grid = flags.grid(rates, workers, sizes, collectives, calibrate, call_limit, budget,
                       (min_repeats, max_repeats), warmup, target_spread, sites,
-                      wan_rate)  # fmt: skip
+                      wan_rate, wan_queue)  # fmt: skip
     if fit not in ("endpoint", "alpha") or (fit == "alpha" and len(grid.calibration_sizes) > 1):
         raise TransitsimError("--fit: endpoint (one or two --calibrate sizes) or alpha (one)")
     check_writable_folder(out)
@@ -252,6 +255,7 @@ def run_command(
         target_spread=grid.target_spread,
         sites=grid.sites,
         wan_rate_bps=grid.wan_rate_bps,
+        wan_queue_s=grid.wan_queue_s,
         log=(lambda line: None) if quiet else (lambda line: print(line, flush=True)),
     )
     _write_parquet(measured, out / "measured.parquet")

@@ -14,7 +14,7 @@ from typing import TypeVar
 
 from transitsim.analysis.metrics import check_target
 from transitsim.base.errors import TransitsimError
-from transitsim.base.units import parse_bytes, parse_rate_bps
+from transitsim.base.units import parse_bytes, parse_rate_bps, parse_time_s
 from transitsim.testbed import rate_label
 from transitsim.testbed.measure import COLLECTIVES, Point, estimate_launch_s, plan_points
 from transitsim.testbed.netns import MAX_HOSTS
@@ -101,6 +101,21 @@ def seconds(value: float, flag: str, high: float) -> float:
     return float(value)
 
 
+MAX_QUEUE_S = 1.0
+
+
+def queue_seconds(text: str) -> float:
+    """--wan-queue: tbf's `latency` (a time, e.g. "5 ms"), 1 ms to 1 s: whole milliseconds,
+    as tc takes it."""
+    try:
+        value = parse_time_s(text)
+    except (TransitsimError, ValueError) as exc:
+        raise TransitsimError(f"--wan-queue: {exc}") from None
+    if not (math.isfinite(value) and 1e-3 <= value <= MAX_QUEUE_S):
+        raise TransitsimError(f"--wan-queue: expected 1 ms to 1 s, got {text!r}")
+    return round(value * 1e3) / 1e3
+
+
 def seed(value: int) -> int:
     if not 0 <= value <= MAX_SEED:
         raise TransitsimError(f"--seed: expected 0..{MAX_SEED}, got {value}")
@@ -131,6 +146,7 @@ class Grid:
     target_spread: float = 0.05
     sites: int = 1
     wan_rate_bps: float | None = None
+    wan_queue_s: float = 0.05  # the WAN tbf's `latency`: how long a packet may wait there
 
     def points(self, rate_bps: float, workers: int) -> list[Point]:
         return plan_points(rate_bps, workers, self.sizes, self.collectives,
@@ -166,6 +182,7 @@ def grid(
     target_spread: float = 0.05,
     sites: int = 1,
     wan_rate: str | None = None,
+    wan_queue: str | None = None,
 ) -> Grid:
     """The run's grid, refused unless every rate has points to measure and its calibration
     sizes among them (the endpoint is fitted on them), and no point needs more memory than is
@@ -183,6 +200,11 @@ def grid(
         wan_bps = rate(wan_rate)
     elif wan_rate is not None:
         raise TransitsimError("--wan-rate needs --sites 2")
+    wan_queue_s = 0.05
+    if wan_queue is not None:
+        if sites != 2:
+            raise TransitsimError("--wan-queue needs --sites 2")
+        wan_queue_s = queue_seconds(wan_queue)
     low, high = repeats
     if not 1 <= low <= high <= MAX_REPEATS or not 0 <= warmup <= MAX_WARMUP:
         raise TransitsimError(
@@ -202,6 +224,7 @@ def grid(
         float(target_spread),
         sites,
         wan_bps,
+        wan_queue_s,
     )
     if any(b not in chosen.sizes for b in chosen.calibration_sizes):
         raise TransitsimError(f"--calibrate {calibrate!r}: every size must be one of --sizes")

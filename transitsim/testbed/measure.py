@@ -341,6 +341,7 @@ def point_rows(
             "rtt_wan_s": rtt_wan,
             "tbf_burst_bytes": testbed.shaping.burst_bytes,
             "tbf_latency_s": testbed.shaping.queue_latency_s,
+            "wan_tbf_latency_s": testbed.wan_shaping.queue_latency_s if wan else 0.0,
             "mtu": 1500,
         }
         for m in merged
@@ -373,6 +374,7 @@ def measure_grid(
     target_spread: float = 0.05,
     sites: int = 1,
     wan_rate_bps: float | None = None,
+    wan_queue_s: float = 0.05,
     log=print,
 ) -> pd.DataFrame:
     """Build one testbed (max workers hosts, split over `sites`), measure every point, tear it
@@ -382,7 +384,9 @@ def measure_grid(
     hosts = max(max(workers_list), 2)
     port = BASE_PORT
     load = warn_if_loaded()
-    wan = Shaping.for_rate(wan_rate_bps) if sites == 2 and wan_rate_bps else None
+    wan = None
+    if sites == 2 and wan_rate_bps:
+        wan = Shaping(wan_rate_bps, Shaping.for_rate(wan_rate_bps).burst_bytes, wan_queue_s)
     wan_bps = wan.rate_bps if wan else None
     testbed = Testbed(hosts, Shaping.for_rate(rates_bps[0]), sites=sites, wan_shaping=wan)
     with signals_raise(), testbed:
