@@ -20,14 +20,17 @@ from typing import Any
 import numpy as np
 
 from transitsim.network import Exchange, LinkFault, simulate_exchange
+from transitsim.network.spec import NetworkSpec
 from transitsim.overlap import (
     BackwardProfile,
     Unit,
     UnitTiming,
+    backward_profile,
     overlapped_step,
     plan_units,
 )
 from transitsim.overlap.plan import DDP_BUCKET_BYTES, DDP_FIRST_BUCKET_BYTES, describe
+from transitsim.traces.format import Trace
 
 
 @dataclass
@@ -182,4 +185,31 @@ def _as_outcome(
         start_s=step.start_s[0],
         exchange_s=step.exchange_s,
         units=step.units,
+    )
+
+
+def overlap_plan(
+    trace: Trace,
+    network: NetworkSpec,
+    dense_bytes: int,
+    dense: bool,
+    bucket_bytes: int,
+    notes: list[str],
+) -> OverlapPlan:
+    """An exchange's overlap with `trace`'s backward: its profile (or the uniform assumption,
+    said in the notes), DDP buckets of `dense_bytes` where `dense` (A's all-reduce, or a site's
+    intra-site one), else one unit per tensor."""
+    profile = backward_profile(trace.meta)
+    if not profile.measured:
+        notes.append(
+            f"overlap: {trace.name} has no backward profile; assumed uniform backward (gradient "
+            "bytes ready evenly over a backward of 2/3 of compute)"
+        )
+    return OverlapPlan(
+        profile=profile,
+        dense_bytes=dense_bytes,
+        dense=dense,
+        bucket_bytes=bucket_bytes,
+        run_name=trace.name,
+        network_name=network.name,
     )

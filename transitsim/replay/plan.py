@@ -21,11 +21,11 @@ from transitsim.base.errors import TransitsimError
 from transitsim.network import Exchange, LinkFault, validate_exchange, validate_network
 from transitsim.network.exchange import fabric_for, resolve_faults
 from transitsim.network.spec import COLLECTIVE_ALGOS, NetworkSpec
-from transitsim.overlap import DDP_BUCKET_BYTES, OVERLAP_MODES, backward_profile
+from transitsim.overlap import DDP_BUCKET_BYTES, OVERLAP_MODES
 from transitsim.replay.compute import ComputeModel, Stragglers
 from transitsim.replay.frames import TIMELINE_COLUMNS, run_link_stats, timeline_frame
 from transitsim.replay.keys import first_appearance_codes
-from transitsim.replay.overlap import OverlapPlan
+from transitsim.replay.overlap import overlap_plan
 from transitsim.replay.sites import REPLICAS, check_site_layout, site_exchange
 from transitsim.replay.step import Run, StepPlan
 from transitsim.replay.steps import replay_rows
@@ -139,7 +139,8 @@ def replay(
         exposed = site.exposed_per_row(plan.compute_s, plan.interval)
         plan.compress_s = [c + e for c, e in zip(compress_s, exposed, strict=True)]
     elif overlap == "buckets":
-        run.overlap = _overlap_plan(trace, network, ratio, bucket_bytes, notes)
+        dense = int(round(trace.meta["dense_bytes_per_step"] * ratio))
+        run.overlap = overlap_plan(trace, network, dense, trace.variant == "A", bucket_bytes, notes)
     rows = replay_rows(run, plan, stragglers, np.random.default_rng(seed))
     stream_exchanges(rows, trace, notes)  # H-s: exchanges overlap the next inner steps
     if site is not None:
@@ -331,26 +332,6 @@ def _check_args(
             raise TransitsimError(f"faults must be LinkFault objects, got {fault!r}")
     validate_network(network)
     resolve_faults(fabric_for(network), faults)  # unknown links, bad windows: fail before work
-
-
-def _overlap_plan(
-    trace: Trace, network: NetworkSpec, ratio: float, bucket_bytes: int, notes: list[str]
-) -> OverlapPlan:
-    """The run's overlap: its backward profile (or the uniform assumption, said in the notes)."""
-    profile = backward_profile(trace.meta)
-    if not profile.measured:
-        notes.append(
-            f"overlap: {trace.name} has no backward profile; assumed uniform backward (gradient "
-            "bytes ready evenly over a backward of 2/3 of compute)"
-        )
-    return OverlapPlan(
-        profile=profile,
-        dense_bytes=int(round(trace.meta["dense_bytes_per_step"] * ratio)),
-        dense=trace.variant == "A",
-        bucket_bytes=bucket_bytes,
-        run_name=trace.name,
-        network_name=network.name,
-    )
 
 
 def _check_overlap(overlap: str, bucket_bytes: int) -> None:

@@ -37,8 +37,7 @@ from transitsim.network import Exchange
 from transitsim.network.spec import NetworkSpec
 from transitsim.network.topology import worker_groups
 from transitsim.network.varying import change_times
-from transitsim.overlap import backward_profile
-from transitsim.replay.overlap import OverlapPlan
+from transitsim.replay.overlap import overlap_plan
 from transitsim.replay.step import OVERLAP_FIGURES, Outcome, Run, clean_outcome, segment_figures
 from transitsim.traces.format import Trace
 
@@ -267,7 +266,7 @@ def site_exchange(
             index_of[key] = len(runs)
             run = Run(network=spec, faults=[], method=method, reuse=True)
             if overlap == "buckets":
-                run.overlap = _site_overlap(trace, spec, dense, bucket_bytes, notes)
+                run.overlap = overlap_plan(trace, spec, dense, True, bucket_bytes, notes)
             runs.append(run)
         site_run.append(index_of[key])
     per_site = network.workers // network.datacentres
@@ -302,23 +301,3 @@ def site_exchange(
             "only; the intra-site all-reduce is timed on the site's links as they start"
         )
     return SiteExchange(network=network, dense_bytes=dense, algo=algo, runs=runs, site_run=site_run)
-
-
-def _site_overlap(
-    trace: Trace, spec: NetworkSpec, dense: int, bucket_bytes: int, notes: list[str]
-) -> OverlapPlan:
-    """A's overlap for the intra-site all-reduce: DDP buckets of the dense gradient."""
-    profile = backward_profile(trace.meta)
-    if not profile.measured:
-        notes.append(
-            f"overlap: {trace.name} has no backward profile; assumed uniform backward (gradient "
-            "bytes ready evenly over a backward of 2/3 of compute)"
-        )
-    return OverlapPlan(
-        profile=profile,
-        dense_bytes=dense,
-        dense=True,
-        bucket_bytes=bucket_bytes,
-        run_name=trace.name,
-        network_name=spec.name,
-    )
