@@ -98,10 +98,9 @@ def network_yaml(
     index = calibration.regime_for(payload_bytes)
     regime = calibration.regimes[index]
     name = name or default_name(calibration)
-    where = "one switch" if calibration.shape.topology == "switch" else "a leaf switch per host"
+    where, tables = _where_and_tables(calibration)
     description = (
-        f"{calibration.collective} calibrated from measured tables "
-        f"({', '.join(t.source.rsplit('/', 1)[-1] for t in calibration.tables)}), sizes "
+        f"{calibration.collective} calibrated from measured tables ({tables}), sizes "
         f"{size_text(regime.first_bytes)} .. {size_text(regime.last_bytes)}, as "
         f"{calibration.algo} on {where}"
     )
@@ -159,10 +158,9 @@ def nccl_network_yaml(
     name = name or default_name(calibration)
     spec = calibration.network(name)
     link = Link(calibration.payload_bps, spec.host_link.latency_s, calibration.line_bps)
-    where = "one switch" if calibration.shape.topology == "switch" else "a leaf switch per host"
+    where, tables = _where_and_tables(calibration)
     description = (
-        f"{calibration.collective} calibrated from measured tables "
-        f"({', '.join(t.source.rsplit('/', 1)[-1] for t in calibration.tables)}) in NCCL mode "
+        f"{calibration.collective} calibrated from measured tables ({tables}) in NCCL mode "
         f"({', '.join(f.protocol for f in calibration.fits)} over {calibration.channels} "
         f"channels), as {calibration.algo} on {where}"
     )
@@ -199,3 +197,9 @@ def nccl_network_yaml(
     lines += [f"#   {protocol_line(calibration, i)}" for i in range(len(calibration.fits))]
     body = yaml.safe_dump(mapping, sort_keys=False, default_flow_style=False, width=100)
     return "\n".join(lines) + "\n" + body, mapping
+
+
+def _where_and_tables(calibration) -> tuple[str, str]:
+    """What the ranks' links lead to, and the tables' file names, as a file's description says."""
+    where = "one switch" if calibration.shape.topology == "switch" else "a leaf switch per host"
+    return where, ", ".join(t.source.rsplit("/", 1)[-1] for t in calibration.tables)

@@ -103,15 +103,22 @@ def check_written(text: str, calibration: Calibration, regime: int) -> None:
         )
 
 
-def _nccl_json(c: NcclCalibration) -> dict:
+def _json_head(c: Calibration | NcclCalibration) -> dict:
+    """What every calibration's JSON record begins with: the collective, algo, ranks, sources."""
     return {
         "collective": c.collective,
         "algo": c.algo,
-        "model": "nccl",
         "ranks": c.ranks,
-        "channels": c.channels,
         "sources": [t.source for t in c.tables],
         "notes": [n for t in c.tables for n in t.notes],
+    }
+
+
+def _nccl_json(c: NcclCalibration) -> dict:
+    return {
+        **_json_head(c),
+        "model": "nccl",
+        "channels": c.channels,
         "protocols": [
             {
                 "protocol": f.protocol,
@@ -137,11 +144,7 @@ def _report(calibrations: list[Calibration], fmt: str, quiet: bool) -> None:
         emit_json(
             [
                 {
-                    "collective": c.collective,
-                    "algo": c.algo,
-                    "ranks": c.ranks,
-                    "sources": [t.source for t in c.tables],
-                    "notes": [n for t in c.tables for n in t.notes],
+                    **_json_head(c),
                     "regimes": [
                         {
                             "first_bytes": r.first_bytes,

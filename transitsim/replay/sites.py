@@ -249,8 +249,8 @@ def site_exchange(
     faulted: bool,
     notes: list[str],
 ) -> SiteExchange:
-    """The run's intra-site all-reduce (its networks, collective and overlap), with its notes."""
-    check_site_layout(trace, network)
+    """The run's intra-site all-reduce (its networks, collective and overlap), with its notes;
+    the layout already checked (check_site_layout, as replay checks its arguments)."""
     chosen = collective or network.collective
     algo = chosen if chosen in SITE_ALGOS else "ring_allreduce"
     if algo == "switch_sum" and not network.switch.aggregator:
