@@ -171,10 +171,12 @@ class RunConfig:
     eval_batches: int = 8
     diag_every: int = 50
     ckpt_every: int = 100
-    # 0 = auto (trainer/loop/threads.py), not the spec's 4: benchmarks/bench_threads.py on 2 cores
-    # measured auto at 0.64x one thread's step quiet (2 threads 0.65x) and 1.07x beside a busy
-    # process, where 2 threads were 2.68x; a fixed count wins only one of the two.
-    threads: int = 0
+    # 1, not the spec's 4, nor auto (0, trainer/loop/threads.py), though benchmarks/bench_threads.py
+    # measured auto fastest both ways (0.64x one thread's step quiet, 1.07x beside a busy process,
+    # where 2 threads were 2.68x): some variants' losses change in the last bits with the thread
+    # count (G subspace: 4.16369748 against 4.16369915 at step 5), so auto, which follows the
+    # machine's load, would break the bit-exact resume a checkpointed run promises.
+    threads: int = 1
     device: str = "cpu"
     tokenizer: str = "char"  # char | bpe (byte-level BPE, spec §2.1) for path corpora
     vocab_size: int = 4096  # BPE vocabulary when tokenizer == "bpe"

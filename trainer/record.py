@@ -238,7 +238,7 @@ def main() -> None:
     parser.add_argument("-o", "--out", type=Path, required=True)
     parser.add_argument("--jobs", type=int, default=2, help="runs in parallel")
     parser.add_argument(
-        "--threads", type=threads_arg, default=0, help="torch threads per run (default: auto)"
+        "--threads", type=threads_arg, default=1, help="torch threads per run, or auto (default: 1)"
     )
     parser.add_argument("--fs-every", type=int, default=50)
     parser.add_argument("--grid", choices=sorted(GRIDS), default="issue")
