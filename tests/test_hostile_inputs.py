@@ -21,6 +21,7 @@ from test_run_cli import run_cli, write_test_trace
 
 import transitsim
 from transitsim.base.errors import TransitsimError
+from transitsim.network.limits import MAX_WORKERS
 from transitsim.network.presets import preset_dict
 from transitsim.scenario import network_preset
 from transitsim.traces.format import Trace, read_trace
@@ -199,9 +200,9 @@ def test_document_grid_and_worker_sizes_are_bounded(work: Path, capsys) -> None:
         "many.yaml",
         BASE.replace("[8x200g-switch]", "[{preset: 8x200g-switch, workers: 1000000}]"),
     )
-    one_line_exit_2(["validate", many], capsys, "4096", seconds=10)
+    one_line_exit_2(["validate", many], capsys, str(MAX_WORKERS), seconds=10)
     argv = ["collective", "--algo", "ring-allreduce", "--bytes", "1 MB", "--bandwidth", "1 Gb/s"]
-    one_line_exit_2([*argv, "--workers", "100000000"], capsys, "4,096", seconds=10)
+    one_line_exit_2([*argv, "--workers", "100000000"], capsys, f"{MAX_WORKERS:,}", seconds=10)
     one_line_exit_2([*argv, "--workers", "8", "--bytes", str(2**62)], capsys, "at most")
 
 

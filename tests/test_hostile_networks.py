@@ -15,6 +15,7 @@ from test_run_cli import run_cli, write_test_trace
 
 import transitsim
 from transitsim.base.errors import TransitsimError
+from transitsim.network.limits import MAX_WORKERS
 from transitsim.scenario import network_preset
 
 FABRIC = {
@@ -122,13 +123,17 @@ def test_the_api_has_the_clis_bounds(work: Path) -> None:
     trace = work / "traces" / "tiny-adamw-s0.parquet"
     switch = network_preset("8x200g-switch")
     cases = [
-        (dataclasses.replace(switch, workers=10**7), [3.5], "workers must be at most 4,096"),
         (
-            dataclasses.replace(switch, topology="rail_optimised", workers=10**5, gpus_per_node=8),
+            dataclasses.replace(switch, workers=10**7),
             [3.5],
-            "at most 4,096",
+            f"workers must be at most {MAX_WORKERS:,}",
         ),
-        ({**FABRIC, "topology": "rail_optimised", "workers": 10**5}, [3.5], "4096"),
+        (
+            dataclasses.replace(switch, topology="rail_optimised", workers=10**6, gpus_per_node=8),
+            [3.5],
+            f"at most {MAX_WORKERS:,}",
+        ),
+        ({**FABRIC, "topology": "rail_optimised", "workers": 10**6}, [3.5], str(MAX_WORKERS)),
         (
             {
                 "preset": "2dc-wan",

@@ -55,6 +55,7 @@ from transitsim.network.fast.ring import (
     ring_paths,
     run_fast_ring,
 )
+from transitsim.network.fast.ring_lean import LeanDag, LeanRing, LeanTiming
 from transitsim.network.fast.switch import (
     SwitchPlan,
     run_fast_switch,
@@ -66,6 +67,7 @@ from transitsim.network.fast.switch import (
 from transitsim.network.fast.tree import run_fast_tree
 from transitsim.network.fast.tree_shared import run_split_tree, tree_parts
 from transitsim.network.faults import LinkFault, resolve_faults
+from transitsim.network.limits import MAX_MESSAGES
 from transitsim.network.nccl import applies as nccl_applies
 from transitsim.network.nccl import nccl_choice
 from transitsim.network.outcome import (
@@ -204,7 +206,7 @@ def switch_plan(fabric: Fabric, exchange: Exchange) -> SwitchPlan:
         exchange.transform_at
     ]
     spec = fabric.network.switch
-    return SwitchPlan(
+    plan = SwitchPlan(
         workers=fabric.network.workers,
         aggregator=fabric.node_index[fabric.aggregation_switch()],
         sizes=_pieces(fabric.network, exchange, kind),
@@ -212,6 +214,13 @@ def switch_plan(fabric: Fabric, exchange: Exchange) -> SwitchPlan:
         slots=spec.agg_slots,
         down_factor=2.0 if (exchange.loopback and kind == XFORM_SWITCH) else 1.0,
     )
+    if plan.count > MAX_MESSAGES:
+        raise TransitsimError(
+            f"a switch sum of {exchange.payload_bytes:,} bytes on {plan.workers:,} workers is "
+            f"{plan.count:,} messages, more than the {MAX_MESSAGES:,} it is simulated for: "
+            "fewer workers, or larger pieces (switch.agg_slot_bytes)"
+        )
+    return plan
 
 
 def _pieces(network: NetworkSpec, exchange: Exchange, kind: int) -> tuple[float, ...]:
@@ -431,11 +440,15 @@ def _fast_ring(fabric, exchange, weights, start, faults, record) -> ExchangeResu
         if isinstance(shares, str):
             return shares
     timing = run_fast_ring(fabric, plan, paths, start, record, faults, shares)
-    if not isinstance(timing, Timing):
+    if isinstance(timing, str):
         return timing
-    finish = ring_finish(plan, timing, start)
     sent, received = ring_line_bytes(plan, paths)
     path_of = functools.partial(paths.of, plan)
+    if isinstance(timing, LeanRing):  # checkpoints, times recomputed for the walk back
+        finish, dag = timing.times.finish_s(start), LeanDag(plan, timing.times)
+        lean = LeanTiming(timing)
+        return _result(fabric, dag, path_of, lean, start, finish, sent, received, "fast")
+    finish = ring_finish(plan, timing, start)
     return _result(fabric, plan, path_of, timing, start, finish, sent, received, "fast")
 
 

@@ -6,7 +6,7 @@ Kept apart from `transitsim.scenario` so that `transitsim collective` need not i
 pandas and YAML to check its flags.
 """
 
-MAX_WORKERS = 4096
+MAX_WORKERS = 65536  # a ring of 65,536 is timed lean (fast/ring_lean.py); see MAX_MESSAGES
 MAX_DATACENTRES = 64  # a full mesh of WAN links: 2,016 cables
 MAX_WAN_LINKS = 64
 MAX_GPUS_PER_NODE = 1024
@@ -17,3 +17,10 @@ MAX_GPUS_PER_NODE = 1024
 # 2**18 admits 1,024 GPUs in 128 nodes (5 s a replay, 34 s with overlap); the shipped cluster
 # scenario (512 GPUs in 64 nodes) makes 64,512.
 MAX_HIERARCHICAL_TRANSFERS = 1 << 18
+# A schedule of messages held as arrays (the DES, hierarchical, the trees, a switch sum) past
+# this is refused: 32 Mi is a ring all-reduce of 4,096 workers, minutes a step on the DES and
+# gigabytes of arrays. Rings alone go further, on their fast path, without a schedule.
+MAX_MESSAGES = 1 << 25
+# The trees' schedule is planned transfer by transfer in Python (about 5 us each): past this
+# (a double binary tree of 16,384 ranks in 64 chunks) it is refused.
+MAX_TREE_TRANSFERS = 1 << 22

@@ -27,6 +27,7 @@ from transitsim.network.des.fluid import SETTLE_REL, ExactEnvironment
 from transitsim.network.fabric import LOCAL_XFORM, PLAIN, Fabric, Path, Weights
 from transitsim.network.fast.fault_delay import HopFaults, down_windows
 from transitsim.network.fast.in_step import HostShares
+from transitsim.network.fast.ring_lean import LEAN_MESSAGES, LeanRing, LeanTimes
 from transitsim.network.schedules.dag import RingPlan
 
 
@@ -117,12 +118,19 @@ def run_fast_ring(
     record: bool = False,
     faults: list[ResourceFault] | None = None,
     shares: HostShares | None = None,
-) -> Timing | str:
+    lean: bool | None = None,
+) -> Timing | LeanRing | str:
     """Evaluate a ring by the recurrence. Returns a Timing, or why it would not be exact.
-    shares: the in-step rates of edges sharing host endpoints (no faults, no recording)."""
+    shares: the in-step rates of edges sharing host endpoints (no faults, no recording).
+    lean: keep checkpoints, not every message's times (ring_lean.py); None: past LEAN_MESSAGES."""
     n, phases, offset = plan.workers, plan.phases, plan.offset
-    ready, free, arrive = (np.full(plan.count, np.nan) for _ in range(3))
-    stall, stall0 = np.zeros(plan.count), np.zeros(plan.count)
+    lean = plan.count > LEAN_MESSAGES if lean is None else lean
+    if lean and record:
+        return f"utilisation over time of {plan.count:,} messages is recorded by the DES"
+    stored = 0 if lean else plan.count  # lean: checkpoints (kept), one phase's stalls
+    ready, free, arrive = (np.full(stored, np.nan) for _ in range(3))
+    stall, stall0 = np.zeros(n if lean else plan.count), np.zeros(n if lean else plan.count)
+    unshared = np.full(n, -1, dtype=np.int64)
     windows = down_windows(faults or [])
     busy = np.zeros(len(fabric.resources))
     carried = np.zeros(len(fabric.resources))
@@ -185,6 +193,18 @@ def run_fast_ring(
 
     failure: list[str] = []
 
+    def rerun(k: int, now_ready: np.ndarray) -> tuple[np.ndarray, ...]:
+        """Phase k again from its ready times, nothing counted (lean: the walk back's times)."""
+        kind = 0 if k == 0 else 1
+        stall[:], stall0[:] = 0.0, 0.0
+        sent, arrived, _, _ = run_hops(now_ready, tables[kind], held[kind], slice(0, n), None)
+        return sent, arrived, stall, stall0  # copied into the caller's window
+
+    def shared_by(k: int) -> np.ndarray:
+        return unshared if shares is None else shares.binding[min(k, 1)]
+
+    kept = LeanTimes(plan, rerun, shared_by)
+
     def phases_process():
         ring_ready = start
         pre_free = pre_start = None
@@ -195,7 +215,10 @@ def run_fast_ring(
             faulted = HopFaults(windows, _routes(paths.pre))
             pre_free, pre_arrive, starts, ends = run_hops(start, table, faulted, slice(0, n), usage)
             pre_start = starts[0]
-            ready[:n], free[:n], arrive[:n] = start, pre_free, pre_arrive
+            if lean:
+                kept.keep_pre(start, pre_free, pre_arrive, stall, stall0)
+            else:
+                ready[:n], free[:n], arrive[:n] = start, pre_free, pre_arrive
             account(usage, table, 1)
             if record:
                 sample(usage, starts, ends)
@@ -205,7 +228,9 @@ def run_fast_ring(
             kind = 0 if k == 0 else 1
             # np.roll(arrived, 1) (what edge i - 1 delivered), without its per-call overhead
             now_ready = ring_ready if k == 0 else np.maximum(sent, _from_previous(arrived))
-            ids = slice(offset + k * n, offset + (k + 1) * n)
+            ids = slice(0, n) if lean else slice(offset + k * n, offset + (k + 1) * n)
+            if lean:
+                stall[:], stall0[:] = 0.0, 0.0
             sent, arrived, starts, ends = run_hops(
                 now_ready, tables[kind], held[kind], ids, usages[kind]
             )
@@ -228,7 +253,10 @@ def run_fast_ring(
                 if np.any(overlap):
                     failure.append("a chunk arrives while the own transform runs")
                     return
-            ready[ids], free[ids], arrive[ids] = now_ready, sent, arrived
+            if lean:
+                kept.keep_phase(k, now_ready, arrived)
+            else:
+                ready[ids], free[ids], arrive[ids] = now_ready, sent, arrived
             if record:
                 sample(usages[kind], starts, ends)
             previous_ends = ends
@@ -242,6 +270,8 @@ def run_fast_ring(
         account(usages[0], tables[0], 1)
     if phases > 1:
         account(usages[1], tables[1], phases - 1)
+    if lean:
+        return LeanRing(kept, busy, carried, env.processed)
     samples = tuple(np.concatenate(c) for c in zip(*sampled, strict=True)) if sampled else None
     timing = unshared_timing(ready, free, arrive, env.processed, busy, carried, samples)
     if shares is not None:  # slowed by sharing its host: the DES names what set its rate

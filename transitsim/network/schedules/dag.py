@@ -11,7 +11,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from transitsim.base.errors import TransitsimError
 from transitsim.network.fabric import JOIN, LOCAL_XFORM, PLAIN, XFORM_PLUGGABLE, XFORM_SWITCH
+from transitsim.network.limits import MAX_MESSAGES, MAX_WORKERS
 
 
 @dataclass
@@ -131,6 +133,13 @@ class ScheduleBuilder:
             data = np.full((size, 0), -1, np.int64)
         data = np.asarray(data, dtype=np.int64).reshape(size, -1)
         counts = np.broadcast_to(np.asarray(counts, dtype=bool), (size,))
+        if self.count + size > MAX_MESSAGES:
+            raise TransitsimError(
+                f"this exchange on {self.workers:,} workers is a schedule of more than "
+                f"{MAX_MESSAGES:,} messages: too big to simulate message by message; "
+                "a ring (ring_allreduce, ring_allgather) on its fast path takes up to "
+                f"{MAX_WORKERS:,} workers"
+            )
         self._batches.append((src, dst, kind, nbytes, after, data, counts))
         ids = np.arange(self.count, self.count + size, dtype=np.int64)
         self.count += size

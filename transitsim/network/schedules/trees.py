@@ -23,7 +23,9 @@ import math
 
 import numpy as np
 
+from transitsim.base.errors import TransitsimError
 from transitsim.network.fabric import JOIN, LOCAL_XFORM, PLAIN, Fabric, Weights
+from transitsim.network.limits import MAX_TREE_TRANSFERS, MAX_WORKERS
 from transitsim.network.schedules.dag import Schedule
 
 TREE_CHUNK_BYTES = 64 * 1024  # bytes of one pipelined chunk per tree (NCCL-like granularity)
@@ -179,6 +181,13 @@ def _planned(forest: list[np.ndarray], workers: int, chunks: int, spacing: int) 
     colour in a slot (each phase's transfers are coloured on their own)."""
     edges = [(t, v, int(p)) for t, parents in enumerate(forest) for v, p in enumerate(parents)]
     edges = [e for e in edges if e[2] >= 0]
+    if 2 * len(edges) * chunks > MAX_TREE_TRANSFERS:
+        raise TransitsimError(
+            f"the trees of {workers:,} workers are {2 * len(edges) * chunks:,} transfers, more "
+            f"than the {MAX_TREE_TRANSFERS:,} a tree exchange is planned for; a ring "
+            "(ring_allreduce, ring_allgather) on its fast path takes up to "
+            f"{MAX_WORKERS:,} workers"
+        )
     depths = [tree_depths(parents) for parents in forest]
     tops = [int(d.max()) if workers else 0 for d in depths]
     planned = []
