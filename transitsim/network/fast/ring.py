@@ -203,7 +203,7 @@ def run_fast_ring(
     def shared_by(k: int) -> np.ndarray:
         return unshared if shares is None else shares.binding[min(k, 1)]
 
-    kept = LeanTimes(plan, rerun, shared_by)
+    kept = LeanTimes(plan, rerun, shared_by) if lean else None  # not on the hot path
 
     def phases_process():
         ring_ready = start
@@ -215,7 +215,7 @@ def run_fast_ring(
             faulted = HopFaults(windows, _routes(paths.pre))
             pre_free, pre_arrive, starts, ends = run_hops(start, table, faulted, slice(0, n), usage)
             pre_start = starts[0]
-            if lean:
+            if kept is not None:
                 kept.keep_pre(start, pre_free, pre_arrive, stall, stall0)
             else:
                 ready[:n], free[:n], arrive[:n] = start, pre_free, pre_arrive
@@ -253,7 +253,7 @@ def run_fast_ring(
                 if np.any(overlap):
                     failure.append("a chunk arrives while the own transform runs")
                     return
-            if lean:
+            if kept is not None:
                 kept.keep_phase(k, now_ready, arrived)
             else:
                 ready[ids], free[ids], arrive[ids] = now_ready, sent, arrived
@@ -270,7 +270,7 @@ def run_fast_ring(
         account(usages[0], tables[0], 1)
     if phases > 1:
         account(usages[1], tables[1], phases - 1)
-    if lean:
+    if kept is not None:
         return LeanRing(kept, busy, carried, env.processed)
     samples = tuple(np.concatenate(c) for c in zip(*sampled, strict=True)) if sampled else None
     timing = unshared_timing(ready, free, arrive, env.processed, busy, carried, samples)

@@ -40,7 +40,6 @@ class LeanTimes:
         self.into_ids = (np.arange(n, dtype=np.int64) - 1) % n  # edge i - 1 lands at worker i
         self.window_from = -1
         self.window: np.ndarray | None = None  # (field, phase in segment, edge)
-        self.reruns = 0
 
     def keep_pre(self, *times: np.ndarray) -> None:
         """The pre-stage's ready, free, arrive, stall, stall0 (N messages, into themselves)."""
@@ -86,7 +85,6 @@ class LeanTimes:
             row[1], row[2], row[3], row[4] = self.rerun(k, ready)
             ready = np.maximum(row[1], np.concatenate((row[2][-1:], row[2][:-1])))
         self.window_from = begin
-        self.reruns += end - begin
 
 
 class _Column:
