@@ -353,11 +353,16 @@ def ttl_command(
         100, "--compute-steps", help="steps of each variant's compute run (unshaped), >= 3"
     ),
     seed: int = typer.Option(0, "--seed"),
+    sites: int = typer.Option(1, "--sites", help="2: the hosts split over two sites"),
+    wan_rate: str | None = typer.Option(
+        None, "--wan-rate", help="the WAN's tbf rate (--sites 2), below --rates"
+    ),
     out: Path = typer.Option(Path("out/testbed-ttl"), "--output", "-o"),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No per-run progress lines."),
 ) -> int:
     """Train A, B, C, E' on the testbed (each first on the unshaped testbed for its compute);
-    time-to-loss measured vs transitsim's prediction."""
+    time-to-loss measured vs transitsim's prediction. With --sites 2 the hosts are split over
+    two sites and every exchange crosses the WAN."""
     from transitsim.testbed import flags
     from transitsim.testbed.netns import preflight
     from transitsim.testbed.ttl_run import Plan, measure
@@ -370,12 +375,13 @@ def ttl_command(
     if not 3 <= compute_steps <= 100_000:
         raise TransitsimError(f"--compute-steps: need 3..100000, got {compute_steps}")
     flags.seed(seed)
+    wan_bps = flags.ttl_sites(sites, wan_rate, hosts, rate_list)
     check_writable_folder(out)
     if importlib.util.find_spec("torch") is None:
         raise TransitsimError("transitsim testbed ttl needs torch: pip install -e '.[train]'")
     preflight()
     plan = Plan(rate_list, variant_list, hosts=hosts, steps=steps, seed=seed,
-                compute_steps=compute_steps)  # fmt: skip
+                compute_steps=compute_steps, sites=sites, wan_rate_bps=wan_bps)  # fmt: skip
     out.mkdir(parents=True, exist_ok=True)
     runs, calibration = measure(plan, out, (lambda line: None) if quiet else print)
     _write_parquet(calibration, out / "calibration.parquet")

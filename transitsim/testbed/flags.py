@@ -253,3 +253,22 @@ def grid(
                     f"{MAX_BUFFER_BYTES >> 30} GiB of tensors: use smaller --sizes"
                 )
     return chosen
+
+
+def ttl_sites(sites: int, wan_rate: str | None, hosts: int, rates_bps: list[float]) -> float:
+    """`testbed ttl --sites/--wan-rate`: the WAN's rate (0.0 with one site), or one line. Two
+    sites need an even number of hosts (half a site) and a WAN below every host rate."""
+    if sites not in (1, 2):
+        raise TransitsimError(f"--sites: expected 1 or 2, got {sites}")
+    if sites == 1:
+        if wan_rate is not None:
+            raise TransitsimError("--wan-rate needs --sites 2")
+        return 0.0
+    if wan_rate is None:
+        raise TransitsimError("--sites 2 needs --wan-rate (below the host links' rates)")
+    wan_bps = rate(wan_rate)
+    if hosts % 2:
+        raise TransitsimError(f"--sites 2: --hosts must be even (half a site each), got {hosts}")
+    if any(wan_bps >= r for r in rates_bps):
+        raise TransitsimError("--wan-rate must be below every host link rate (--rates)")
+    return wan_bps

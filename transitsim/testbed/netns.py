@@ -199,10 +199,15 @@ class Testbed:
 
     def unshape(self) -> None:
         """Remove the tbf from both directions of every host link: the veths at whatever the
-        kernel and the CPUs move (the compute runs of `testbed ttl`); `shape` puts it back."""
+        kernel and the CPUs move (the compute runs of `testbed ttl`), and with two sites from
+        the WAN's too; `shape` puts both back (the WAN's as it was)."""
         for i in range(self.hosts):
-            for ns, dev in ((self.host(i), "eth0"), (self.switch, f"p{i}")):
+            for ns, dev in ((self.host(i), "eth0"), (self.site_switch(self.site_of(i)), f"p{i}")):
                 _run(["tc", "-n", ns, "qdisc", "del", "dev", dev, "root"], check=False)
+        if self.sites == 2:
+            for site in (0, 1):
+                _run(["tc", "-n", self.site_switch(site), "qdisc", "del", "dev", "wan", "root"],
+                     check=False)  # fmt: skip
 
     def qdisc_bytes(self) -> dict[str, tuple[int, int]]:
         """(bytes, packets) each host's egress tbf has sent so far, by host namespace."""

@@ -69,6 +69,9 @@ COLUMNS = [
     "net_alpha_s",
     "net_host_per_transfer_s",
     "net_host_rate_bps",
+    "net_sites",
+    "net_wan_rate_bps",
+    "net_wan_latency_s",
 ]
 
 

@@ -23,6 +23,7 @@ from transitsim.testbed.model import (
     fit_alpha,
     fit_endpoint,
     testbed_network,
+    wan_latency_s,
 )
 
 GLOO_COLLECTIVE = {"all_reduce": "all_reduce", "reduce_at_switch": "all_reduce",
@@ -39,6 +40,9 @@ class Calibrated:
     # the endpoint as a host stage (issue 25 item 2), when fitted: per_message_s is the cost of
     # ONE gloo transfer (network_for scales it by the transfers a message carries)
     host: HostSpec | None = None
+    sites: int = 1  # 2: the hosts split over two datacentres joined by the WAN below
+    wan_rate_bps: float = 0.0  # the WAN's tbf rate (sites=2)
+    wan_latency_s: float = 0.0  # half of what the round trip across the WAN adds (measured)
 
     def columns(self) -> dict[str, float]:
         """The parameters as the table's `net_*` columns (NaN where there is no host stage)."""
@@ -49,6 +53,9 @@ class Calibrated:
             "net_alpha_s": self.alpha_s,
             "net_host_per_transfer_s": host.per_message_s if host else math.nan,
             "net_host_rate_bps": host.rate_bps if host else math.nan,
+            "net_sites": self.sites,
+            "net_wan_rate_bps": self.wan_rate_bps,
+            "net_wan_latency_s": self.wan_latency_s,
         }
 
 
@@ -57,14 +64,20 @@ def calibrate_rate(group: pd.DataFrame) -> Calibrated:
     on the two calibration sizes where the points have both, else (a folder from before) the
     legacy alpha on the 1 MiB ones."""
     efficiency = float(group["qdisc_efficiency"].mean())
-    latency_s = float(group["rtt_s"].iloc[0]) / 4
+    rtt = float(group["rtt_s"].iloc[0])
+    sites = int(group["sites"].iloc[0]) if "sites" in group.columns else 1
+    wan = {}
+    if sites == 2:  # the same WAN as `testbed compare` models for a 2-site point
+        rtt_wan = float(group["rtt_wan_s"].iloc[0])
+        wan = dict(sites=2, wan_rate_bps=float(group["wan_rate_bps"].iloc[0]),
+                   wan_latency_s=wan_latency_s(rtt, rtt_wan))  # fmt: skip
     if set(CALIBRATION_SIZES) <= set(group["bytes"].astype(int)):
-        endpoint = fit_endpoint(group[group["bytes"].isin(CALIBRATION_SIZES)])  # one site
+        endpoint = fit_endpoint(group[group["bytes"].isin(CALIBRATION_SIZES)])
         workers = int(group["workers"].iloc[0])
         host = HostSpec(endpoint.per_transfer_s, endpoint.rate_bps, workers)
-        return Calibrated(efficiency, latency_s, 0.0, host)
+        return Calibrated(efficiency, rtt / 4, 0.0, host, **wan)
     fitted = group[group["bytes"] == CALIBRATION_BYTES]
-    return Calibrated(efficiency, latency_s, fit_alpha(fitted if len(fitted) else group))
+    return Calibrated(efficiency, rtt / 4, fit_alpha(fitted if len(fitted) else group), **wan)
 
 
 def calibrate(calibration: pd.DataFrame) -> dict[float, Calibrated]:
@@ -98,6 +111,9 @@ def network_for(
         net.efficiency,
         net.latency_s if fixed_costs else 0.0,
         net.alpha_s * transfers / 2 if charged else 0.0,  # a message crosses two links
+        sites=net.sites,
+        wan_rate_bps=net.wan_rate_bps,
+        wan_latency_s=net.wan_latency_s if fixed_costs else 0.0,
     )
     host = net.host
     if host is not None:

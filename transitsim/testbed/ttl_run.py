@@ -56,11 +56,19 @@ class Plan:
     compute_steps: int = 100  # each variant's compute run on the unshaped testbed
     calibration_repeats: int = 10
     run_limit_s: float = 1800.0  # one training run, startup included
+    sites: int = 1  # 2: the hosts split over two sites joined by one shaped WAN veth pair
+    wan_rate_bps: float = 0.0  # the WAN's tbf rate (sites=2 only); the rates are the hosts'
+
+    def wan_shaping(self) -> Shaping | None:
+        """The WAN's tbf with two sites (testbed run's default 50 ms queue), else None."""
+        return Shaping.for_rate(self.wan_rate_bps) if self.sites == 2 else None
 
 
-def run_label(variant: str, rate_bps: float) -> str:
-    """A folder name for one (variant, rate) run: `Ep-50Mbps`."""
-    return f"{variant.replace(chr(39), 'p')}-{rate_bps / 1e6:g}Mbps"
+def run_label(variant: str, rate_bps: float, wan_rate_bps: float = 0.0) -> str:
+    """A folder name for one (variant, rate) run: `Ep-50Mbps`; across a WAN
+    `Ep-400Mbps-wan50Mbps`."""
+    wan = f"-wan{wan_rate_bps / 1e6:g}Mbps" if wan_rate_bps else ""
+    return f"{variant.replace(chr(39), 'p')}-{rate_bps / 1e6:g}Mbps{wan}"
 
 
 def compute_label(variant: str) -> str:
@@ -105,14 +113,16 @@ def train_ranks(testbed: Testbed, argv: list[str], out: Path, port: int, limit_s
 
 def calibrate(testbed: Testbed, rate_bps: float, repeats: int, port: int) -> pd.DataFrame:
     """The all-reduce and all-gather of each calibration size among all hosts, as `testbed run`
-    measures them."""
+    measures them (with two sites: the flat rings across the WAN, and its round trip)."""
     rtt = measure_rtt(testbed, port)
+    two = testbed.sites == 2 and testbed.wan_shaping is not None
+    rtt_wan = measure_rtt(testbed, port + 1, far=testbed.hosts // 2) if two else 0.0
     points = [
         Point(c, nbytes, 2, repeats)
         for nbytes in CALIBRATION_SIZES
         for c in ("all_reduce", "all_gather")
     ]
-    merged, efficiency = run_counted(testbed, testbed.hosts, points, port + 1)
+    merged, efficiency = run_counted(testbed, testbed.hosts, points, port + 2)
     rows = [
         {
             "rate_bps": rate_bps,
@@ -120,6 +130,9 @@ def calibrate(testbed: Testbed, rate_bps: float, repeats: int, port: int) -> pd.
             "rtt_s": rtt,
             "qdisc_efficiency": efficiency,
             "tbf_burst_bytes": testbed.shaping.burst_bytes,
+            "sites": testbed.sites,
+            "wan_rate_bps": testbed.wan_shaping.rate_bps if two else 0.0,
+            "rtt_wan_s": rtt_wan,
         }
         for m in merged
     ]
@@ -151,26 +164,33 @@ def measure(
     cleanup_leftovers()
     runs, calibrations = [], []
     port = BASE_PORT
-    with signals_raise(), Testbed(plan.hosts, Shaping.for_rate(plan.rates_bps[0])) as testbed:
+    testbed = Testbed(plan.hosts, Shaping.for_rate(plan.rates_bps[0]), sites=plan.sites,
+                      wan_shaping=plan.wan_shaping())  # fmt: skip
+    with signals_raise(), testbed:
         computes = compute_runs(testbed, plan, out, port, log)
         port += len(plan.variants) + 1
         for rate in plan.rates_bps:
             testbed.shape(Shaping.for_rate(rate))
-            port += 2
+            port += 3
             calib = calibrate(testbed, rate, plan.calibration_repeats, port)
             calibrations.append(calib)
             calibrated = ", ".join(
                 f"{row.collective} {int(row.bytes) >> 10} KiB {row.median_s:.4f} s"
                 for row in calib.itertuples()
             )
+            wan = ""
+            if plan.sites == 2:
+                wan = (f", WAN {plan.wan_rate_bps / 1e6:g} Mb/s (rtt across it "
+                       f"{calib['rtt_wan_s'].iloc[0] * 1e6:.0f} us)")  # fmt: skip
             log(
-                f"{rate / 1e6:g} Mb/s: rtt {calib['rtt_s'].iloc[0] * 1e6:.0f} us, payload share "
-                f"{calib['qdisc_efficiency'].iloc[0]:.4f}; {calibrated}"
+                f"{rate / 1e6:g} Mb/s{wan}: rtt {calib['rtt_s'].iloc[0] * 1e6:.0f} us, payload "
+                f"share {calib['qdisc_efficiency'].iloc[0]:.4f}; {calibrated}"
             )
             for variant in plan.variants:
                 port += 1
                 started = time.monotonic()
-                folder = out / "traces" / run_label(variant, rate)
+                wan_bps = plan.wan_rate_bps if plan.sites == 2 else 0.0
+                folder = out / "traces" / run_label(variant, rate, wan_bps)
                 argv = trainer_argv(variant, plan, folder)
                 trace = train_ranks(testbed, argv, folder, port, plan.run_limit_s)
                 log(f"  {variant}: {plan.steps} steps in {time.monotonic() - started:.0f} s")
@@ -179,6 +199,8 @@ def measure(
                         "variant": variant,
                         "rate_bps": rate,
                         "hosts": plan.hosts,
+                        "sites": plan.sites,
+                        "wan_rate_bps": wan_bps,
                         "trace": str(trace.relative_to(out)),
                         "compute_trace": computes[variant],
                         "loadavg_1m": round(os.getloadavg()[0], 2),

@@ -153,9 +153,16 @@ def print_table(table: pd.DataFrame) -> None:
                 f"endpoint o {row.net_host_per_transfer_s * 1e3:.3f} ms per gloo transfer, {cap} "
                 "(fitted on the 64 KiB and 4 MiB calibration)"
             )
+        sites = getattr(row, "net_sites", 1)
+        wan = (
+            f"two sites, WAN {rate_label(row.net_wan_rate_bps)} (its latency "
+            f"{row.net_wan_latency_s * 1e6:.1f} us: the kernel's, no netem), "
+            if sites == 2
+            else ""
+        )
         console.print(
-            f"{rate_label(row.rate_bps)}: payload share {row.net_efficiency:.4f} (tbf counters), "
-            f"latency {row.net_latency_s * 1e6:.1f} us (RTT/4), {endpoint}",
+            f"{rate_label(row.rate_bps)}: {wan}payload share {row.net_efficiency:.4f} (tbf "
+            f"counters), latency {row.net_latency_s * 1e6:.1f} us (RTT/4), {endpoint}",
             soft_wrap=True,
         )
     for column in s["order"]["per_column"]:
