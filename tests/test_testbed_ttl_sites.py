@@ -5,6 +5,7 @@ calibration's WAN reaches every replayed exchange; bad flags are one line; a tin
 import json
 import math
 import os
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -122,3 +123,26 @@ def test_one_gloo_rank_a_site_across_a_shaped_wan_is_predicted(tmp_path):
     assert int(table["net_sites"].iloc[0]) == 2
     assert abs(float(table["exchange_error"].iloc[0])) < 0.25, table.T
     assert abs(float(table["error"].iloc[0])) < 0.30, table.T
+
+
+@pytest.mark.parametrize("folder", ["ttl-two-sites-s0", "ttl-two-sites-s1"])
+def test_committed_two_site_sessions_are_reproduced(folder):
+    """`transitsim testbed ttl-compare docs/testbed/ttl-two-sites-s{0,1}` (issue 25 item 6: 4
+    hosts over two sites, 400 Mb/s hosts, a 50 Mb/s WAN) gives the committed predictions, every
+    cell independent of the run it predicts, on a network with the WAN."""
+    from transitsim.testbed.ttl_model import compare
+    from transitsim.testbed.ttl_table import summary
+
+    path = Path(__file__).resolve().parents[1] / "docs" / "testbed" / folder
+    runs = pd.read_csv(path / "runs.csv")
+    assert (runs["sites"] == 2).all() and (runs["wan_rate_bps"] == WAN_BPS).all()
+    committed = pd.read_csv(path / "time_to_loss.csv")
+    targets = sorted(set(committed["target"]), reverse=True)
+    ours = compare(path, runs, pd.read_parquet(path / "calibration.parquet"), targets)
+    assert len(ours) == len(committed) == 8 and ours["independent"].all()
+    assert (ours["net_sites"] == 2).all() and (ours["net_wan_rate_bps"] == WAN_BPS).all()
+    assert ours["predicted_s"].to_numpy() == pytest.approx(committed["predicted_s"], rel=1e-5)
+    assert ours["exchange_predicted_s"].to_numpy() == pytest.approx(
+        committed["exchange_predicted_s"], rel=1e-5
+    )
+    assert summary(ours)["independent"]
