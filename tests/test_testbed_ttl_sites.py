@@ -146,3 +146,34 @@ def test_committed_two_site_sessions_are_reproduced(folder):
         committed["exchange_predicted_s"], rel=1e-5
     )
     assert summary(ours)["independent"]
+
+
+def test_parts_show_the_hosts_setting_the_pace():
+    """`ttl-compare --parts`: each run's plain-step medians beside its compute run's, computed
+    here again from the Parquet rows; on the committed 2-site session A's step outside its
+    exchange and compute grows by the WAN's wait in the loss gather."""
+    import pyarrow.parquet as pq
+    import typer
+    from typer.testing import CliRunner
+
+    from transitsim.commands import testbed_cmd
+    from transitsim.testbed.ttl_parts import parts_table
+
+    path = Path(__file__).resolve().parents[1] / "docs" / "testbed" / "ttl-two-sites-s0"
+    runs = pd.read_csv(path / "runs.csv")
+    table = parts_table(path, runs)
+    assert len(table) == 8 and (table["rate_bps"] == 0).sum() == 4
+    a = runs[runs["variant"] == "A"].iloc[0]
+    raw = pq.read_table(path / a["trace"]).to_pandas()
+    plain = raw[(raw["step"] >= 2) & (raw["step"] <= 100) & raw["val_loss"].isna()]
+    shaped = table[(table["variant"] == "A") & (table["rate_bps"] > 0)].iloc[0]
+    assert shaped["comm_s"] == pytest.approx(plain["comm_s"].median(), rel=1e-12)
+    rest = plain["wall_s"] - plain[["comm_s", "compute_s", "compress_s", "update_s"]].sum(axis=1)
+    assert shaped["rest_s"] == pytest.approx(rest.median(), rel=1e-9)
+    unshaped = table[(table["variant"] == "A") & (table["rate_bps"] == 0)].iloc[0]
+    assert shaped["rest_s"] - unshaped["rest_s"] > 0.010
+    app = typer.Typer()
+    testbed_cmd.register(app)
+    result = CliRunner().invoke(app, ["testbed", "ttl-compare", str(path), "--parts"])
+    assert result.exit_code == 0, result.output
+    assert "plain steps, median ms" in result.output and "400 Mb/s + WAN 50 Mb/s" in result.output

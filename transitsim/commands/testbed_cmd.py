@@ -318,7 +318,9 @@ def _variant(text: str) -> str:
     return name
 
 
-def ttl_report(folder: Path, targets: list[float], write: bool) -> pd.DataFrame:
+def ttl_report(
+    folder: Path, targets: list[float], write: bool, parts: bool = False
+) -> pd.DataFrame:
     """Predict every recorded run's time to each target; print the table; write it."""
     from transitsim.testbed.tables import check_measured, check_runs
     from transitsim.testbed.ttl_model import compare
@@ -338,6 +340,10 @@ def ttl_report(folder: Path, targets: list[float], write: bool) -> pd.DataFrame:
     calibration = check_measured(calibration, calib_path)
     table = compare(folder, runs, calibration, targets)
     print_table(table)
+    if parts:
+        from transitsim.testbed.ttl_parts import parts_table, print_parts
+
+        print_parts(parts_table(folder, runs), table)
     if write:
         write_table(table, folder)
     return table
@@ -395,12 +401,15 @@ def ttl_compare_command(
     folder: Path = typer.Argument(..., help="a folder `testbed ttl` wrote"),
     targets: str = typer.Option(TTL_TARGETS, "--targets", help="validation losses"),
     write: bool = typer.Option(False, "--write", help="also rewrite time_to_loss.csv there"),
+    parts: bool = typer.Option(
+        False, "--parts", help="also each run's plain-step parts beside its compute run's"
+    ),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Accepted: prints the table."),
 ) -> int:
     """Predict the recorded runs' time-to-loss again and print the table (no root, no torch)."""
     from transitsim.testbed import flags
 
-    ttl_report(folder, flags.parse_list(targets, flags.target, "targets"), write)
+    ttl_report(folder, flags.parse_list(targets, flags.target, "targets"), write, parts)
     return 0
 
 
