@@ -119,3 +119,27 @@ def test_straggler_replay_of_a_tree_across_datacentres_equals_the_des(tmp_path):
             fast.timeline[column], des.timeline[column], rtol=1e-12, atol=1e-12
         )
     assert (fast.step_detail["events"] == des.step_detail["events"]).all()  # both the DES
+
+
+def test_blocks_share_one_reference_step_and_count_every_step_s_link_use(tmp_path, monkeypatch):
+    """Straggler blocks of a linear exchange simulate the all-ready reference step once for the
+    run, not once per block (at 65,536 workers it takes minutes and a block holds 32 steps),
+    and the link figures still count every step: two steps a block gives the same replay and
+    link bytes as one block of them all."""
+    from transitsim.replay import maxplus, step
+
+    steps = list(range(1, 13))
+    trace = make_trace(tmp_path, steps=steps, compute_s=[0.01] * 12, rows="every_step")
+    kwargs = {"stragglers": Stragglers(distribution="exponential", scale=0.05), "seed": 3}
+    whole = replay(trace, SWITCH, **kwargs)
+    calls = []
+    simulate = step.simulate_exchange
+    monkeypatch.setattr(
+        step, "simulate_exchange", lambda *a, **k: calls.append(1) or simulate(*a, **k)
+    )
+    monkeypatch.setattr(maxplus, "BLOCK_VALUES", 2 * SWITCH.workers)  # 6 blocks of 2 steps
+    split = replay(trace, SWITCH, **kwargs)
+    assert len(calls) == 1
+    np.testing.assert_array_equal(split.timeline["step_s"], whole.timeline["step_s"])
+    assert split.link_stats["bytes"].sum() == pytest.approx(whole.link_stats["bytes"].sum())
+    assert split.link_stats["bytes"].sum() > 0

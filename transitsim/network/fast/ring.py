@@ -27,7 +27,7 @@ from transitsim.network.des.fluid import SETTLE_REL, ExactEnvironment
 from transitsim.network.fabric import LOCAL_XFORM, PLAIN, Fabric, Path, Weights
 from transitsim.network.fast.fault_delay import HopFaults, down_windows
 from transitsim.network.fast.in_step import HostShares
-from transitsim.network.fast.ring_lean import LEAN_MESSAGES, LeanRing, LeanTimes
+from transitsim.network.fast.ring_lean import LEAN_MESSAGES, LeanRing, LeanTimes, next_ready
 from transitsim.network.schedules.dag import RingPlan
 
 
@@ -104,10 +104,6 @@ class _Usage:
         # busy once per resource a phase: edges sharing one (a host, in step) share its time
         _, first = np.unique(self.resource, return_index=True)
         self.once = np.sort(first)
-
-
-def _from_previous(values: np.ndarray) -> np.ndarray:
-    return np.concatenate((values[-1:], values[:-1]))
 
 
 def run_fast_ring(
@@ -226,8 +222,7 @@ def run_fast_ring(
         previous_ends = sent = arrived = None
         for k in range(phases):
             kind = 0 if k == 0 else 1
-            # np.roll(arrived, 1) (what edge i - 1 delivered), without its per-call overhead
-            now_ready = ring_ready if k == 0 else np.maximum(sent, _from_previous(arrived))
+            now_ready = ring_ready if k == 0 else next_ready(sent, arrived)
             ids = slice(0, n) if lean else slice(offset + k * n, offset + (k + 1) * n)
             if lean:
                 stall[:], stall0[:] = 0.0, 0.0
