@@ -373,12 +373,15 @@ def test_committed_time_to_loss_table_is_reproduced():
     assert not ours["independent"].any() and not summary(ours)["independent"]
 
 
-def test_the_calibration_fits_the_endpoint_on_two_sizes_and_scales_o_per_message():
-    """A calibration with the 64 KiB and 4 MiB points (what `testbed ttl` now measures), made by
-    the simulator with a known endpoint, is fitted back to it; each replayed exchange gets o x
-    the gloo transfers its messages carry. A 1 MiB-only calibration (a folder from before) keeps
-    the legacy alpha."""
-    truth = testbed_model.Endpoint(1.5e-3, 300e6)
+def simulated_calibration(
+    truth: testbed_model.Endpoint,
+    rate_bps: float,
+    sites: int = 1,
+    wan_rate_bps: float = 0.0,
+    rtt_wan_s: float = 0.0,
+) -> pd.DataFrame:
+    """The 64 KiB and 4 MiB calibration of 4 hosts at `rate_bps` (what `testbed ttl` measures),
+    made by the simulator with the endpoint `truth`."""
     rows = []
     for nbytes in testbed_model.CALIBRATION_SIZES:
         for collective in ("all_reduce", "all_gather"):
@@ -387,16 +390,27 @@ def test_the_calibration_fits_the_endpoint_on_two_sizes_and_scales_o_per_message
                     "collective": collective,
                     "bytes": nbytes,
                     "workers": 4,
-                    "rate_bps": 200e6,
+                    "rate_bps": rate_bps,
                     "rtt_s": 60e-6,
                     "qdisc_efficiency": 0.95,
-                    "sites": 1,
-                    "wan_rate_bps": 0.0,
+                    "sites": sites,
+                    "wan_rate_bps": wan_rate_bps,
+                    "rtt_wan_s": rtt_wan_s,
                     "start_offsets_s": json.dumps([0.0] * 4),
-                }  # fmt: skip
+                }
             )
             rows.append({**row.to_dict(), "median_s": testbed_model.simulate_point(row, 0, truth)})
-    net = calibrate_rate(pd.DataFrame(rows))
+    return pd.DataFrame(rows)
+
+
+def test_the_calibration_fits_the_endpoint_on_two_sizes_and_scales_o_per_message():
+    """A calibration with the 64 KiB and 4 MiB points (what `testbed ttl` now measures), made by
+    the simulator with a known endpoint, is fitted back to it; each replayed exchange gets o x
+    the gloo transfers its messages carry. A 1 MiB-only calibration (a folder from before) keeps
+    the legacy alpha."""
+    truth = testbed_model.Endpoint(1.5e-3, 300e6)
+    calibration = simulated_calibration(truth, 200e6)
+    net = calibrate_rate(calibration)
     assert net.alpha_s == 0 and net.host is not None and net.host.ranks_per_host == 4
     assert net.host.per_message_s == pytest.approx(1.5e-3, rel=0.02)
     assert net.host.rate_bps == pytest.approx(300e6, rel=0.02)
@@ -406,7 +420,7 @@ def test_the_calibration_fits_the_endpoint_on_two_sizes_and_scales_o_per_message
     assert (
         network_for(net, 4, 200e6, "all_reduce", 4 << 20, fixed_costs=False).host.per_message_s == 0
     )
-    legacy = pd.DataFrame(rows).assign(bytes=1 << 20)
+    legacy = calibration.assign(bytes=1 << 20)
     assert calibrate_rate(legacy).host is None  # the legacy alpha on the links
 
 

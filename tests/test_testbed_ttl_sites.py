@@ -2,7 +2,6 @@
 calibration's WAN reaches every replayed exchange; bad flags are one line; a tiny real run
 (one gloo rank per site) where namespaces can be made."""
 
-import json
 import math
 import os
 from pathlib import Path
@@ -10,6 +9,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from netns_skip import needs_netns
+from test_testbed_ttl import simulated_calibration
 
 from transitsim.network import Exchange, simulate_exchange
 from transitsim.testbed import gloo_algos
@@ -21,26 +21,10 @@ HOST_BPS, WAN_BPS = 400e6, 50e6
 
 
 def _calibration(sites: int, truth: testbed_model.Endpoint) -> pd.DataFrame:
-    """The 64 KiB and 4 MiB calibration of 4 hosts, made by the simulator with `truth`."""
-    rows = []
-    for nbytes in testbed_model.CALIBRATION_SIZES:
-        for collective in ("all_reduce", "all_gather"):
-            row = pd.Series(
-                {
-                    "collective": collective,
-                    "bytes": nbytes,
-                    "workers": 4,
-                    "rate_bps": HOST_BPS,
-                    "rtt_s": 60e-6,
-                    "qdisc_efficiency": 0.95,
-                    "sites": sites,
-                    "wan_rate_bps": WAN_BPS if sites == 2 else 0.0,
-                    "rtt_wan_s": 260e-6 if sites == 2 else 0.0,
-                    "start_offsets_s": json.dumps([0.0] * 4),
-                }
-            )
-            rows.append({**row.to_dict(), "median_s": testbed_model.simulate_point(row, 0, truth)})
-    return pd.DataFrame(rows)
+    """The 4 hosts' calibration at 400 Mb/s, with (sites=2) a 50 Mb/s WAN 100 us each way."""
+    if sites == 1:
+        return simulated_calibration(truth, HOST_BPS)
+    return simulated_calibration(truth, HOST_BPS, 2, WAN_BPS, 260e-6)
 
 
 def test_two_site_calibration_puts_the_wan_into_every_replayed_exchange():

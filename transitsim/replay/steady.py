@@ -89,8 +89,7 @@ def _record(
     first_rows = np.unique(group_of_row, return_index=True)[1]
     for row, steps in zip(first_rows.tolist(), steps_of_group.tolist(), strict=True):
         outcome = outcomes[int(template_of[row])]
-        previous = run.uses.get(id(outcome))
-        run.uses[id(outcome)] = (outcome, steps + (previous[1] if previous else 0))
+        run.count_use(outcome, steps)
     reused = np.ones(len(template_of), dtype=bool)
     reused[first_rows] = False
 

@@ -90,6 +90,11 @@ class Run:
         self.changes = change_times(self.network)
         self.current = self.network
 
+    def count_use(self, outcome: Outcome, steps: int) -> None:
+        """`outcome` stood for `steps` more steps (its link figures count that many times)."""
+        previous = self.uses.get(id(outcome))
+        self.uses[id(outcome)] = (outcome, steps + (previous[1] if previous else 0))
+
     def enter(self, clock_s: float) -> None:
         """Replay steps from `clock_s` on: the network as its backgrounds stand then."""
         if not self.changes:
@@ -278,8 +283,8 @@ def make_segment(
     update_s: float,
 ) -> Segment:
     """`segment_figures` of `count` steps that share one outcome; records detail and link use."""
-    previous = run.uses.get(id(outcome))
-    run.uses[id(outcome)] = (outcome, count + (previous[1] if previous else 0))
+    reused = id(outcome) in run.uses
+    run.count_use(outcome, count)
     run.detail.append(
         {
             "first_step": first_step,
@@ -294,7 +299,7 @@ def make_segment(
             "wait_s": outcome.wait_s,
             "events": outcome.events,
             "faulted": outcome.faulted,
-            "reused": previous is not None,
+            "reused": reused,
         }
     )
     return segment_figures(outcome, count, compute_w_s, compress_s, update_s)

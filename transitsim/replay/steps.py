@@ -157,8 +157,7 @@ def _linear_rows(
     step_s = block.finish_s + block.update_s
     wait = step_s - (block.compute_s + block.compress_s + transform + wire + block.update_s)
     wait = np.where(np.abs(wait) <= 1e-12 * step_s, 0.0, wait)
-    previous = run.uses.get(id(reference))
-    run.uses[id(reference)] = (reference, len(block.row_of) + (previous[1] if previous else 0))
+    run.count_use(reference, len(block.row_of))
     segments: dict[int, list[Segment]] = {int(r): [] for r in block.rows}
     values = zip(
         block.row_of.tolist(),

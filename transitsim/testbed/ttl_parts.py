@@ -37,19 +37,19 @@ def plain_parts(trace: Trace, last_step: int) -> dict[str, float]:
 
 def parts_table(folder: Path, runs: pd.DataFrame) -> pd.DataFrame:
     """One row per run with a compute run, and one per compute run (rate 0: unshaped)."""
-    rows, seen = [], set()
+    rows, last_steps = [], {}
     for run in runs.to_dict("records"):
         if not isinstance(run.get("compute_trace"), str):
             continue
-        compute = read_trace(folder / run["compute_trace"])
-        last = int(compute.steps["step"].max())
-        if run["compute_trace"] not in seen:
-            seen.add(run["compute_trace"])
-            rows.append({"variant": run["variant"], "rate_bps": 0.0, **plain_parts(compute, last)})
+        key = run["compute_trace"]
+        if key not in last_steps:  # one row per compute run, read once
+            compute = read_trace(folder / key)
+            last_steps[key] = int(compute.steps["step"].max())
+            unshaped = plain_parts(compute, last_steps[key])
+            rows.append({"variant": run["variant"], "rate_bps": 0.0, **unshaped})
         shaped = read_trace(folder / run["trace"])
-        rows.append(
-            {"variant": run["variant"], "rate_bps": run["rate_bps"], **plain_parts(shaped, last)}
-        )
+        parts = plain_parts(shaped, last_steps[key])
+        rows.append({"variant": run["variant"], "rate_bps": run["rate_bps"], **parts})
     return pd.DataFrame(rows, columns=["variant", "rate_bps", *PARTS])
 
 

@@ -164,6 +164,7 @@ def measure(
     cleanup_leftovers()
     runs, calibrations = [], []
     port = BASE_PORT
+    wan_bps = plan.wan_rate_bps if plan.sites == 2 else 0.0
     testbed = Testbed(plan.hosts, Shaping.for_rate(plan.rates_bps[0]), sites=plan.sites,
                       wan_shaping=plan.wan_shaping())  # fmt: skip
     with signals_raise(), testbed:
@@ -189,7 +190,6 @@ def measure(
             for variant in plan.variants:
                 port += 1
                 started = time.monotonic()
-                wan_bps = plan.wan_rate_bps if plan.sites == 2 else 0.0
                 folder = out / "traces" / run_label(variant, rate, wan_bps)
                 argv = trainer_argv(variant, plan, folder)
                 trace = train_ranks(testbed, argv, folder, port, plan.run_limit_s)
