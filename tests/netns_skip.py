@@ -2,6 +2,8 @@
 fixture every testbed test file uses to leave no namespace of its own behind."""
 
 import os
+from collections.abc import Callable
+from typing import TypeVar
 
 import pytest
 
@@ -18,6 +20,27 @@ def testbed_reason() -> str | None:
     except TestbedError as exc:
         return str(exc)
     return None
+
+
+T = TypeVar("T")
+TRIES = 3
+
+
+def measured_within(measure: Callable[[int], T], miss: Callable[[T], str | None]) -> T:
+    """The first of up to TRIES real measurements that `miss` passes (it returns None, or
+    why the measurement missed); fails with every miss when none passes.
+
+    Why re-measure: the suite shares 2 cores, and a burst of another process's work while
+    one real transfer runs throws its timing off once; a wrong model misses every time.
+    `measure(k)` takes try k (0-based), so each try writes to a folder of its own."""
+    misses = []
+    for k in range(TRIES):
+        result = measure(k)
+        why = miss(result)
+        if why is None:
+            return result
+        misses.append(f"try {k + 1}: {why}")
+    pytest.fail(f"missed in all {TRIES} measurements:\n" + "\n".join(misses))
 
 
 REASON = testbed_reason()
