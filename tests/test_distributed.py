@@ -226,3 +226,21 @@ def test_a_killed_gloo_run_resumes_to_the_simulated_trace(tiny_corpus, tmp_path)
     np.testing.assert_allclose(
         resumed.steps["train_loss"], reference.steps["train_loss"], rtol=1e-5
     )
+
+
+def test_a_rank_leaves_without_the_interpreters_teardown():
+    """A torch.distributed rank exits with its code and its streams flushed, skipping the
+    interpreter's teardown (atexit, gloo's thread destructors), where a finished rank once
+    aborted; a process that is not a rank exits normally, its atexit handlers run."""
+    body = (
+        "import atexit, sys; import torch.distributed; from trainer.__main__ import "
+        "leave_process; atexit.register(lambda: print('teardown')); print('flushed', end=''); "
+        "leave_process(3)"
+    )
+    rank = subprocess.run([sys.executable, "-c", body], capture_output=True, text=True,
+                          env={**os.environ, "RANK": "1"}, timeout=120)  # fmt: skip
+    assert rank.returncode == 3 and rank.stdout == "flushed", rank
+    plain = {k: v for k, v in os.environ.items() if k != "RANK"}
+    other = subprocess.run([sys.executable, "-c", body], capture_output=True, text=True,
+                           env=plain, timeout=120)  # fmt: skip
+    assert other.returncode == 3 and other.stdout == "flushedteardown\n", other

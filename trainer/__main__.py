@@ -1,5 +1,6 @@
 """`python -m trainer ...`: the same command line as `transitsim train` (see trainer/cli.py)."""
 
+import os
 import sys
 
 from trainer.cli import main
@@ -12,10 +13,21 @@ def run() -> None:
         code = main(sys.argv[1:], prog="python -m trainer")
     except TransitsimError as exc:
         print(f"trainer: error: {exc}", file=sys.stderr)
-        sys.exit(2)
+        code = 2
     except KeyboardInterrupt:
         print("trainer: interrupted (re-run the same command to resume)", file=sys.stderr)
-        sys.exit(130)
+        code = 130
+    leave_process(code)
+
+
+def leave_process(code: int) -> None:
+    """A torch.distributed rank (RANK set by torchrun or a launcher) leaves without the
+    interpreter's teardown, where gloo's threads can abort a finished rank (`exit_rank`);
+    everything else exits normally."""
+    if "RANK" in os.environ and "torch.distributed" in sys.modules:
+        from trainer.distributed.env import exit_rank
+
+        exit_rank(code)
     sys.exit(code)
 
 

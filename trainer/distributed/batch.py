@@ -14,7 +14,7 @@ from pathlib import Path
 import torch
 
 from trainer.config import RunConfig
-from trainer.distributed.env import LostRank, exit_lost_peer, join, leave, rank_env
+from trainer.distributed.env import LostRank, exit_lost_peer, exit_rank, join, leave, rank_env
 from trainer.distributed.exchange import ProcessGroupExchange
 from trainer.distributed.launch import LAUNCHER_PID
 from trainer.loop.run import train
@@ -30,10 +30,11 @@ def main() -> None:
         if os.environ.get(LAUNCHER_PID):
             exit_lost_peer()
         print(f"trainer: error: {exc}", file=sys.stderr)
-        sys.exit(2)
+        exit_rank(2)
     except TransitsimError as exc:
         print(f"trainer: error: {exc}", file=sys.stderr)
-        sys.exit(2)
+        exit_rank(2)
+    exit_rank(0)  # not the interpreter's teardown, where gloo's threads can abort (exit_rank)
 
 
 def _train_all() -> None:
