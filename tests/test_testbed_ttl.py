@@ -24,6 +24,7 @@ from transitsim.testbed.ttl_network import (
     Calibrated,
     calibrate_rate,
     network_for,
+    rendezvous_s,
     simulate_bytes,
 )
 from transitsim.testbed.ttl_table import orders, summary
@@ -443,7 +444,9 @@ def test_the_calibration_fits_the_endpoint_on_two_sizes_and_scales_o_per_message
     assert calibrate_rate(legacy).host is None  # the legacy alpha on the links
 
 
-@pytest.mark.parametrize("folder", ["ttl-independent-s0", "ttl-independent-s1"])
+@pytest.mark.parametrize(
+    "folder", ["ttl-independent-s0", "ttl-independent-s1", "ttl-2hosts-s0", "ttl-2hosts-s1"]
+)
 def test_committed_independent_sessions_are_reproduced(folder):
     """`transitsim testbed ttl-compare docs/testbed/ttl-independent-s{0,1}` (issue 25: compute
     runs apart, the endpoint fitted on 64 KiB and 4 MiB) gives the committed predictions, every
@@ -461,3 +464,40 @@ def test_committed_independent_sessions_are_reproduced(folder):
         committed["exchange_predicted_s"], rel=1e-5
     )
     assert summary(ours)["independent"]
+
+
+def test_the_all_gather_rendezvous_is_a_half_block_at_two_ranks():
+    """gloo's all-gather at 2 ranks on one switch: rank 1 starts a half-block time late (its
+    notice waits behind rank 0's first half), so it finishes half a block's wire time after the
+    ranks would have together; the all-reduces have no rendezvous."""
+    payload = 52_304
+    net = Calibrated(efficiency=0.94, latency_s=12e-6, host=HostSpec(1e-4, float("inf"), 1))
+    network = network_for(net, 2, 50e6, "all_gather", payload)
+    half_block_s = payload / 2 * 8 / (50e6 * 0.94)
+    assert rendezvous_s(network, "all_gather", payload) == pytest.approx(half_block_s, rel=1e-9)
+    assert rendezvous_s(network, "all_reduce", payload) == 0.0
+    assert rendezvous_s(network, "reduce_at_switch", payload) == 0.0
+    assert rendezvous_s(network, "all_gather", 0) == 0.0
+
+
+def test_every_replayed_all_gather_pays_the_rendezvous(monkeypatch):
+    """With the endpoint model each step of an all-gathered run (B) pays the rendezvous in its
+    exchange and delays every later step by it; a legacy folder's alpha model is replayed as it
+    was made, without it."""
+    trace = _as_gloo_run(TOPK, wall_s=0.2, comm_s=0.05)
+    compute = np.full(len(trace.steps), 0.15)
+    endpoint = replace(NET, alpha_s=0.0, host=HostSpec(1e-4, float("inf"), 1))
+    payload = int(trace.steps["payload_bytes"].iloc[-1])
+    network = network_for(endpoint, trace.workers, 50e6, "all_gather", payload)
+    wait_s = rendezvous_s(network, "all_gather", payload)
+    assert wait_s > 0
+    paid = ttl_model.predict(trace, 50e6, endpoint, compute)
+    legacy = ttl_model.predict(trace, 50e6, NET, compute)
+    monkeypatch.setattr(ttl_model, "rendezvous_s", lambda *args: 0.0)
+    bare = ttl_model.predict(trace, 50e6, endpoint, compute)
+    steps = np.arange(1, len(trace.steps) + 1)
+    assert paid["exchange_s"].to_numpy() == pytest.approx(bare["exchange_s"] + wait_s, rel=1e-9)
+    assert paid["time_s"].to_numpy() == pytest.approx(bare["time_s"] + steps * wait_s, rel=1e-9)
+    assert legacy["time_s"].to_numpy() == pytest.approx(
+        ttl_model.predict(trace, 50e6, NET, compute)["time_s"].to_numpy(), rel=1e-12
+    )

@@ -116,11 +116,15 @@ def test_one_gloo_rank_a_site_across_a_shaped_wan_is_predicted(tmp_path):
     measured_within(measure, lambda table: ttl_miss(table, exchange=0.35, ttl=0.30))
 
 
-@pytest.mark.parametrize("folder", ["ttl-two-sites-s0", "ttl-two-sites-s1"])
+@pytest.mark.parametrize(
+    "folder",
+    ["ttl-two-sites-s0", "ttl-two-sites-s1", "ttl-two-sites-2hosts-s0", "ttl-two-sites-2hosts-s1"],
+)
 def test_committed_two_site_sessions_are_reproduced(folder):
     """`transitsim testbed ttl-compare docs/testbed/ttl-two-sites-s{0,1}` (issue 25 item 6: 4
-    hosts over two sites, 400 Mb/s hosts, a 50 Mb/s WAN) gives the committed predictions, every
-    cell independent of the run it predicts, on a network with the WAN."""
+    hosts over two sites, 400 Mb/s hosts, a 50 Mb/s WAN; `-2hosts-`: one host a site, one rank
+    a core) gives the committed predictions, every cell independent of the run it predicts, on
+    a network with the WAN."""
     from transitsim.testbed.ttl_model import compare
     from transitsim.testbed.ttl_table import summary
 

@@ -125,11 +125,11 @@ def simulate_point(row: pd.Series, alpha_s: float = 0.0, endpoint: Endpoint | No
     exchange = Exchange(gloo_algos.transitsim_algo(row["collective"]), nbytes)
     start = np.array(json.loads(row["start_offsets_s"]), dtype=float)
     if row["collective"] == "all_gather":
-        start = rendezvous_starts(start, nbytes, _first_hop_bps(network, start))
+        start = rendezvous_starts(start, nbytes, first_hop_bps(network, start))
     return simulate_exchange(network, exchange, start_s=start).time_s
 
 
-def _first_hop_bps(network: NetworkSpec, start_s: np.ndarray) -> float:
+def first_hop_bps(network: NetworkSpec, start_s: np.ndarray) -> float:
     """Payload rate of the late rank's first half-block: to its right neighbour, across the WAN
     when the two are in different sites (ranks are split in order: the first half in site 0)."""
     late, workers = int(np.argmax(start_s)), len(start_s)

@@ -44,6 +44,7 @@ from transitsim.testbed.ttl_network import (
     Calibrated,
     calibrate,
     network_for,
+    rendezvous_s,
 )
 from transitsim.traces.format import Trace, read_trace
 
@@ -84,7 +85,15 @@ def predict(trace: Trace, rate_bps: float, net: Calibrated, compute_s: np.ndarra
                           alpha=alpha)  # fmt: skip
     steps = trace.steps.assign(compute_s=compute_s, compress_s=0.0, update_s=0.0)
     algo = gloo_algos.transitsim_algo(GLOO_COLLECTIVE[collective])
-    return replay(replace(trace, steps=steps), network, collective=algo).timeline
+    timeline = replay(replace(trace, steps=steps), network, collective=algo).timeline
+    # gloo's all-gather rendezvous, which a replay starting every rank together leaves out;
+    # the steps run one after another, so each exchange's wait delays every later step. A
+    # legacy folder (alpha fitted without it, no host stage) is replayed as it was made.
+    wait_s = rendezvous_s(network, collective, payload) if net.host is not None else 0.0
+    extra = np.where(timeline["payload_bytes"].to_numpy() > 0, wait_s, 0.0)
+    return timeline.assign(exchange_s=timeline["exchange_s"] + extra,
+                           step_s=timeline["step_s"] + extra,
+                           time_s=timeline["time_s"] + np.cumsum(extra))  # fmt: skip
 
 
 def cells(trace: Trace, rate_bps: float, net: Calibrated, targets: list[float],

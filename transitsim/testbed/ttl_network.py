@@ -12,6 +12,7 @@ is replayed as it was made: the legacy per-transfer alpha on the links.
 import math
 from dataclasses import dataclass, replace
 
+import numpy as np
 import pandas as pd
 
 from transitsim.network import Exchange, NetworkSpec, simulate_exchange
@@ -20,8 +21,10 @@ from transitsim.testbed import gloo_algos
 from transitsim.testbed.model import (
     CALIBRATION_BYTES,
     CALIBRATION_SIZES,
+    first_hop_bps,
     fit_alpha,
     fit_endpoint,
+    rendezvous_starts,
     testbed_network,
     wan_latency_s,
 )
@@ -127,3 +130,18 @@ def simulate_bytes(net: Calibrated, workers: int, rate_bps: float, collective: s
     network = network_for(net, workers, rate_bps, collective, payload, fixed_costs=False)
     algo = gloo_algos.transitsim_algo(GLOO_COLLECTIVE[collective])
     return simulate_exchange(network, Exchange(algo, payload)).time_s
+
+
+def rendezvous_s(network: NetworkSpec, collective: str, payload: int) -> float:
+    """What gloo's all-gather rendezvous adds to one replayed exchange of `payload` bytes per
+    rank (0 for the all-reduces): the ranks enter together after the loss gather, and the last
+    one's left neighbour still starts a half-block late (`model.rendezvous_starts`, derived
+    from gloo's code, which `testbed compare` charges every measured all-gather). The replay
+    starts every rank together; this is the difference, simulated."""
+    if GLOO_COLLECTIVE[collective] != "all_gather" or payload <= 0:
+        return 0.0
+    exchange = Exchange(gloo_algos.transitsim_algo("all_gather"), payload)
+    together = np.zeros(network.workers)
+    late = rendezvous_starts(together, payload, first_hop_bps(network, together))
+    with_rendezvous = simulate_exchange(network, exchange, start_s=late).time_s
+    return max(0.0, with_rendezvous - simulate_exchange(network, exchange).time_s)
