@@ -6,6 +6,7 @@ import math
 import os
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 from netns_skip import measured_within, needs_netns
@@ -172,3 +173,28 @@ def test_parts_show_the_hosts_setting_the_pace():
     result = CliRunner().invoke(app, ["testbed", "ttl-compare", str(path), "--parts"])
     assert result.exit_code == 0, result.output
     assert "plain steps, median ms" in result.output and "400 Mb/s + WAN 50 Mb/s" in result.output
+
+
+def test_the_calibration_repeats_until_its_spread_is_under_5_percent(monkeypatch):
+    """`testbed ttl`'s calibration points ask for more calls until the spread (IQR over median)
+    is under 5 %, at most 4 times the calls asked for and 30 s of them a point (issue 25's
+    hygiene bar; 10 fixed calls left 2-30 % at 4 MiB)."""
+    from transitsim.testbed import ttl_run
+    from transitsim.testbed.netns import Shaping, Testbed
+
+    seen = []
+
+    def fake_run(testbed, workers, points, port):
+        seen.extend(points)
+        merged = [{"collective": p.collective, "bytes": p.bytes, "warmup": p.warmup,
+                   "starts": np.zeros((workers, 3)), "ends": np.ones((workers, 3))}
+                  for p in points]  # fmt: skip
+        return merged, 0.94
+
+    monkeypatch.setattr(ttl_run, "run_counted", fake_run)
+    monkeypatch.setattr(ttl_run, "measure_rtt", lambda *args, **kw: 40e-6)
+    testbed = Testbed(2, Shaping.for_rate(50e6))  # never brought up
+    calibration = ttl_run.calibrate(testbed, 50e6, 10, 29700)
+    assert len(seen) == 4 and len(calibration) == 4
+    assert all(p.repeats == 10 and p.max_repeats == 40 for p in seen)
+    assert all(p.target_spread == 0.05 and p.max_s == 30.0 for p in seen)

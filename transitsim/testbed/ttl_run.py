@@ -44,6 +44,14 @@ PRESET = "shakespeare-mini"
 BASE_PORT = 29901
 
 
+# A calibration point takes `calibration_repeats` calls, then more until their spread (IQR over
+# median) is under 5 % (issue 25's hygiene bar), at most 4 times as many or 30 s of calls: the
+# 10 fixed calls of the first sessions left spreads of 2-30 % at 4 MiB.
+CALIBRATION_SPREAD = 0.05
+CALIBRATION_MORE = 4
+CALIBRATION_POINT_S = 30.0
+
+
 @dataclass(frozen=True)
 class Plan:
     """What to train on which network, and for how long."""
@@ -118,7 +126,15 @@ def calibrate(testbed: Testbed, rate_bps: float, repeats: int, port: int) -> pd.
     two = testbed.sites == 2 and testbed.wan_shaping is not None
     rtt_wan = measure_rtt(testbed, port + 1, far=testbed.hosts // 2) if two else 0.0
     points = [
-        Point(c, nbytes, 2, repeats)
+        Point(
+            c,
+            nbytes,
+            2,
+            repeats,
+            CALIBRATION_MORE * repeats,
+            CALIBRATION_SPREAD,
+            CALIBRATION_POINT_S,
+        )  # fmt: skip
         for nbytes in CALIBRATION_SIZES
         for c in ("all_reduce", "all_gather")
     ]
