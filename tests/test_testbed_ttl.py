@@ -445,7 +445,15 @@ def test_the_calibration_fits_the_endpoint_on_two_sizes_and_scales_o_per_message
 
 
 @pytest.mark.parametrize(
-    "folder", ["ttl-independent-s0", "ttl-independent-s1", "ttl-2hosts-s0", "ttl-2hosts-s1"]
+    "folder",
+    [
+        "ttl-independent-s0",
+        "ttl-independent-s1",
+        "ttl-2hosts-s0",
+        "ttl-2hosts-s1",
+        "ttl-2hosts-spread-s0",
+        "ttl-2hosts-spread-s1",
+    ],
 )
 def test_committed_independent_sessions_are_reproduced(folder):
     """`transitsim testbed ttl-compare docs/testbed/ttl-independent-s{0,1}` (issue 25: compute
