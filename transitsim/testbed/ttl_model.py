@@ -19,7 +19,8 @@ independent (`independent` False), since there predicted - measured is just pred
 
 The exchange is the collective the trainer's gloo backend calls: A's gradient and E′'s band
 are all-reduced (ring; the testbed's Linux bridge cannot sum, so E′'s in-switch sum runs as
-the ring all-reduce a switch-less cluster would use), B's and C's payloads all-gathered (ring).
+the ring all-reduce a switch-less cluster would use), B's and C's payloads all-gathered (ring),
+each all-gather with gloo's rendezvous (`ttl_network.rendezvous_s`).
 """
 
 import math
