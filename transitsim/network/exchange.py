@@ -46,6 +46,7 @@ from transitsim.network.des.engine import Timing, assign_paths, run_des, unshare
 from transitsim.network.exchange_spec import Exchange, validate_exchange
 from transitsim.network.fabric import PLAIN, XFORM_PLUGGABLE, XFORM_SWITCH, Fabric, Path, Weights
 from transitsim.network.failover import with_failover
+from transitsim.network.fast import hier_lean
 from transitsim.network.fast.hierarchical import MessageTable, run_fast_hier
 from transitsim.network.fast.in_step import host_shares, switch_shares
 from transitsim.network.fast.ring import (
@@ -476,6 +477,14 @@ def _fast_hier(fabric, exchange, weights, start, faults, record) -> ExchangeResu
     """hierarchical by its stage recurrences and a shared exchange, or why not exact."""
     if record:
         return "utilisation over time is recorded by the DES"
+    groups = equal_groups(fabric.network)
+    if hier_lean.is_lean(groups.shape, exchange.transform_at == "pluggable"):
+        if exchange.transform_at == "pluggable":
+            return "a pre-stage transform on hierarchical past its lean size"
+        key = (repr(fabric.network), fabric.excluded, exchange)
+        parts = hier_lean.cached_parts(key, fabric, groups, exchange.payload_bytes, weights)
+        lean = hier_lean.time_lean(fabric, parts, start, faults)
+        return lean if isinstance(lean, str) else _result(fabric, *lean, "fast")
     schedule, layout, path_ids, compiled, table = hier_dag(fabric, exchange, weights)
     timing = run_fast_hier(fabric, schedule, layout, path_ids, compiled, start, table, faults)
     if not isinstance(timing, Timing):

@@ -9,6 +9,7 @@ An exchange whose transfer times do not depend on when workers start has a linea
 import numpy as np
 
 from transitsim.network.exchange import (
+    equal_groups,
     exchange_time_s,
     fabric_for,
     hier_dag,
@@ -18,6 +19,7 @@ from transitsim.network.exchange import (
     tree_dag,
 )
 from transitsim.network.exchange_spec import Exchange, validate_exchange
+from transitsim.network.fast import hier_lean
 from transitsim.network.fast.maxplus import Linear, ring_linear, switch_linear
 from transitsim.network.fast.maxplus_hier import HierForm, hier_form
 from transitsim.network.fast.tree import tree_linear
@@ -86,7 +88,16 @@ def steps_form(network: NetworkSpec, exchange: Exchange) -> Linear | HierForm | 
         weights = transform_weights(network, exchange)
         key = (repr(network), exchange, "hier")
         if key not in _LINEAR:
-            schedule, layout, path_ids, compiled, table = hier_dag(fabric, exchange, weights)
-            _LINEAR[key] = hier_form(fabric, schedule, layout, path_ids, compiled, table)
+            groups = equal_groups(network)
+            pre = exchange.transform_at == "pluggable"
+            if hier_lean.is_lean(groups.shape, pre):  # one phase of each ring stage kept
+                lean_key = (repr(network), fabric.excluded, exchange)
+                parts = hier_lean.cached_parts(
+                    lean_key, fabric, groups, exchange.payload_bytes, weights
+                )
+                _LINEAR[key] = None if pre else parts.form(fabric)
+            else:
+                schedule, layout, path_ids, compiled, table = hier_dag(fabric, exchange, weights)
+                _LINEAR[key] = hier_form(fabric, schedule, layout, path_ids, compiled, table)
         return _LINEAR[key]
     return form

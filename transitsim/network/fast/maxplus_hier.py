@@ -197,8 +197,26 @@ def _shared(arrive: np.ndarray, bits: float, cap: float, capacity: float) -> np.
     return free
 
 
-def _ag_d(stage: RingStage, table: MessageTable) -> np.ndarray:
-    """d of each member at the all-gather's entry: the ring recurrence in reverse."""
+def _ag_d(stage: RingStage, table: MessageTable, phases: int | None = None) -> np.ndarray:
+    """d of each member at the all-gather's entry: the ring recurrence in reverse.
+
+    phases: the stage's phase count where only its first phase is kept (fast/hier_lean.py:
+    every phase the same edges and chunk); equal edges then take one number a phase.
+    """
+    if phases is not None:
+        ids = stage.ids[0]
+        a = table.pre[ids] + table.dur[ids]
+        c = a + table.post[ids]
+        if np.all(a == a.flat[0]) and np.all(c == c.flat[0]):
+            a0, c0 = float(a.flat[0]), float(c.flat[0])
+            t = c0
+            for _ in range(phases - 1):
+                t = max(a0 + t, c0 + t)
+            return np.full(ids.shape, t)
+        tail = c
+        for _ in range(phases - 1):
+            tail = np.maximum(a + tail, c + np.roll(tail, -1, axis=1))
+        return tail
     tail = None
     for k in range(stage.ids.shape[0] - 1, -1, -1):
         ids = stage.ids[k]
@@ -215,8 +233,13 @@ def hier_form(
     path_ids: np.ndarray,
     paths: list[Path],
     table: MessageTable,
+    inside_phases: list[int] | None = None,
 ) -> HierForm | None:
-    """The vectorised form of this hierarchical exchange, or None where it does not apply."""
+    """The vectorised form of this hierarchical exchange, or None where it does not apply.
+
+    inside_phases: the reduce-scatter's and the all-gather's phase counts where the schedule
+    keeps one phase of each (the lean schedule of fast/hier_lean.py).
+    """
     if layout.pre is not None:
         return None
     groups = None
@@ -247,10 +270,11 @@ def hier_form(
             c = a + table.post[ids]
             if not (np.all(a == a.flat[0]) and np.all(c == c.flat[0])):
                 return None
-            rs = (float(a.flat[0]), float(c.flat[0]), ids.shape[0])
+            count = ids.shape[0] if inside_phases is None else inside_phases[0]
+            rs = (float(a.flat[0]), float(c.flat[0]), count)
             groups = stage.rings
         else:
-            ag = (_ag_d(stage, table), stage)
+            ag = (_ag_d(stage, table, inside_phases and inside_phases[1]), stage)
     if groups is None:
         groups = layout.stages[-1].rings if ag is not None else np.zeros((0, 0), dtype=np.int64)
     return HierForm(groups, rs, cross_rings, phases, group, cap, capacity, ag)

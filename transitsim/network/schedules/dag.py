@@ -258,10 +258,12 @@ def hierarchical(groups: np.ndarray, payload_bytes: int, pre_transform: bool) ->
 
 
 def hierarchical_layout(
-    groups: np.ndarray, payload_bytes: int, pre_transform: bool
+    groups: np.ndarray, payload_bytes: int, pre_transform: bool, ring_phases: int | None = None
 ) -> tuple[Schedule, HierLayout]:
     """hierarchical's Schedule, and where its stages' messages are (for the fast path).
 
+    ring_phases: at most this many phases of the two ring stages inside the groups (the lean
+    form, fast/hier_lean.py, keeps one: every phase sends the same chunk over the same edges).
     Between stages a worker is sent the next stage's first chunk only once it has received its
     last chunk of the stage before (its receive is posted: a rendezvous, as NCCL's and MPI's
     large-message protocols have), so the stages of one worker never share its links.
@@ -288,9 +290,10 @@ def hierarchical_layout(
         stages.append(RingStage(rings, ids, chunk, rendezvous, across))
 
     shard = payload_bytes / members
-    run(groups, members - 1, shard, False)
+    inside = members - 1 if ring_phases is None else min(members - 1, ring_phases)
+    run(groups, inside, shard, False)
     run(groups.T.copy(), 2 * (count - 1), shard / count, True, across=True)
-    run(groups, members - 1, shard, True)
+    run(groups, inside, shard, True)
     return builder.build(), HierLayout(pre if pre_transform else None, tuple(stages))
 
 
