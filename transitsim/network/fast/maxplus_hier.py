@@ -5,10 +5,9 @@ The three stages of `fast_hier`, each vectorised over steps instead of simulated
 - reduce-scatter inside each group, on uniform ring edges (a = pre + transfer, c = a + post):
   worker j's last send is max over the members i != j+1 of start_i + ((j - i) mod n)(c - a),
   plus (n - 2) a + a: a sliding-window maximum, O(n) a step (van Herk / Gil-Werman blocks);
-- the exchange across groups, phase by phase: each shared link serves its flows by processor
-  sharing (equal sizes and caps: first in, first out), simulated event by event for every step
-  at once. Where a phase's flows would still share a link with the next phase's in some step,
-  that step's exchange is run by fast_hier's event loop instead (exact, a few ms);
+- the exchange across groups: each shared link serves its flows by processor sharing, and
+  stragglers make one phase's flows meet the next's on it in nearly every step, so it is
+  fast_hier's own event loop, compiled (fast/shared_events.py), over the block's steps;
 - the all-gather: max-plus linear from each worker's entry, d computed once by the ring
   recurrence in reverse.
 
@@ -17,7 +16,6 @@ shape (a pre-stage transform, non-uniform ring edges, different caps on a shared
 """
 
 from dataclasses import dataclass
-from types import SimpleNamespace
 
 import numpy as np
 
@@ -25,10 +23,10 @@ from transitsim.network.fabric import Fabric, Path
 from transitsim.network.fast.hierarchical import (
     MessageTable,
     exchange_groups,
-    exchange_stage,
     exclusive_reason,
     stage_reason,
 )
+from transitsim.network.fast.shared_events import exchange_events
 from transitsim.network.schedules.dag import HierLayout, RingStage, Schedule
 
 
@@ -69,9 +67,7 @@ class HierForm:
                 np.maximum(start[:, rings], last_recv[:, rings]), last_sent[:, rings]
             )
             ready = np.maximum(ready, last_recv[:, np.roll(rings, -1, axis=1)])
-            sent, recv, ok = self._exchange(ready.reshape(steps, -1), rings.shape)
-            for s in np.flatnonzero(~ok).tolist():  # phases met on a link: events, this step
-                sent[s], recv[s] = self._exchange_events(ready[s])
+            sent, recv = self._exchange(ready.reshape(steps, -1), rings.shape)
             last_sent[:, rings] = sent
             last_recv[:, rings] = recv
         finish = np.maximum(start.max(axis=1), last_recv.max(axis=1))
@@ -85,49 +81,29 @@ class HierForm:
             finish = np.maximum(finish, (ready + d).reshape(steps, -1).max(axis=1))
         return finish
 
-    def _exchange_events(self, ready: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """One step's exchange by fast_hier's event loop (phases sharing a link, exactly)."""
-        rings, members = ready.shape
-        phases = len(self.phases)
-        ids = np.arange(phases * rings * members).reshape(phases, rings, members)
-        stage = RingStage(self.cross_rings, ids, 0.0, True, True)
-        table = SimpleNamespace(
-            pre=np.concatenate([p.pre for p in self.phases]),
-            dur=np.concatenate([p.dur for p in self.phases]),
-            post=np.concatenate([p.post for p in self.phases]),
-            bits=np.repeat([p.bits for p in self.phases], rings * members),
-        )
-        flows = SimpleNamespace(group=self.group, cap=self.cap, capacity=self.capacity)
-        timing = tuple(np.full(ids.size, np.nan) for _ in range(3))
-        exchange_stage(ready, stage, table, flows, timing, np.zeros(len(self.capacity)))
-        _, free_s, arrive_s = timing
-        return free_s[ids[-1]], np.roll(arrive_s[ids[-1]], 1, axis=1)
-
     def _exchange(self, ready: np.ndarray, shape: tuple[int, int]):
-        """The cross-group rings, phase by phase; returns last sent, last received, exact."""
-        steps, flows = ready.shape
+        """The cross-group rings of every step by the compiled event loop: last sent, received."""
+        steps = ready.shape[0]
         rings, members = shape
-        exact = np.ones(steps, dtype=bool)
-        busy_until = np.full((steps, len(self.capacity)), -np.inf)
-        free = arrive = None
-        for k, phase in enumerate(self.phases):
-            if k > 0:
-                nxt = np.roll(arrive.reshape(steps, rings, members), 1, axis=2).reshape(steps, -1)
-                ready = np.maximum(free, nxt)
-            begin = ready + phase.pre
-            free = np.empty_like(begin)
-            fixed = self.group < 0
-            free[:, fixed] = begin[:, fixed] + phase.dur[fixed]
-            for g, capacity in enumerate(self.capacity):
-                members_g = np.flatnonzero(self.group == g)
-                arrivals = begin[:, members_g]
-                exact &= arrivals.min(axis=1) >= busy_until[:, g]  # the last phase has left
-                free[:, members_g] = _shared(arrivals, phase.bits, self.cap[members_g[0]], capacity)
-                busy_until[:, g] = free[:, members_g].max(axis=1)
-            arrive = free + phase.post
-        sent = free.reshape(steps, rings, members)
-        recv = np.roll(arrive.reshape(steps, rings, members), 1, axis=2)
-        return sent, recv, exact
+        pre = np.stack([p.pre for p in self.phases])
+        bits = np.repeat([[p.bits] for p in self.phases], rings * members, axis=1)
+        caps = np.array(
+            [self.cap[np.argmax(self.group == g)] for g in range(len(self.capacity))], dtype=float
+        )
+        free, arrive = exchange_events(
+            ready,
+            members,
+            pre,
+            np.stack([p.dur for p in self.phases]),
+            np.stack([p.post for p in self.phases]),
+            bits,
+            self.group,
+            caps,
+            np.asarray(self.capacity, dtype=float),
+        )
+        sent = free[:, -1].reshape(steps, rings, members)
+        recv = np.roll(arrive[:, -1].reshape(steps, rings, members), 1, axis=2)
+        return sent, recv
 
 
 def _uniform_ring(start: np.ndarray, a: float, c: float, phases: int):
@@ -158,43 +134,6 @@ def _sliding_max(y: np.ndarray, window: int) -> np.ndarray:
     j = np.arange(window - 1, length)
     best[..., j] = np.maximum(suffix[..., j - window + 1], prefix[..., j])
     return best
-
-
-def _shared(arrive: np.ndarray, bits: float, cap: float, capacity: float) -> np.ndarray:
-    """Departures of equal flows on one link by processor sharing, every step at once.
-
-    Equal sizes and rates: flows leave in the order they came. Rates min(cap, C / k).
-    """
-    steps, flows = arrive.shape
-    order = np.argsort(arrive, axis=1, kind="stable")
-    sorted_arrive = np.take_along_axis(arrive, order, axis=1)
-    rows = np.arange(steps)
-    t = sorted_arrive[:, 0].copy()
-    served = np.zeros(steps)
-    active = np.zeros(steps, dtype=np.int64)
-    came = np.zeros(steps, dtype=np.int64)
-    went = np.zeros(steps, dtype=np.int64)
-    target = np.zeros((steps, flows))
-    leave = np.zeros((steps, flows))
-    for _ in range(2 * flows):
-        rate = np.where(active > 0, np.minimum(cap, capacity / np.maximum(active, 1)), 0.0)
-        next_in = np.where(came < flows, sorted_arrive[rows, np.minimum(came, flows - 1)], np.inf)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            left = target[rows, np.minimum(went, flows - 1)] - served
-            next_out = np.where(active > 0, t + np.maximum(left, 0.0) / rate, np.inf)
-        out = next_out <= next_in  # a flow that ends as another starts leaves first
-        now = np.where(out, next_out, next_in)
-        served = served + np.where(active > 0, rate * (now - t), 0.0)
-        t = now
-        arriving = ~out
-        target[rows[arriving], came[arriving]] = served[arriving] + bits
-        leave[rows[out], went[out]] = t[out]
-        active += arriving.astype(np.int64) - out
-        came += arriving
-        went += out
-    free = np.empty_like(leave)
-    np.put_along_axis(free, order, leave, axis=1)
-    return free
 
 
 def _ag_d(stage: RingStage, table: MessageTable, phases: int | None = None) -> np.ndarray:
