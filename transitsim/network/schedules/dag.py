@@ -137,8 +137,8 @@ class ScheduleBuilder:
             raise TransitsimError(
                 f"this exchange on {self.workers:,} workers is a schedule of more than "
                 f"{MAX_MESSAGES:,} messages: too big to simulate message by message; "
-                "a ring (ring_allreduce, ring_allgather) on its fast path takes up to "
-                f"{MAX_WORKERS:,} workers"
+                "a ring (ring_allreduce, ring_allgather) or hierarchical on its fast path "
+                f"takes up to {MAX_WORKERS:,} workers"
             )
         self._batches.append((src, dst, kind, nbytes, after, data, counts))
         ids = np.arange(self.count, self.count + size, dtype=np.int64)
