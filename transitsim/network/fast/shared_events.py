@@ -6,8 +6,9 @@ the WAN, one Python event at a time: about 5 s a step at 65,536 workers in 2 dat
 meet on the WAN in nearly every step, so the phase-by-phase vector form of fast/maxplus_hier.py
 does not apply. This is the same event loop (fault-free), compiled with numba: the same events
 in the same order, (time, sequence) keys, the same processor-sharing arithmetic, so the same
-floating-point times as `exchange_stage` (tests/test_shared_events.py), about a hundred times
-faster. numba is imported on first use: nothing else pays for it.
+floating-point times as `exchange_stage` (tests/test_shared_events.py): 72 ms a step at 65,536
+workers (2.29 s per 32-step block, measured 2026-12-04). numba is imported on first use:
+nothing else pays for it.
 """
 
 import numpy as np
