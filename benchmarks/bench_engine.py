@@ -376,7 +376,7 @@ def main() -> None:
     parser.add_argument("--tree-des", type=int, default=0, help="one 2-DC tree step on the DES")
     args = parser.parse_args()
     parts = args.only or ["replay", "faults", "scale", "cli", "sweep"]
-    print(f"cpu count {os.cpu_count()}; load average {os.getloadavg()[0]:.1f}")
+    print(f"cpu count {os.cpu_count()}; load average {os.getloadavg()[0]:.2f}")
     with tempfile.TemporaryDirectory() as folder:
         if "replay" in parts:
             bench_replay(Path(folder), args.collectives, args.workers, args.quick)
@@ -390,6 +390,7 @@ def main() -> None:
             bench_cli()
         if "sweep" in parts:
             bench_sweep(Path(folder))
+    print(f"load average at the end {os.getloadavg()[0]:.2f}")
 
 
 if __name__ == "__main__":

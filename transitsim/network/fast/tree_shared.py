@@ -52,6 +52,7 @@ class SplitLinks:
     binding_of: list[tuple[tuple[int, int], ...]]
     overlap: bool  # some group carries transfers of both halves (else: fixed times)
     lists: dict[str, list] | None = None  # the schedule as plain lists, made on the first run
+    arrays: dict[str, np.ndarray] | None = None  # the same as arrays, for the compiled pass
 
 
 def split_links(
@@ -164,15 +165,100 @@ def _lists(schedule: Schedule, table: TreeTable) -> dict[str, list]:
     }
 
 
+WIDTH = 16  # the most transfers one link group holds at once in the compiled pass (2 expected)
+
+
+def _arrays(schedule: Schedule, table: TreeTable, links: SplitLinks) -> dict[str, np.ndarray]:
+    """The event pass's columns as arrays, and each message's link groups and binding links
+    (those at the groups' capacity) in CSR form, for tree_kernel.tree_pass."""
+    lists = links.lists if links.lists is not None else _lists(schedule, table)
+    kinds = {"pre": np.float64, "dur": np.float64, "post": np.float64, "bits": np.float64}
+    kinds["local"] = np.bool_
+    arrays = {k: np.asarray(v, dtype=kinds.get(k, np.int64)) for k, v in lists.items()}
+    groups_m = [links.groups_of[p] if p >= 0 else () for p in lists["path_ids"]]
+    binding_m = [links.binding_of[p] if p >= 0 else () for p in lists["path_ids"]]
+    arrays["gptr"] = np.concatenate([[0], np.cumsum([len(g) for g in groups_m])])
+    arrays["gidx"] = np.array([g for gs in groups_m for g in gs], dtype=np.int64)
+    arrays["bptr"] = np.concatenate([[0], np.cumsum([len(b) for b in binding_m])])
+    arrays["br"] = np.array([r for bs in binding_m for r, _ in bs], dtype=np.int64)
+    arrays["bg"] = np.array([g for bs in binding_m for _, g in bs], dtype=np.int64)
+    for key in ("gptr", "bptr"):
+        arrays[key] = arrays[key].astype(np.int64)
+    return arrays
+
+
+def _compiled_pass(fabric, table: TreeTable, links: SplitLinks, start: np.ndarray):
+    """The fault-free pass by tree_kernel (numba, imported here on first use), or None where a
+    link group would hold more transfers at once than the kernel keeps room for."""
+    from transitsim.network.fast.tree_kernel import tree_pass
+
+    if links.arrays is None:
+        links.arrays = _arrays(table.schedule, table, links)
+    c = links.arrays
+    count = len(table.schedule)
+    ready, free, arrive = (np.full(count, np.nan) for _ in range(3))
+    shared_by = np.full(count, -1, dtype=np.int64)
+    busy_g = np.zeros(len(links.group_resources))
+    pushed = tree_pass(
+        np.ascontiguousarray(start, dtype=np.float64),
+        table.schedule.workers,
+        c["waiting"].copy(),
+        c["arrival_ptr"],
+        c["arrival_next"],
+        c["sent_ptr"],
+        c["sent_next"],
+        c["src"],
+        c["local"],
+        c["pre"],
+        c["dur"],
+        c["post"],
+        c["bits"],
+        c["gptr"],
+        c["gidx"],
+        c["bptr"],
+        c["br"],
+        c["bg"],
+        float(links.capacity),
+        len(links.group_resources),
+        WIDTH,
+        ready,
+        free,
+        arrive,
+        shared_by,
+        busy_g,
+        c["path_ids"] >= 0,
+    )
+    if pushed < 0:
+        return None
+    stood = np.zeros(count)
+    return Timing(
+        ready_s=ready,
+        free_s=free,
+        arrive_s=arrive,
+        events=int(pushed),
+        stall_s=stood,
+        stall0_s=stood,
+        shared_by=shared_by,
+        busy_s=_busy(fabric, table, links, ready, free, busy_g.tolist()),
+        bytes=_carried(fabric, table),
+    )
+
+
 def run_split_tree(
     fabric: Fabric,
     table: TreeTable,
     links: SplitLinks,
     start_s: np.ndarray,
     faults: list[ResourceFault] | None = None,
+    compiled: bool = True,
 ) -> Timing:
     """Every message's times, in time order: transfers share each link group as max-min does
-    there (C / k), a group with a link down stops its transfers (call split_links first)."""
+    there (C / k), a group with a link down stops its transfers (call split_links first).
+    Without faults the compiled pass (fast/tree_kernel.py) gives the same floats."""
+    if compiled and not faults:
+        timing = _compiled_pass(fabric, table, links, np.asarray(start_s, dtype=float))
+        if timing is not None:
+            return timing
     schedule = table.schedule
     count = len(schedule)
     workers = schedule.workers

@@ -1,0 +1,87 @@
+"""The trees' compiled event pass (fast/tree_kernel.py) against the Python pass it replaces.
+
+Both walk the same schedule: the compiled one must give every message's ready, sent and arrival
+time, the resource that set its rate, each link's busy time and the event count equal bit for
+bit, on random networks where the halves share links (with transforms, latencies, overheads,
+store-and-forward and stragglers). Against the DES the fast path is held in
+tests/test_network_fast_vs_des.py, which now runs through the compiled pass.
+"""
+
+import numpy as np
+import pytest
+
+from transitsim.network import (
+    Exchange,
+    LinkSpec,
+    NetworkSpec,
+    PluggableSpec,
+    SwitchSpec,
+    TransformSpec,
+    simulate_exchange,
+)
+from transitsim.network.exchange import fabric_for, transform_weights, tree_dag
+from transitsim.network.fast.tree_shared import run_split_tree
+
+FIELDS = ("ready_s", "free_s", "arrive_s", "stall_s", "stall0_s", "shared_by", "busy_s", "bytes")
+
+
+def _case(seed: int, algo: str):
+    rng = np.random.default_rng([seed, len(algo)])
+    link = LinkSpec(
+        float(rng.choice([25e9, 100e9, 200e9])),
+        latency_s=float(rng.choice([0.0, 1e-6, 5e-6])),
+        length_m=float(rng.choice([0.0, 3.0])),
+        overhead_s=float(rng.choice([0.0, 2e-7])),
+    )
+    transform = rng.random() < 0.3
+    pluggable = None
+    if transform or rng.random() < 0.3:
+        optics = TransformSpec(passes_per_s=float(rng.choice([1e8, 1e9]))) if transform else None
+        pluggable = PluggableSpec(float(rng.choice([200e9, 800e9])), 400e9, optics)
+    switch = SwitchSpec(
+        forwarding_latency_s=float(rng.choice([0.0, 5e-7])),
+        store_and_forward=bool(rng.random() < 0.3),
+    )
+    workers = int(rng.integers(3, 40))
+    network = NetworkSpec("sw", "switch", workers, link, pluggable, switch)
+    payload = int(rng.choice([777, 50_000, 300_001, 2_000_000]))
+    if transform:
+        exchange = Exchange(algo, payload, 16 * payload, "pluggable")
+    else:
+        exchange = Exchange(algo, payload)
+    start = rng.exponential(float(rng.choice([1e-7, 1e-5, 1e-3])), workers)
+    if rng.random() < 0.3:
+        start = np.zeros(workers)
+    return network, exchange, start
+
+
+@pytest.mark.parametrize("algo", ["tree", "double_binary_tree"])
+def test_the_compiled_pass_equals_the_python_pass_bit_for_bit(algo):
+    compared = 0
+    for seed in range(60):
+        network, exchange, start = _case(seed, algo)
+        fabric = fabric_for(network)
+        weights = transform_weights(network, exchange)
+        _, _, _, table, links = tree_dag(fabric, exchange, weights)
+        if isinstance(links, str) or not links.overlap:
+            continue
+        compared += 1
+        python = run_split_tree(fabric, table, links, start, None, compiled=False)
+        kernel = run_split_tree(fabric, table, links, start, None, compiled=True)
+        for name in FIELDS:
+            np.testing.assert_array_equal(
+                getattr(kernel, name), getattr(python, name), err_msg=f"{seed} {name}"
+            )
+        assert kernel.events == python.events, seed
+    assert compared >= 40, f"only {compared} of 60 cases had overlapping halves"
+
+
+def test_a_step_through_the_compiled_pass_is_the_des_step():
+    """One exchange end to end (simulate_exchange's fast path, now compiled) against the DES."""
+    network = NetworkSpec("sw", "switch", 24, LinkSpec(100e9, latency_s=1e-6))
+    exchange = Exchange("double_binary_tree", 1_000_000)
+    start = np.random.default_rng(3).exponential(1e-5, 24)
+    fast = simulate_exchange(network, exchange, start_s=start)
+    des = simulate_exchange(network, exchange, start_s=start, method="des")
+    assert fast.method == "fast"
+    np.testing.assert_allclose(fast.finish_s, des.finish_s, rtol=0, atol=1e-9)
