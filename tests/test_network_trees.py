@@ -9,6 +9,7 @@ import pytest
 from transitsim.base.errors import TransitsimError
 from transitsim.network import (
     Exchange,
+    LinkFault,
     LinkSpec,
     NetworkSpec,
     closed_form_time_s,
@@ -209,13 +210,14 @@ def test_one_tree_of_two_ranks_never_overlaps_halves_and_keeps_its_linear_form()
     assert form.finish_s(start)[0] == pytest.approx(des.finish_s.max(), abs=1e-12)
 
 
-def test_multi_hop_routes_of_one_rate_take_the_fast_path_shared_wans_the_des():
+def test_multi_hop_routes_and_shared_wans_take_the_fast_path():
     """A leaf-spine of one host a rack: every link carries one sender's or one receiver's
     transfers, and a host's links all carry the same ones (acting as one, at the slowest's
     rate: all the same here, even with a slower spine), so per-link sharing is max-min and the
     fast path equals the DES. Where a WAN carries several senders' transfers to several
-    receivers, or a group of links is slower than the rest, max-min would move capacity
-    between links: the DES, and "fast" says why."""
+    receivers, or a group of links is slower than the rest, the compiled pass shares by
+    progressive filling over each component as the DES does; with link faults there, the DES,
+    and "fast" says why."""
     start = np.random.default_rng(4).exponential(2e-5, 8)
     for spine_bps in (RATE_BPS, 10e9):
         racks = NetworkSpec(
@@ -239,7 +241,13 @@ def test_multi_hop_routes_of_one_rate_take_the_fast_path_shared_wans_the_des():
     )
     # one tree crosses the WAN on one edge each way (a group of its own, slower than the
     # hosts'); the double binary tree's two trees both cross it
-    for algo, why in (("tree", "different rates"), ("double_binary_tree", "share dc0->dc1")):
-        assert simulate_exchange(wan, Exchange(algo, 100_000)).method == "des"
-        with pytest.raises(TransitsimError, match=why):
-            simulate_exchange(wan, Exchange(algo, 100_000), method="fast")
+    for algo in TREES:
+        fast = simulate_exchange(wan, Exchange(algo, 100_000), start_s=start)
+        des = simulate_exchange(wan, Exchange(algo, 100_000), start_s=start, method="des")
+        assert fast.method == "fast"
+        np.testing.assert_allclose(fast.finish_s, des.finish_s, rtol=0, atol=1e-12)
+        assert fast.bottleneck == des.bottleneck
+        outage = [LinkFault("dc0->dc1", 1e-5, 2e-5)]
+        assert simulate_exchange(wan, Exchange(algo, 100_000), faults=outage).method == "des"
+        with pytest.raises(TransitsimError, match="link faults"):
+            simulate_exchange(wan, Exchange(algo, 100_000), faults=outage, method="fast")

@@ -85,3 +85,30 @@ def test_a_step_through_the_compiled_pass_is_the_des_step():
     des = simulate_exchange(network, exchange, start_s=start, method="des")
     assert fast.method == "fast"
     np.testing.assert_allclose(fast.finish_s, des.finish_s, rtol=0, atol=1e-9)
+
+
+@pytest.mark.parametrize("algo", ["tree", "double_binary_tree"])
+def test_max_min_across_a_wan_equals_the_des(algo):
+    """Across datacentres the WAN carries several senders' transfers to several receivers and is
+    slower than the hosts' links: the compiled pass shares each component by progressive
+    filling, as the DES does over its links."""
+    for seed, (sites, per) in enumerate([(2, 6), (2, 9), (3, 4)]):
+        rng = np.random.default_rng(seed)
+        network = NetworkSpec(
+            "dc",
+            "datacentres",
+            sites * per,
+            LinkSpec(100e9, latency_s=float(rng.choice([0.0, 1e-6]))),
+            datacentres=sites,
+            wan_link=LinkSpec(float(rng.choice([10e9, 40e9])), length_m=1e4),
+        )
+        exchange = Exchange(algo, int(rng.choice([300_001, 2_000_000])))
+        start = rng.exponential(1e-5, network.workers)
+        fast = simulate_exchange(network, exchange, start_s=start)
+        des = simulate_exchange(network, exchange, start_s=start, method="des")
+        assert fast.method == "fast", seed
+        np.testing.assert_allclose(fast.finish_s, des.finish_s, rtol=0, atol=1e-9, err_msg=seed)
+        assert fast.bottleneck == des.bottleneck, seed
+        np.testing.assert_allclose(
+            fast.link_stats["busy_s"].to_numpy(), des.link_stats["busy_s"].to_numpy(), atol=1e-12
+        )

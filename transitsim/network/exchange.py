@@ -528,6 +528,8 @@ def _fast_tree(fabric, exchange, weights, start, faults, record) -> ExchangeResu
     schedule, path_ids, compiled, table, links = tree_dag(fabric, exchange, weights)
     if isinstance(links, str):
         return links
+    if not links.local and faults:
+        return "links shared max-min across a WAN or spine, with link faults (the DES's)"
     if links.overlap:
         timing = run_split_tree(fabric, table, links, start, faults)
     else:

@@ -19,8 +19,8 @@ import numpy as np
 from transitsim.network.des.fluid import SETTLE_REL
 
 START, DEPART = 0, 1
-# scalar state kept in one int64 array: heap size, next sequence, todo size, pushes, overflow
-HEAP, SEQ, TODO, PUSHES, OVERFLOW = 0, 1, 2, 3, 4
+# scalar state kept in one int64 array: heap size, next sequence, todo size, pushes, stamp
+HEAP, SEQ, TODO, PUSHES, STAMP = 0, 1, 2, 3, 4
 _jit = numba.njit(cache=True, nogil=True)
 
 
@@ -95,7 +95,8 @@ def _settled(finish, time):
 
 
 @_jit
-def _satisfied(targets, time, due, waiting, todo, st):
+def _satisfied(targets, time, msg, st):
+    waiting, due, todo = msg[0], msg[1], msg[2]
     for m in targets:
         if time > due[m]:
             due[m] = time
@@ -106,20 +107,22 @@ def _satisfied(targets, time, due, waiting, todo, st):
 
 
 @_jit
-def _sent(m, time, free, arrive, post, due, waiting, todo, st, sptr, snext, aptr, anext):
+def _sent(m, time, msg, st):
+    free, arrive, post, sptr, snext, aptr, anext = msg[3:]
     free[m] = time
-    _satisfied(snext[sptr[m] : sptr[m + 1]], time, due, waiting, todo, st)
+    _satisfied(snext[sptr[m] : sptr[m + 1]], time, msg, st)
     arrive[m] = time + post[m]
-    _satisfied(anext[aptr[m] : aptr[m + 1]], arrive[m], due, waiting, todo, st)
+    _satisfied(anext[aptr[m] : aptr[m + 1]], arrive[m], msg, st)
 
 
 @_jit
-def _on_groups(groups, members, msize, buf):
+def _on_groups(groups, grp, buf):
     """The flows on these groups, each once, in group then insertion order; how many."""
+    members, mbase, msize = grp[0], grp[1], grp[2]
     n = 0
     for g in groups:
         for w in range(msize[g]):
-            f = members[g, w]
+            f = members[mbase[g] + w]
             seen = False
             for x in range(n):
                 if buf[x] == f:
@@ -132,10 +135,43 @@ def _on_groups(groups, members, msize, buf):
 
 
 @_jit
-def _reshare(flows, now, fl, heap, st, gptr, gidx, bptr, br, bg, msize, capacity):
+def _apply(f, new, now, fl, heap, st):
+    """A flow's new rate from now: bits left counted, its departure moved (as FluidEngine)."""
     rate, since, left, finish, bound, pos = fl
     t, s, kind, a = heap
-    for f in flows:
+    if new == rate[f]:
+        return  # unchanged: keep the projected finish bit for bit
+    elapsed = now - since[f]
+    if rate[f] > 0 and elapsed > 0:
+        left[f] = max(0.0, left[f] - rate[f] * elapsed)
+    base = max(now, since[f])
+    rate[f] = new
+    since[f] = base
+    if left[f] <= 0.0:
+        finish[f] = base
+    else:
+        finish[f] = base + left[f] / new
+    if pos[f] >= 0:  # the flow's departure moves to its new key (a new sequence number)
+        i = pos[f]
+        t[i], s[i] = finish[f], st[SEQ]
+        st[SEQ] += 1
+        st[PUSHES] += 1
+        _sift(t, s, kind, a, pos, i, st[HEAP])
+    else:
+        _push(t, s, kind, a, pos, st, finish[f], DEPART, f)
+
+
+@_jit
+def _share_local(seeds, now, fl, heap, st, lk, grp, scratch, capacity):
+    """One capacity, one-sided groups: a moving transfer gets C / k, k the most transfers on
+    one of its groups (fast/tree_shared.py's proof)."""
+    gptr, gidx, bptr, br, bg = lk
+    msize = grp[2]
+    bound = fl[4]
+    buf = scratch[0]
+    n = _on_groups(seeds, grp, buf)
+    for x in range(n):
+        f = buf[x]
         groups = gidx[gptr[f] : gptr[f + 1]]
         most = 1
         if len(groups) > 0:
@@ -143,68 +179,156 @@ def _reshare(flows, now, fl, heap, st, gptr, gidx, bptr, br, bg, msize, capacity
             for g in groups[1:]:
                 if msize[g] > most:
                     most = msize[g]
-        new = capacity / most
         bound[f] = -1
-        for x in range(bptr[f], bptr[f + 1]):
-            if msize[bg[x]] == most:
-                bound[f] = br[x]
+        for y in range(bptr[f], bptr[f + 1]):
+            if msize[bg[y]] == most:
+                bound[f] = br[y]
                 break
-        if new == rate[f]:
-            continue  # unchanged: keep the projected finish bit for bit
-        elapsed = now - since[f]
-        if rate[f] > 0 and elapsed > 0:
-            left[f] = max(0.0, left[f] - rate[f] * elapsed)
-        base = max(now, since[f])
-        rate[f] = new
-        since[f] = base
-        if left[f] <= 0.0:
-            finish[f] = base
-        else:
-            finish[f] = base + left[f] / new
-        if pos[f] >= 0:  # the flow's departure moves to its new key (a new sequence number)
-            i = pos[f]
-            t[i], s[i] = finish[f], st[SEQ]
-            st[SEQ] += 1
-            st[PUSHES] += 1
-            _sift(t, s, kind, a, pos, i, st[HEAP])
-        else:
-            _push(t, s, kind, a, pos, st, finish[f], DEPART, f)
+        _apply(f, capacity / most, now, fl, heap, st)
+
+
+@_jit
+def _share_maxmin(seeds, now, fl, heap, st, lk, grp, scratch):
+    """Max-min by progressive filling over the flows connected to the seed groups, as
+    des.fluid.fair_shares does over their links (a group acts as its slowest link)."""
+    gptr, gidx, bptr, br, bg = lk
+    members, mbase, msize, gcap = grp[0], grp[1], grp[2], grp[3]
+    bound = fl[4]
+    buf, queue, gmark, fmark, rem, load, sat, newrate = scratch
+    st[STAMP] += 1
+    stamp = st[STAMP]
+    nq = 0
+    for g in seeds:
+        if gmark[g] != stamp:
+            gmark[g] = stamp
+            queue[nq] = g
+            nq += 1
+    nf = 0
+    qi = 0
+    while qi < nq:  # the component: groups and flows reached through shared groups
+        g = queue[qi]
+        qi += 1
+        for w in range(msize[g]):
+            f = members[mbase[g] + w]
+            if fmark[f] != stamp:
+                fmark[f] = stamp
+                buf[nf] = f
+                nf += 1
+                for h in gidx[gptr[f] : gptr[f + 1]]:
+                    if gmark[h] != stamp:
+                        gmark[h] = stamp
+                        queue[nq] = h
+                        nq += 1
+    for i in range(nq):
+        rem[queue[i]] = gcap[queue[i]]
+    for x in range(nf):
+        newrate[buf[x]] = -1.0  # not frozen yet
+    level = 0.0
+    unfrozen = nf
+    while unfrozen > 0:
+        for i in range(nq):
+            load[queue[i]] = 0.0
+        for x in range(nf):
+            f = buf[x]
+            if newrate[f] < 0:
+                for h in gidx[gptr[f] : gptr[f + 1]]:
+                    load[h] += 1.0
+        delta = np.inf
+        for i in range(nq):
+            g = queue[i]
+            if load[g] > 0 and rem[g] / load[g] < delta:
+                delta = rem[g] / load[g]
+        if not delta < np.inf:
+            break  # flows on no group (none in a tree: split_links refuses them)
+        level += delta
+        for i in range(nq):
+            g = queue[i]
+            sat[g] = load[g] > 0 and rem[g] / load[g] <= delta
+            if load[g] > 0:
+                rem[g] = 0.0 if sat[g] else rem[g] - delta * load[g]
+        for x in range(nf):
+            f = buf[x]
+            if newrate[f] >= 0:
+                continue
+            for h in gidx[gptr[f] : gptr[f + 1]]:
+                if sat[h]:
+                    newrate[f] = level
+                    unfrozen -= 1
+                    for y in range(bptr[f], bptr[f + 1]):
+                        if sat[bg[y]]:
+                            bound[f] = br[y]
+                            break
+                    break
+    for x in range(nf):
+        f = buf[x]
+        _apply(f, newrate[f], now, fl, heap, st)
+
+
+@_jit
+def _share(seeds, now, fl, heap, st, lk, grp, scratch, capacity, local):
+    if local:
+        _share_local(seeds, now, fl, heap, st, lk, grp, scratch, capacity)
+    else:
+        _share_maxmin(seeds, now, fl, heap, st, lk, grp, scratch)
+
+
+@_jit
+def _complete(f, now, fl, heap, st, alive, lk, grp, scratch, capacity, local, msg, shared_by):
+    """Off its groups, the others reshared, then sent (des.fluid.FluidEngine._complete)."""
+    finish, bound, pos = fl[3], fl[4], fl[5]
+    t, s, kind, a = heap
+    gptr, gidx = lk[0], lk[1]
+    members, mbase, msize, busy_g, busy_from = grp[0], grp[1], grp[2], grp[4], grp[5]
+    alive[f] = False
+    if pos[f] >= 0:  # ended early (settled by a later start): its departure is off the heap
+        _remove(t, s, kind, a, pos, st, pos[f])
+    groups = gidx[gptr[f] : gptr[f + 1]]
+    for g in groups:
+        base = mbase[g]
+        for w in range(msize[g]):
+            if members[base + w] == f:
+                for x in range(w, msize[g] - 1):
+                    members[base + x] = members[base + x + 1]
+                msize[g] -= 1
+                break
+        if msize[g] == 0:
+            busy_g[g] += now - busy_from[g]
+    _share(groups, now, fl, heap, st, lk, grp, scratch, capacity, local)
+    if bound[f] >= 0:
+        shared_by[f] = bound[f]
+    _sent(f, max(finish[f], now), msg, st)
 
 
 @_jit
 def tree_pass(
     start,
     workers,
-    waiting,
-    aptr,
-    anext,
-    sptr,
-    snext,
+    msg,
     src,
-    local,
+    is_local,
     pre,
     dur,
-    post,
     bits,
-    gptr,
-    gidx,
-    bptr,
-    br,
-    bg,
-    capacity,
-    count_groups,
-    width,
-    ready,
-    free,
-    arrive,
-    shared_by,
-    busy_g,
     has_path,
+    lk,
+    grp,
+    capacity,
+    local,
+    shared_by,
+    ready,
 ):
-    """Every message's times into ready, free, arrive (and shared_by, busy per group), in time
-    order; per message its link groups (gptr/gidx) and binding links (bptr/br/bg). Returns the
-    events pushed, or -1 where a group would hold more than `width` transfers at once."""
-    count = len(waiting)
+    """Every message's times into ready and msg's free and arrive (and shared_by, busy per
+    group in grp), in time order. msg: (waiting, due, todo, free, arrive, post, sent CSR,
+    arrival CSR); lk: per message its link groups (gptr/gidx) and binding links (bptr/br/bg);
+    grp: per group its members' room (members, mbase), msize, capacity, busy and busy-from.
+    local: C / k sharing (one capacity); else max-min over each component. Returns the events
+    pushed."""
+    count = len(bits)
+    groups_count = len(grp[2])
+    due, todo, free, arrive = msg[1], msg[2], msg[3], msg[4]
+    sptr, snext, aptr, anext = msg[6], msg[7], msg[8], msg[9]
+    members, mbase, msize, busy_from = grp[0], grp[1], grp[2], grp[5]
+    gptr, gidx = lk[0], lk[1]
     st = np.zeros(5, dtype=np.int64)
     room = 2 * count + 8
     t = np.empty(room)
@@ -213,7 +337,6 @@ def tree_pass(
     a = np.empty(room, dtype=np.int64)
     pos = np.full(count, -1, dtype=np.int64)
     heap = (t, s, kind, a)
-    due = np.full(count, -np.inf)
     rate = np.full(count, -1.0)
     since = np.zeros(count)
     left = np.zeros(count)
@@ -221,21 +344,23 @@ def tree_pass(
     bound = np.full(count, -1, dtype=np.int64)
     alive = np.zeros(count, dtype=np.bool_)
     fl = (rate, since, left, finish, bound, pos)
-    members = np.full((count_groups, width), -1, dtype=np.int64)
-    msize = np.zeros(count_groups, dtype=np.int64)
-    busy_from = np.zeros(count_groups)
-    todo = np.empty(count, dtype=np.int64)
-    most_groups = 1
-    for m in range(count):
-        most_groups = max(most_groups, gptr[m + 1] - gptr[m])
-    buf = np.empty(most_groups * width + 1, dtype=np.int64)
-    others = np.empty(width, dtype=np.int64)
+    scratch = (
+        np.empty(count + 1, dtype=np.int64),  # flows
+        np.empty(groups_count + 1, dtype=np.int64),  # groups
+        np.zeros(groups_count, dtype=np.int64),  # group stamps
+        np.zeros(count, dtype=np.int64),  # flow stamps
+        np.zeros(groups_count),  # capacity left
+        np.zeros(groups_count),  # load
+        np.zeros(groups_count, dtype=np.bool_),  # saturated
+        np.zeros(count),  # new rates
+    )
+    others = np.empty(count + 1, dtype=np.int64)
 
     initial = 0.0
     if len(start) > 0:
         initial = start.min()
     for m in range(count):
-        if waiting[m] == 0:
+        if msg[0][m] == 0:
             due[m] = initial
             todo[st[TODO]] = m
             st[TODO] += 1
@@ -255,7 +380,7 @@ def tree_pass(
                 for g in groups:
                     n = 0
                     for w in range(msize[g]):
-                        o = members[g, w]
+                        o = members[mbase[g] + w]
                         if _settled(finish[o], now):
                             others[n] = o
                             n += 1
@@ -268,71 +393,25 @@ def tree_pass(
                                 heap,
                                 st,
                                 alive,
-                                members,
-                                msize,
-                                busy_g,
-                                busy_from,
-                                shared_by,
-                                buf,
-                                gptr,
-                                gidx,
-                                bptr,
-                                br,
-                                bg,
+                                lk,
+                                grp,
+                                scratch,
                                 capacity,
-                                free,
-                                arrive,
-                                post,
-                                due,
-                                waiting,
-                                todo,
-                                sptr,
-                                snext,
-                                aptr,
-                                anext,
+                                local,
+                                msg,
+                                shared_by,
                             )
                 alive[f] = True
                 rate[f], since[f], left[f], finish[f] = -1.0, now, bits[f], np.inf
                 for g in groups:
                     if msize[g] == 0:
                         busy_from[g] = now
-                    if msize[g] == width:
-                        st[OVERFLOW] = 1
-                        return -1
-                    members[g, msize[g]] = f
+                    members[mbase[g] + msize[g]] = f
                     msize[g] += 1
-                n = _on_groups(groups, members, msize, buf)
-                _reshare(buf[:n], now, fl, heap, st, gptr, gidx, bptr, br, bg, msize, capacity)
+                _share(groups, now, fl, heap, st, lk, grp, scratch, capacity, local)
             else:
                 _complete(
-                    f,
-                    now,
-                    fl,
-                    heap,
-                    st,
-                    alive,
-                    members,
-                    msize,
-                    busy_g,
-                    busy_from,
-                    shared_by,
-                    buf,
-                    gptr,
-                    gidx,
-                    bptr,
-                    br,
-                    bg,
-                    capacity,
-                    free,
-                    arrive,
-                    post,
-                    due,
-                    waiting,
-                    todo,
-                    sptr,
-                    snext,
-                    aptr,
-                    anext,
+                    f, now, fl, heap, st, alive, lk, grp, scratch, capacity, local, msg, shared_by
                 )
         first = False
         while st[TODO] > 0:  # the released messages, last released first
@@ -345,80 +424,10 @@ def tree_pass(
             ready[m] = time
             if not has_path[m]:  # a JOIN: nothing to send
                 free[m] = arrive[m] = time
-                _satisfied(snext[sptr[m] : sptr[m + 1]], time, due, waiting, todo, st)
-                _satisfied(anext[aptr[m] : aptr[m + 1]], time, due, waiting, todo, st)
-            elif local[m]:  # the own transform: alone on its lanes
-                _sent(
-                    m,
-                    time + pre[m] + dur[m],
-                    free,
-                    arrive,
-                    post,
-                    due,
-                    waiting,
-                    todo,
-                    st,
-                    sptr,
-                    snext,
-                    aptr,
-                    anext,
-                )
+                _satisfied(snext[sptr[m] : sptr[m + 1]], time, msg, st)
+                _satisfied(anext[aptr[m] : aptr[m + 1]], time, msg, st)
+            elif is_local[m]:  # the own transform: alone on its lanes
+                _sent(m, time + pre[m] + dur[m], msg, st)
             else:
                 _push(t, s, kind, a, pos, st, time + pre[m], START, m)
     return st[PUSHES]
-
-
-@_jit
-def _complete(
-    f,
-    now,
-    fl,
-    heap,
-    st,
-    alive,
-    members,
-    msize,
-    busy_g,
-    busy_from,
-    shared_by,
-    buf,
-    gptr,
-    gidx,
-    bptr,
-    br,
-    bg,
-    capacity,
-    free,
-    arrive,
-    post,
-    due,
-    waiting,
-    todo,
-    sptr,
-    snext,
-    aptr,
-    anext,
-):
-    """Off its groups, the others reshared, then sent (des.fluid.FluidEngine._complete)."""
-    rate, since, left, finish, bound, pos = fl
-    t, s, kind, a = heap
-    alive[f] = False
-    if pos[f] >= 0:  # ended early (settled by a later start): its departure is off the heap
-        _remove(t, s, kind, a, pos, st, pos[f])
-    groups = gidx[gptr[f] : gptr[f + 1]]
-    for g in groups:
-        for w in range(msize[g]):
-            if members[g, w] == f:
-                for x in range(w, msize[g] - 1):
-                    members[g, x] = members[g, x + 1]
-                msize[g] -= 1
-                break
-        if msize[g] == 0:
-            busy_g[g] += now - busy_from[g]
-    n = _on_groups(groups, members, msize, buf)
-    _reshare(buf[:n], now, fl, heap, st, gptr, gidx, bptr, br, bg, msize, capacity)
-    if bound[f] >= 0:
-        shared_by[f] = bound[f]
-    _sent(
-        f, max(finish[f], now), free, arrive, post, due, waiting, todo, st, sptr, snext, aptr, anext
-    )

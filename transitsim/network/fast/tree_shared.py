@@ -44,13 +44,17 @@ class SplitLinks:
     """The links of a tree all-reduce grouped by the transfers they carry (a group's links
     carry the same ones), and what the event pass needs of them."""
 
-    capacity: float  # every group's (its slowest link's) payload rate
+    capacity: float  # every group's (its slowest link's) payload rate (local sharing)
     groups_of: list[tuple[int, ...]]  # per compiled path: its groups (none for a transform)
     group_resources: list[tuple[int, ...]]
     # per compiled path: (resource, group) of its links at `capacity`, in hop order: the DES
     # names the first of them on a full group as what set the transfer's rate
     binding_of: list[tuple[tuple[int, int], ...]]
     overlap: bool  # some group carries transfers of both halves (else: fixed times)
+    # C / k on every group is max-min (one capacity, one-sided groups); else max-min by
+    # progressive filling over each component (compiled, fault-free only)
+    local: bool = True
+    caps: tuple[float, ...] = ()  # per group: its slowest link's rate
     lists: dict[str, list] | None = None  # the schedule as plain lists, made on the first run
     arrays: dict[str, np.ndarray] | None = None  # the same as arrays, for the compiled pass
 
@@ -87,21 +91,18 @@ def split_links(
                 phases.setdefault(r, set()).add(key % 2)
     keys: dict[frozenset, int] = {}
     group_of: dict[int, int] = {}
+    local = True  # every link one-sided: per-link sharing is max-min (with one capacity)
     for r, pairs in carries.items():
         if len({s for s, _ in pairs}) > 1 and len({d for _, d in pairs}) > 1:
-            name = fabric.resources[r].name
-            return (
-                f"transfers of different senders and receivers share {name}, beside the "
-                "halves sharing each rank's links (max-min would not be per-link sharing)"
-            )
+            local = False  # a WAN or spine that several senders cross to several receivers
         group_of[r] = keys.setdefault(frozenset(pairs), len(keys))
     group_resources: list[list[int]] = [[] for _ in keys]
     for r, g in group_of.items():
         group_resources[g].append(r)
     overlap = any(len(phases.get(r, ())) > 1 for r in group_of)
-    caps = {min(fabric.resources[r].rate_bps for r in rs) for rs in group_resources}
-    if overlap and len(caps) > 1:
-        return "links of different rates carry the overlapping halves (max-min across links)"
+    caps = [min(fabric.resources[r].rate_bps for r in rs) for rs in group_resources]
+    if overlap and len(set(caps)) > 1:
+        local = False  # links of different rates carry the overlapping halves
     capacity = min(caps, default=math.inf)
     if overlap and not math.isfinite(capacity):
         return "links without a rate"
@@ -114,11 +115,22 @@ def split_links(
             tuple(
                 (r, group_of[r])
                 for r in hop.resources
-                if r in group_of and fabric.resources[r].rate_bps == capacity
+                if r in group_of
+                and fabric.resources[r].rate_bps == (capacity if local else caps[group_of[r]])
             )
         )
+    if not local:
+        for m in first.tolist():
+            if path_ids[m] >= 0 and transfer[m] and not groups_of[int(path_ids[m])]:
+                return "a transfer crosses no link with a rate beside shared ones"
     return SplitLinks(
-        capacity, groups_of, [tuple(rs) for rs in group_resources], binding_of, overlap
+        capacity,
+        groups_of,
+        [tuple(rs) for rs in group_resources],
+        binding_of,
+        overlap or not local,
+        local,
+        tuple(caps),
     )
 
 
@@ -165,12 +177,10 @@ def _lists(schedule: Schedule, table: TreeTable) -> dict[str, list]:
     }
 
 
-WIDTH = 16  # the most transfers one link group holds at once in the compiled pass (2 expected)
-
-
 def _arrays(schedule: Schedule, table: TreeTable, links: SplitLinks) -> dict[str, np.ndarray]:
     """The event pass's columns as arrays, and each message's link groups and binding links
-    (those at the groups' capacity) in CSR form, for tree_kernel.tree_pass."""
+    (those at their group's capacity) in CSR form, for tree_kernel.tree_pass; each group's room
+    for the transfers on it at once (at most all that cross it)."""
     lists = links.lists if links.lists is not None else _lists(schedule, table)
     kinds = {"pre": np.float64, "dur": np.float64, "post": np.float64, "bits": np.float64}
     kinds["local"] = np.bool_
@@ -184,52 +194,63 @@ def _arrays(schedule: Schedule, table: TreeTable, links: SplitLinks) -> dict[str
     arrays["bg"] = np.array([g for bs in binding_m for _, g in bs], dtype=np.int64)
     for key in ("gptr", "bptr"):
         arrays[key] = arrays[key].astype(np.int64)
+    crossing = np.bincount(arrays["gidx"], minlength=len(links.group_resources))
+    arrays["mbase"] = np.concatenate([[0], np.cumsum(crossing)[:-1]]).astype(np.int64)
+    arrays["room"] = np.array([int(crossing.sum())])
+    arrays["caps"] = np.array(links.caps, dtype=np.float64)
     return arrays
 
 
-def _compiled_pass(fabric, table: TreeTable, links: SplitLinks, start: np.ndarray):
-    """The fault-free pass by tree_kernel (numba, imported here on first use), or None where a
-    link group would hold more transfers at once than the kernel keeps room for."""
+def _compiled_pass(fabric, table: TreeTable, links: SplitLinks, start: np.ndarray) -> Timing:
+    """The fault-free pass by tree_kernel (numba, imported here on first use)."""
     from transitsim.network.fast.tree_kernel import tree_pass
 
     if links.arrays is None:
         links.arrays = _arrays(table.schedule, table, links)
     c = links.arrays
     count = len(table.schedule)
+    groups = len(links.group_resources)
     ready, free, arrive = (np.full(count, np.nan) for _ in range(3))
     shared_by = np.full(count, -1, dtype=np.int64)
-    busy_g = np.zeros(len(links.group_resources))
+    busy_g = np.zeros(groups)
+    msg = (
+        c["waiting"].copy(),
+        np.full(count, -np.inf),
+        np.empty(count, dtype=np.int64),
+        free,
+        arrive,
+        c["post"],
+        c["sent_ptr"],
+        c["sent_next"],
+        c["arrival_ptr"],
+        c["arrival_next"],
+    )
+    lk = (c["gptr"], c["gidx"], c["bptr"], c["br"], c["bg"])
+    grp = (
+        np.full(int(c["room"][0]) + 1, -1, dtype=np.int64),
+        c["mbase"],
+        np.zeros(groups, dtype=np.int64),
+        c["caps"],
+        busy_g,
+        np.zeros(groups),
+    )
     pushed = tree_pass(
         np.ascontiguousarray(start, dtype=np.float64),
         table.schedule.workers,
-        c["waiting"].copy(),
-        c["arrival_ptr"],
-        c["arrival_next"],
-        c["sent_ptr"],
-        c["sent_next"],
+        msg,
         c["src"],
         c["local"],
         c["pre"],
         c["dur"],
-        c["post"],
         c["bits"],
-        c["gptr"],
-        c["gidx"],
-        c["bptr"],
-        c["br"],
-        c["bg"],
-        float(links.capacity),
-        len(links.group_resources),
-        WIDTH,
-        ready,
-        free,
-        arrive,
-        shared_by,
-        busy_g,
         c["path_ids"] >= 0,
+        lk,
+        grp,
+        float(links.capacity),
+        links.local,
+        shared_by,
+        ready,
     )
-    if pushed < 0:
-        return None
     stood = np.zeros(count)
     return Timing(
         ready_s=ready,
@@ -255,10 +276,8 @@ def run_split_tree(
     """Every message's times, in time order: transfers share each link group as max-min does
     there (C / k), a group with a link down stops its transfers (call split_links first).
     Without faults the compiled pass (fast/tree_kernel.py) gives the same floats."""
-    if compiled and not faults:
-        timing = _compiled_pass(fabric, table, links, np.asarray(start_s, dtype=float))
-        if timing is not None:
-            return timing
+    if compiled and not faults or not links.local:
+        return _compiled_pass(fabric, table, links, np.asarray(start_s, dtype=float))
     schedule = table.schedule
     count = len(schedule)
     workers = schedule.workers
