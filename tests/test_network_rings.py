@@ -15,6 +15,7 @@ from transitsim.network import (
     closed_form_time_s,
     simulate_exchange,
 )
+from transitsim.network.exchange import fabric_for
 
 RING_ALGOS = ("ring_allreduce", "ring_allgather")
 SIZES = (1, 1_000, 1_000_003, 1_000_000_000)
@@ -155,8 +156,11 @@ def test_fast_is_refused_where_it_would_not_be_exact():
     leaf_spine = NetworkSpec(  # racks of 2: tree flows of several senders meet on spine links
         "ls", "leaf_spine", 8, LinkSpec(100e9), hosts_per_rack=2, spine_link=LinkSpec(100e9)
     )
-    with pytest.raises(TransitsimError, match="different senders and receivers share"):
-        simulate_exchange(leaf_spine, Exchange("double_binary_tree", 1000), method="fast")
+    outage = [LinkFault(sorted(fabric_for(leaf_spine).links)[0], 0.0, 1e-6)]
+    with pytest.raises(TransitsimError, match="max-min across a WAN or spine, with link faults"):
+        simulate_exchange(
+            leaf_spine, Exchange("double_binary_tree", 1000), faults=outage, method="fast"
+        )
     looped = Exchange("ring_allgather", 1000, 16_000, "pluggable", loopback=True)
     result = simulate_exchange(NETWORKS["pluggable"], looped)  # own lanes shared: contention
     assert result.method == "des"
