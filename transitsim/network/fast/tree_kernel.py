@@ -17,6 +17,7 @@ import numba
 import numpy as np
 
 from transitsim.network.des.fluid import SETTLE_REL
+from transitsim.network.fast.shared_kernel import _before  # (time, seq) order, as there
 
 START, DEPART = 0, 1
 # scalar state kept in one int64 array: heap size, next sequence, todo size, pushes, stamp
@@ -24,11 +25,6 @@ HEAP, SEQ, TODO, PUSHES, STAMP = 0, 1, 2, 3, 4
 _jit = numba.njit(cache=True, nogil=True)
 # the helpers are inlined: called per event with tuples of arrays, a call cost ~1.5x the pass
 _inline = numba.njit(cache=True, nogil=True, inline="always")
-
-
-@_inline
-def _before(t, s, i, j):
-    return t[i] < t[j] or (t[i] == t[j] and s[i] < s[j])
 
 
 @_inline

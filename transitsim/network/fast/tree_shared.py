@@ -17,7 +17,9 @@ DES's times (the same rates, the same bits left at each change).
 Exactness is checked, not assumed (`split_links`): one-hop routes; every link one-sided (one
 sender's or one receiver's transfers) and crossed with weight 1; one capacity for all. Elsewhere
 (a WAN or spine that several senders' transfers to several receivers cross, links of different
-rates) max-min would move capacity between links, and the caller runs the DES. Where no link
+rates) max-min moves capacity between links: there (`SplitLinks.local` false) only the compiled
+pass of fast/tree_kernel.py runs, sharing each component by progressive filling, without link
+faults (with them the caller runs the DES). Where no link
 carries both halves (two ranks), every transfer is alone and `fast/tree.py` times it in one
 pass with a max-plus linear form; here the finish depends on the start times through the
 sharing, so a straggler replay simulates each step.
@@ -66,7 +68,8 @@ def split_links(
     path_ids: np.ndarray,
     paths: list[Path],
 ) -> SplitLinks | str:
-    """The tree's link groups, or why per-link sharing would not be exact here."""
+    """The tree's link groups (sharing per link, C / k, where `local`; else max-min over each
+    component), or why neither would be exact here."""
     if any(len(p.hops) != 1 for p in paths):
         return "routes of more than one hop"
     carries: dict[int, set[tuple[int, int]]] = {}  # resource -> (src, dst) pairs it carries
@@ -179,8 +182,8 @@ def _lists(schedule: Schedule, table: TreeTable) -> dict[str, list]:
 
 def _arrays(schedule: Schedule, table: TreeTable, links: SplitLinks) -> dict[str, np.ndarray]:
     """The event pass's columns as arrays, and each message's link groups and binding links
-    (those at their group's capacity) in CSR form, for tree_kernel.tree_pass; each group's room
-    for the transfers on it at once (at most all that cross it)."""
+    (those at their group's capacity) in CSR form, for tree_kernel.tree_pass; where each group's
+    room for the transfers on it at once (at most all that cross it) begins."""
     lists = links.lists if links.lists is not None else _lists(schedule, table)
     kinds = {"pre": np.float64, "dur": np.float64, "post": np.float64, "bits": np.float64}
     kinds["local"] = np.bool_
@@ -196,7 +199,6 @@ def _arrays(schedule: Schedule, table: TreeTable, links: SplitLinks) -> dict[str
         arrays[key] = arrays[key].astype(np.int64)
     crossing = np.bincount(arrays["gidx"], minlength=len(links.group_resources))
     arrays["mbase"] = np.concatenate([[0], np.cumsum(crossing)[:-1]]).astype(np.int64)
-    arrays["room"] = np.array([int(crossing.sum())])
     arrays["caps"] = np.array(links.caps, dtype=np.float64)
     return arrays
 
@@ -227,7 +229,7 @@ def _compiled_pass(fabric, table: TreeTable, links: SplitLinks, start: np.ndarra
     )
     lk = (c["gptr"], c["gidx"], c["bptr"], c["br"], c["bg"])
     grp = (
-        np.full(int(c["room"][0]) + 1, -1, dtype=np.int64),
+        np.full(len(c["gidx"]) + 1, -1, dtype=np.int64),  # room: every crossing at once
         c["mbase"],
         np.zeros(groups, dtype=np.int64),
         c["caps"],
@@ -275,7 +277,10 @@ def run_split_tree(
 ) -> Timing:
     """Every message's times, in time order: transfers share each link group as max-min does
     there (C / k), a group with a link down stops its transfers (call split_links first).
-    Without faults the compiled pass (fast/tree_kernel.py) gives the same floats."""
+    Without faults the compiled pass (fast/tree_kernel.py) gives the same floats; it alone
+    shares max-min where per-link sharing is not (`links.local` false), and not with faults."""
+    if not links.local and faults:
+        raise ValueError("max-min over components is compiled without link faults: run the DES")
     if compiled and not faults or not links.local:
         return _compiled_pass(fabric, table, links, np.asarray(start_s, dtype=float))
     schedule = table.schedule
