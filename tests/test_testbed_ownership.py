@@ -14,6 +14,7 @@ import re
 import secrets
 import subprocess
 import sys
+import time
 from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
@@ -88,6 +89,7 @@ def test_foreign_namespaces_and_their_process_survive_down_and_a_run(tmp_path):
             _make(name)
             made.append(name)
         procs.append(_inside(foreign[0], ["sleep", "60"]))
+        _wait_until_execed(procs[0], "sleep")
         out = tmp_path / "tb"
         for argv in (
             ["testbed", "down"],
@@ -141,6 +143,7 @@ def test_a_process_someone_put_in_a_killed_runs_namespace_is_not_killed():
         child.wait(timeout=10)
         guest = _inside(f"{run_id}-h0", ["sleep", "60"])  # not the testbed's
         procs.append(guest)
+        _wait_until_execed(guest, "sleep")  # else cleanup can remove the netns before setns
         removed = netns.cleanup_leftovers()
         assert set(names) <= set(removed)
         assert not set(names) & set(netns.list_namespaces())
@@ -150,6 +153,18 @@ def test_a_process_someone_put_in_a_killed_runs_namespace_is_not_killed():
         _remove(names, procs)
         if ledger.process_start(started) is not None:
             os.kill(started, 9)  # a process of the test's own child
+
+
+def _wait_until_execed(proc: subprocess.Popen, program: str, timeout_s: float = 10.0) -> None:
+    """Wait (bounded) until `ip netns exec` has entered the namespace and exec'd `program`:
+    a cleanup that runs before then removes the namespace under it ("Invalid argument")."""
+    deadline = time.monotonic() + timeout_s
+    cmdline = Path(f"/proc/{proc.pid}/cmdline")
+    while time.monotonic() < deadline and proc.poll() is None:
+        if cmdline.read_bytes().split(b"\0")[0].endswith(program.encode()):
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"{program} did not start inside the namespace (rc {proc.poll()})")
 
 
 def _is_zombie(pid: int) -> bool:
