@@ -112,3 +112,95 @@ def test_max_min_across_a_wan_equals_the_des(algo):
         np.testing.assert_allclose(
             fast.link_stats["busy_s"].to_numpy(), des.link_stats["busy_s"].to_numpy(), atol=1e-12
         )
+
+
+def _two_sites(seed: int, algo: str):
+    """Two or three sites far apart (where transfers often move alone) or close (where not)."""
+    rng = np.random.default_rng([seed, len(algo), 7])
+    sites = int(rng.choice([2, 3]))
+    network = NetworkSpec(
+        "dc",
+        "datacentres",
+        sites * int(rng.integers(2, 12)),
+        LinkSpec(
+            float(rng.choice([100e9, 200e9])), latency_s=float(rng.choice([0.0, 1e-6])), length_m=3
+        ),
+        switch=SwitchSpec(forwarding_latency_s=float(rng.choice([0.0, 5e-7]))),
+        datacentres=sites,
+        wan_link=LinkSpec(float(rng.choice([40e9, 400e9])), length_m=float(rng.choice([1e3, 1e6]))),
+    )
+    exchange = Exchange(algo, int(rng.choice([50_000, 2_000_000, 31_000_000])))
+    start = rng.exponential(float(rng.choice([1e-5, 1e-3])), network.workers)
+    return network, exchange, start
+
+
+@pytest.mark.parametrize("algo", ["tree", "double_binary_tree"])
+def test_the_lone_transfers_pass_equals_the_event_pass_bit_for_bit(algo, monkeypatch):
+    """fast/tree_alone.py claims the event pass's floats wherever no two transfers meet on a
+    group, and says so only then: on one switch and across sites, both passes on every case,
+    every field equal; the one pass must have held on some cases and been refused on others."""
+    from transitsim.network.fast import tree_alone
+
+    held: list[bool] = []
+    original = tree_alone.alone_pass
+
+    def spy(*args):
+        held.append(bool(original(*args)))
+        return held[-1]
+
+    monkeypatch.setattr(tree_alone, "alone_pass", spy)
+    for seed in range(80):
+        network, exchange, start = _case(seed, algo) if seed % 2 else _two_sites(seed, algo)
+        fabric = fabric_for(network)
+        weights = transform_weights(network, exchange)
+        _, _, _, table, links = tree_dag(fabric, exchange, weights)
+        if isinstance(links, str) or not links.overlap:
+            continue
+        events = run_split_tree(fabric, table, links, start, None, alone=False)
+        for again in range(2):  # the second time from the group orders the first one kept
+            one = run_split_tree(fabric, table, links, start * (1 + again), None)
+            if again:
+                events = run_split_tree(fabric, table, links, start * 2, None, alone=False)
+            for name in FIELDS:
+                np.testing.assert_array_equal(
+                    getattr(one, name), getattr(events, name), err_msg=f"{seed} {name}"
+                )
+            assert one.events == events.events, seed
+    assert held.count(True) >= 10 and held.count(False) >= 10, held
+
+
+def test_lone_transfers_across_a_long_wan_equal_the_des(monkeypatch):
+    """The benchmark's shape, small: two sites 1,000 km apart, where every transfer moves alone
+    (the one pass must have held on every call) and the DES agrees."""
+    from transitsim.network.fast import tree_alone
+
+    held: list[bool] = []
+    original = tree_alone.alone_pass
+
+    def spy(*args):
+        held.append(bool(original(*args)))
+        return held[-1]
+
+    monkeypatch.setattr(tree_alone, "alone_pass", spy)
+    for seed, workers in enumerate([8, 14, 22]):
+        network = NetworkSpec(
+            "dc",
+            "datacentres",
+            workers,
+            LinkSpec(200e9, length_m=3),
+            switch=SwitchSpec(forwarding_latency_s=500e-9),
+            datacentres=2,
+            wan_link=LinkSpec(400e9, length_m=1e6),
+        )
+        exchange = Exchange("double_binary_tree", 4_000_000)
+        start = np.random.default_rng(seed).exponential(1.5e-3, workers)
+        fabric = fabric_for(network)
+        _, _, _, table, links = tree_dag(fabric, exchange, transform_weights(network, exchange))
+        assert not isinstance(links, str)
+        assert run_split_tree(fabric, table, links, start, None).events > 0
+        fast = simulate_exchange(network, exchange, start_s=start)
+        des = simulate_exchange(network, exchange, start_s=start, method="des")
+        assert fast.method == "fast", seed
+        np.testing.assert_allclose(fast.finish_s, des.finish_s, rtol=0, atol=1e-9, err_msg=seed)
+        assert fast.bottleneck == des.bottleneck, seed
+    assert held and all(held), held

@@ -200,21 +200,112 @@ def _arrays(schedule: Schedule, table: TreeTable, links: SplitLinks) -> dict[str
     crossing = np.bincount(arrays["gidx"], minlength=len(links.group_resources))
     arrays["mbase"] = np.concatenate([[0], np.cumsum(crossing)[:-1]]).astype(np.int64)
     arrays["caps"] = np.array(links.caps, dtype=np.float64)
+    _alone_arrays(arrays, links)
     return arrays
 
 
-def _compiled_pass(fabric, table: TreeTable, links: SplitLinks, start: np.ndarray) -> Timing:
-    """The fault-free pass by tree_kernel (numba, imported here on first use)."""
-    from transitsim.network.fast.tree_kernel import tree_pass
+def _alone_arrays(arrays: dict[str, np.ndarray], links: SplitLinks) -> None:
+    """What fast/tree_alone.py needs: each transfer's rate and binding link when it moves alone
+    (C where sharing is per link, else its slowest group's: max-min over itself alone) and each
+    group's transfers (kept in start order there, from one step to the next)."""
+    gptr, gidx, bptr, bg, br = (arrays[k] for k in ("gptr", "gidx", "bptr", "bg", "br"))
+    caps = arrays["caps"]
+    count = len(gptr) - 1
+    rate = np.full(count, float(links.capacity))
+    bound = np.full(count, -1, dtype=np.int64)
+    for m in np.flatnonzero(np.diff(gptr) > 0).tolist():
+        groups = gidx[gptr[m] : gptr[m + 1]]
+        if not links.local:
+            rate[m] = caps[groups].min()
+        for y in range(bptr[m], bptr[m + 1]):
+            if links.local or caps[bg[y]] <= rate[m]:
+                bound[m] = br[y]
+                break
+    arrays["alone_rate"], arrays["alone_bound"] = rate, bound
+    owner = np.repeat(np.arange(count, dtype=np.int64), np.diff(gptr))
+    moving = ~arrays["local"][owner]  # the own transform holds its lanes, not a group
+    owner, on = owner[moving], gidx[moving]
+    order = np.argsort(on, kind="stable")
+    arrays["group_ptr"] = np.concatenate(
+        [[0], np.cumsum(np.bincount(on, minlength=len(links.group_resources)))]
+    ).astype(np.int64)
+    arrays["group_flows"] = owner[order]
+
+
+def _compiled_pass(
+    fabric, table: TreeTable, links: SplitLinks, start: np.ndarray, alone: bool = True
+) -> Timing:
+    """The fault-free pass: where every transfer moves alone on its groups, the one pass of
+    fast/tree_alone.py; else the event pass of fast/tree_kernel.py (numba, imported here on
+    first use). `alone` False: the event pass only (the tests compare the two)."""
+    from transitsim.network.fast.tree_alone import alone_pass
 
     if links.arrays is None:
         links.arrays = _arrays(table.schedule, table, links)
     c = links.arrays
     count = len(table.schedule)
-    groups = len(links.group_resources)
     ready, free, arrive = (np.full(count, np.nan) for _ in range(3))
     shared_by = np.full(count, -1, dtype=np.int64)
-    busy_g = np.zeros(groups)
+    busy_g = np.zeros(len(links.group_resources))
+    start = np.ascontiguousarray(start, dtype=np.float64)
+    moved_alone = alone and alone_pass(
+        start,
+        table.schedule.workers,
+        c["waiting"].copy(),
+        c["src"],
+        c["local"],
+        c["pre"],
+        c["dur"],
+        c["post"],
+        c["bits"],
+        c["path_ids"] >= 0,
+        (c["sent_ptr"], c["sent_next"]),
+        (c["arrival_ptr"], c["arrival_next"]),
+        c["alone_rate"],
+        c["alone_bound"],
+        (c["group_ptr"], c["group_flows"]),
+        busy_g,
+        ready,
+        free,
+        arrive,
+        shared_by,
+    )
+    if moved_alone:
+        transfers = (c["path_ids"] >= 0) & ~c["local"]
+        pushed = 2 * int(np.count_nonzero(transfers))  # a start and a departure each
+    else:
+        ready[:], free[:], arrive[:], shared_by[:], busy_g[:] = np.nan, np.nan, np.nan, -1, 0.0
+        pushed = _event_pass(start, table, links, c, (ready, free, arrive), shared_by, busy_g)
+    stood = np.zeros(count)
+    return Timing(
+        ready_s=ready,
+        free_s=free,
+        arrive_s=arrive,
+        events=int(pushed),
+        stall_s=stood,
+        stall0_s=stood,
+        shared_by=shared_by,
+        busy_s=_busy(fabric, table, links, ready, free, busy_g.tolist()),
+        bytes=_carried(fabric, table),
+    )
+
+
+def _event_pass(
+    start: np.ndarray,
+    table: TreeTable,
+    links: SplitLinks,
+    c: dict[str, np.ndarray],
+    times: tuple[np.ndarray, np.ndarray, np.ndarray],
+    shared_by: np.ndarray,
+    busy_g: np.ndarray,
+) -> int:
+    """tree_kernel.tree_pass over these columns, into times (ready, free, arrive), shared_by
+    and busy_g: the events pushed."""
+    from transitsim.network.fast.tree_kernel import tree_pass
+
+    ready, free, arrive = times
+    count = len(table.schedule)
+    groups = len(links.group_resources)
     msg = (
         c["waiting"].copy(),
         np.full(count, -np.inf),
@@ -236,8 +327,8 @@ def _compiled_pass(fabric, table: TreeTable, links: SplitLinks, start: np.ndarra
         busy_g,
         np.zeros(groups),
     )
-    pushed = tree_pass(
-        np.ascontiguousarray(start, dtype=np.float64),
+    return tree_pass(
+        start,
         table.schedule.workers,
         msg,
         c["src"],
@@ -253,18 +344,6 @@ def _compiled_pass(fabric, table: TreeTable, links: SplitLinks, start: np.ndarra
         shared_by,
         ready,
     )
-    stood = np.zeros(count)
-    return Timing(
-        ready_s=ready,
-        free_s=free,
-        arrive_s=arrive,
-        events=int(pushed),
-        stall_s=stood,
-        stall0_s=stood,
-        shared_by=shared_by,
-        busy_s=_busy(fabric, table, links, ready, free, busy_g.tolist()),
-        bytes=_carried(fabric, table),
-    )
 
 
 def run_split_tree(
@@ -274,6 +353,7 @@ def run_split_tree(
     start_s: np.ndarray,
     faults: list[ResourceFault] | None = None,
     compiled: bool = True,
+    alone: bool = True,
 ) -> Timing:
     """Every message's times, in time order: transfers share each link group as max-min does
     there (C / k), a group with a link down stops its transfers (call split_links first).
@@ -282,7 +362,7 @@ def run_split_tree(
     if not links.local and faults:
         raise ValueError("max-min over components is compiled without link faults: run the DES")
     if compiled and not faults or not links.local:
-        return _compiled_pass(fabric, table, links, np.asarray(start_s, dtype=float))
+        return _compiled_pass(fabric, table, links, np.asarray(start_s, dtype=float), alone)
     schedule = table.schedule
     count = len(schedule)
     workers = schedule.workers
