@@ -34,15 +34,47 @@ def _settled(finish, time):
 
 
 @_jit
-def _release(targets, time, waiting, due, todo, size):
+def _raise(targets, time, due):
     for m in targets:
         if time > due[m]:
             due[m] = time
-        waiting[m] -= 1
-        if waiting[m] == 0:
+
+
+@_jit
+def topological_order(waiting, sent, arrived):
+    """An order in which every message comes after those it waits for: the schedule's own
+    where it is one (then the pass reads its columns in sequence), else Kahn's."""
+    count = len(waiting)
+    sptr, snext = sent
+    aptr, anext = arrived
+    in_order = True
+    for m in range(count):
+        for t in snext[sptr[m] : sptr[m + 1]]:
+            in_order = in_order and t > m
+        for t in anext[aptr[m] : aptr[m + 1]]:
+            in_order = in_order and t > m
+    if in_order:
+        return np.arange(count)
+    left = waiting.copy()
+    order = np.empty(count, dtype=np.int64)
+    todo = np.empty(count, dtype=np.int64)
+    size = done = 0
+    for m in range(count):
+        if left[m] == 0:
             todo[size] = m
             size += 1
-    return size
+    while size > 0:
+        size -= 1
+        m = todo[size]
+        order[done] = m
+        done += 1
+        for successors in (snext[sptr[m] : sptr[m + 1]], anext[aptr[m] : aptr[m + 1]]):
+            for t in successors:
+                left[t] -= 1
+                if left[t] == 0:
+                    todo[size] = t
+                    size += 1
+    return order[:done]
 
 
 @_jit
@@ -59,6 +91,7 @@ def _in_start_order(flows, began):
 def alone_pass(
     start,
     workers,
+    order,
     waiting,
     src,
     is_local,
@@ -81,25 +114,17 @@ def alone_pass(
     """Every message's times as if each transfer moved alone at `rate`, into ready, free,
     arrive, shared_by and busy_g; True where every transfer did move alone (else the outputs
     are not the event pass's and the caller runs it). sent/arrived: successors in CSR form
-    (ptr, next); by_group: (ptr, flows) each group's transfers, kept in start order."""
+    (ptr, next); order: topological_order's; waiting: how many each message waits for (read,
+    not changed); by_group: (ptr, flows) each group's transfers, kept in start order."""
     count = len(bits)
     sptr, snext = sent
     aptr, anext = arrived
     gptr, gflows = by_group
     due = np.full(count, -np.inf)
-    todo = np.empty(count, dtype=np.int64)
     began = np.full(count, np.nan)
-    size = 0
     initial = start.min() if len(start) > 0 else 0.0
-    for m in range(count):
-        if waiting[m] == 0:
-            due[m] = initial
-            todo[size] = m
-            size += 1
-    while size > 0:
-        size -= 1
-        m = todo[size]
-        time = due[m]
+    for m in order:
+        time = initial if waiting[m] == 0 else due[m]
         origin = src[m]
         if origin < workers and start[origin] > time:
             time = start[origin]
@@ -119,8 +144,8 @@ def alone_pass(
                 shared_by[m] = bound[m]
         free[m] = done
         arrive[m] = after
-        size = _release(snext[sptr[m] : sptr[m + 1]], done, waiting, due, todo, size)
-        size = _release(anext[aptr[m] : aptr[m + 1]], after, waiting, due, todo, size)
+        _raise(snext[sptr[m] : sptr[m + 1]], done, due)
+        _raise(anext[aptr[m] : aptr[m + 1]], after, due)
     # each transfer off its groups at its finish, or where a later start found it settled
     off = free.copy()
     for g in range(len(gptr) - 1):

@@ -208,6 +208,8 @@ def _alone_arrays(arrays: dict[str, np.ndarray], links: SplitLinks) -> None:
     """What fast/tree_alone.py needs: each transfer's rate and binding link when it moves alone
     (C where sharing is per link, else its slowest group's: max-min over itself alone) and each
     group's transfers (kept in start order there, from one step to the next)."""
+    from transitsim.network.fast.tree_alone import topological_order
+
     gptr, gidx, bptr, bg, br = (arrays[k] for k in ("gptr", "gidx", "bptr", "bg", "br"))
     caps = arrays["caps"]
     count = len(gptr) - 1
@@ -230,6 +232,11 @@ def _alone_arrays(arrays: dict[str, np.ndarray], links: SplitLinks) -> None:
         [[0], np.cumsum(np.bincount(on, minlength=len(links.group_resources)))]
     ).astype(np.int64)
     arrays["group_flows"] = owner[order]
+    arrays["order"] = topological_order(
+        arrays["waiting"],
+        (arrays["sent_ptr"], arrays["sent_next"]),
+        (arrays["arrival_ptr"], arrays["arrival_next"]),
+    )
 
 
 def _compiled_pass(
@@ -242,6 +249,7 @@ def _compiled_pass(
 
     if links.arrays is None:
         links.arrays = _arrays(table.schedule, table, links)
+        links.arrays["carried"] = _carried(fabric, table)  # the same every step
     c = links.arrays
     count = len(table.schedule)
     ready, free, arrive = (np.full(count, np.nan) for _ in range(3))
@@ -251,7 +259,8 @@ def _compiled_pass(
     moved_alone = alone and alone_pass(
         start,
         table.schedule.workers,
-        c["waiting"].copy(),
+        c["order"],
+        c["waiting"],
         c["src"],
         c["local"],
         c["pre"],
@@ -286,7 +295,7 @@ def _compiled_pass(
         stall0_s=stood,
         shared_by=shared_by,
         busy_s=_busy(fabric, table, links, ready, free, busy_g.tolist()),
-        bytes=_carried(fabric, table),
+        bytes=c["carried"].copy(),
     )
 
 
