@@ -520,20 +520,6 @@ def tree_dag(fabric: Fabric, exchange: Exchange, weights: Weights) -> tuple:
     return built
 
 
-_TREE_LINES: dict[int, tuple] = {}
-
-
-def _tree_line_bytes(schedule: Schedule, path_ids: np.ndarray, compiled: list[Path]) -> tuple:
-    """line_bytes of a cached tree schedule, once per schedule (a replay asks every step)."""
-    held = _TREE_LINES.get(id(schedule))
-    if held is None or held[0] is not schedule:
-        if len(_TREE_LINES) >= 4:
-            _TREE_LINES.pop(next(iter(_TREE_LINES)))
-        held = _TREE_LINES[id(schedule)] = (schedule, line_bytes(schedule, path_ids, compiled))
-    sent, received = held[1]
-    return sent.copy(), received.copy()
-
-
 def _fast_tree(fabric, exchange, weights, start, faults, record) -> ExchangeResult | str:
     """A pipelined tree by fixed transfer times (no link carries both halves) or by its links
     shared per link (the halves overlap), or why neither would be exact."""
@@ -549,7 +535,7 @@ def _fast_tree(fabric, exchange, weights, start, faults, record) -> ExchangeResu
     else:
         timing = run_fast_tree(fabric, table, start, faults)
     finish = finish_times(schedule, timing, start)
-    sent, received = _tree_line_bytes(schedule, path_ids, compiled)
+    sent, received = line_bytes(schedule, path_ids, compiled, cache=True)
 
     def path_of(m: int) -> Path | None:
         return compiled[path_ids[m]] if path_ids[m] >= 0 else None
