@@ -134,11 +134,8 @@ def _two_sites(seed: int, algo: str):
     return network, exchange, start
 
 
-@pytest.mark.parametrize("algo", ["tree", "double_binary_tree"])
-def test_the_lone_transfers_pass_equals_the_event_pass_bit_for_bit(algo, monkeypatch):
-    """fast/tree_alone.py claims the event pass's floats wherever no two transfers meet on a
-    group, and says so only then: on one switch and across sites, both passes on every case,
-    every field equal; the one pass must have held on some cases and been refused on others."""
+def _lone_pass_answers(monkeypatch) -> list[bool]:
+    """Whether fast/tree_alone.py's pass held, one entry a call, from here on."""
     from transitsim.network.fast import tree_alone
 
     held: list[bool] = []
@@ -149,6 +146,15 @@ def test_the_lone_transfers_pass_equals_the_event_pass_bit_for_bit(algo, monkeyp
         return held[-1]
 
     monkeypatch.setattr(tree_alone, "alone_pass", spy)
+    return held
+
+
+@pytest.mark.parametrize("algo", ["tree", "double_binary_tree"])
+def test_the_lone_transfers_pass_equals_the_event_pass_bit_for_bit(algo, monkeypatch):
+    """fast/tree_alone.py claims the event pass's floats wherever no two transfers meet on a
+    group, and says so only then: on one switch and across sites, both passes on every case,
+    every field equal; the one pass must have held on some cases and been refused on others."""
+    held = _lone_pass_answers(monkeypatch)
     for seed in range(80):
         network, exchange, start = _case(seed, algo) if seed % 2 else _two_sites(seed, algo)
         fabric = fabric_for(network)
@@ -172,16 +178,7 @@ def test_the_lone_transfers_pass_equals_the_event_pass_bit_for_bit(algo, monkeyp
 def test_lone_transfers_across_a_long_wan_equal_the_des(monkeypatch):
     """The benchmark's shape, small: two sites 1,000 km apart, where every transfer moves alone
     (the one pass must have held on every call) and the DES agrees."""
-    from transitsim.network.fast import tree_alone
-
-    held: list[bool] = []
-    original = tree_alone.alone_pass
-
-    def spy(*args):
-        held.append(bool(original(*args)))
-        return held[-1]
-
-    monkeypatch.setattr(tree_alone, "alone_pass", spy)
+    held = _lone_pass_answers(monkeypatch)
     for seed, workers in enumerate([8, 14, 22]):
         network = NetworkSpec(
             "dc",
