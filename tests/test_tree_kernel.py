@@ -134,19 +134,50 @@ def _two_sites(seed: int, algo: str):
     return network, exchange, start
 
 
-def _lone_pass_answers(monkeypatch) -> list[bool]:
-    """Whether fast/tree_alone.py's pass held, one entry a call, from here on."""
-    from transitsim.network.fast import tree_alone
+def _paths(monkeypatch) -> list[str]:
+    """How each fault-free call of run_split_tree from here on was timed: "alone" (one pass),
+    "repaired" (fast/tree_repair.py: the few that met by the event pass, the rest by the one
+    pass), "event" (the whole event pass, the others having declined) or "asked" (the event
+    pass alone, as the tests ask for)."""
+    from transitsim.network.fast import tree_repair, tree_shared
 
-    held: list[bool] = []
-    original = tree_alone.alone_pass
+    taken: list[str] = []
+    marks: list[str] = []
+    repair, event_pass, compiled_pass = (
+        tree_repair.repair,
+        tree_shared._event_pass,
+        tree_shared._compiled_pass,
+    )
 
-    def spy(*args):
-        held.append(bool(original(*args)))
-        return held[-1]
+    def spy_repair(*args):
+        pushed = repair(*args)
+        marks.append("repaired" if pushed is not None else "refused")
+        return pushed
 
-    monkeypatch.setattr(tree_alone, "alone_pass", spy)
-    return held
+    def spy_event(*args):
+        marks.append("event")
+        return event_pass(*args)
+
+    def spy_pass(fabric, table, links, start, alone=True):
+        marks.clear()
+        timing = compiled_pass(fabric, table, links, start, alone)
+        taken.append("asked" if not alone else marks[-1] if marks else "alone")
+        return timing
+
+    monkeypatch.setattr(tree_repair, "repair", spy_repair)
+    monkeypatch.setattr(tree_shared, "_event_pass", spy_event)
+    monkeypatch.setattr(tree_shared, "_compiled_pass", spy_pass)
+    return taken
+
+
+def _equal_to_the_event_pass(fabric, table, links, start, label) -> None:
+    one = run_split_tree(fabric, table, links, start, None)
+    events = run_split_tree(fabric, table, links, start, None, alone=False)
+    for name in FIELDS:
+        np.testing.assert_array_equal(
+            getattr(one, name), getattr(events, name), err_msg=f"{label} {name}"
+        )
+    assert one.events == events.events, label
 
 
 @pytest.mark.parametrize("algo", ["tree", "double_binary_tree"])
@@ -154,7 +185,7 @@ def test_the_lone_transfers_pass_equals_the_event_pass_bit_for_bit(algo, monkeyp
     """fast/tree_alone.py claims the event pass's floats wherever no two transfers meet on a
     group, and says so only then: on one switch and across sites, both passes on every case,
     every field equal; the one pass must have held on some cases and been refused on others."""
-    held = _lone_pass_answers(monkeypatch)
+    taken = _paths(monkeypatch)
     for seed in range(80):
         network, exchange, start = _case(seed, algo) if seed % 2 else _two_sites(seed, algo)
         fabric = fabric_for(network)
@@ -162,23 +193,64 @@ def test_the_lone_transfers_pass_equals_the_event_pass_bit_for_bit(algo, monkeyp
         _, _, _, table, links = tree_dag(fabric, exchange, weights)
         if isinstance(links, str) or not links.overlap:
             continue
-        events = run_split_tree(fabric, table, links, start, None, alone=False)
         for again in range(2):  # the second time from the group orders the first one kept
-            one = run_split_tree(fabric, table, links, start * (1 + again), None)
-            if again:
-                events = run_split_tree(fabric, table, links, start * 2, None, alone=False)
-            for name in FIELDS:
-                np.testing.assert_array_equal(
-                    getattr(one, name), getattr(events, name), err_msg=f"{seed} {name}"
-                )
-            assert one.events == events.events, seed
-    assert held.count(True) >= 10 and held.count(False) >= 10, held
+            _equal_to_the_event_pass(fabric, table, links, start * (1 + again), seed)
+    held = [how for how in taken if how != "asked"]
+    assert held.count("alone") >= 10, held
+    assert held.count("repaired") + held.count("event") >= 10, held
+
+
+def _far_sites(seed: int, algo: str):
+    """Two or three sites 100-1,000 km apart with stragglers: most transfers move alone, a
+    few meet (the benchmark's 1b shape, small)."""
+    rng = np.random.default_rng([seed, 11])
+    sites = int(rng.choice([2, 3]))
+    network = NetworkSpec(
+        "dc",
+        "datacentres",
+        sites * int(rng.integers(3, 24)),
+        LinkSpec(
+            float(rng.choice([100e9, 200e9])), latency_s=float(rng.choice([0.0, 1e-6])), length_m=3
+        ),
+        switch=SwitchSpec(forwarding_latency_s=float(rng.choice([0.0, 5e-7]))),
+        datacentres=sites,
+        wan_link=LinkSpec(
+            float(rng.choice([100e9, 400e9])), length_m=float(rng.choice([1e5, 1e6]))
+        ),
+    )
+    exchange = Exchange(algo, int(rng.choice([2_000_000, 8_000_000, 31_000_000])))
+    start = rng.exponential(float(rng.choice([3e-4, 1.5e-3])), network.workers)
+    return network, exchange, start
+
+
+def test_a_few_transfers_that_meet_are_repaired_bit_for_bit(monkeypatch):
+    """fast/tree_repair.py: where a few transfers meet, those few by the event pass and the
+    rest by the one pass, until both agree, must be the whole event pass's floats (every
+    field and the event count); it must have repaired some steps, and where it refuses (a tie
+    whose order rests on the whole pass) the event pass runs. Against the DES too."""
+    taken = _paths(monkeypatch)
+    against_des = 0
+    for seed in range(60):
+        network, exchange, start = _far_sites(seed, "double_binary_tree")
+        fabric = fabric_for(network)
+        _, _, _, table, links = tree_dag(fabric, exchange, transform_weights(network, exchange))
+        assert not isinstance(links, str) and links.overlap
+        _equal_to_the_event_pass(fabric, table, links, start, seed)
+        if taken[-2] == "repaired" and against_des < 3:
+            against_des += 1
+            fast = simulate_exchange(network, exchange, start_s=start)
+            des = simulate_exchange(network, exchange, start_s=start, method="des")
+            np.testing.assert_allclose(fast.finish_s, des.finish_s, rtol=0, atol=1e-9)
+            assert fast.bottleneck == des.bottleneck, seed
+    held = [how for how in taken if how != "asked"]
+    assert held.count("repaired") >= 5 and against_des == 3, held
 
 
 def test_lone_transfers_across_a_long_wan_equal_the_des(monkeypatch):
-    """The benchmark's shape, small: two sites 1,000 km apart, where every transfer moves alone
-    (the one pass must have held on every call) and the DES agrees."""
-    held = _lone_pass_answers(monkeypatch)
+    """The benchmark's shape, small: two sites 1,000 km apart, where transfers move alone or
+    a few meet (the one pass, repaired where they do, never the whole event pass) and the DES
+    agrees."""
+    taken = _paths(monkeypatch)
     for seed, workers in enumerate([8, 14, 22]):
         network = NetworkSpec(
             "dc",
@@ -200,4 +272,4 @@ def test_lone_transfers_across_a_long_wan_equal_the_des(monkeypatch):
         assert fast.method == "fast", seed
         np.testing.assert_allclose(fast.finish_s, des.finish_s, rtol=0, atol=1e-9, err_msg=seed)
         assert fast.bottleneck == des.bottleneck, seed
-    assert held and all(held), held
+    assert taken and set(taken) <= {"alone", "repaired"}, taken

@@ -130,6 +130,38 @@ def _transforms(fabric: Fabric, path: Path) -> bool:
     return any(fabric.resources[r].kind == "transform" for hop in path.hops for r in hop.resources)
 
 
+_HOP_TERMS: dict[int, tuple] = {}
+
+
+def _hop_terms(fabric: Fabric, path: Path) -> tuple:
+    """What the critical-path walk reads of a path, per hop (pre, post, store-and-forward per
+    bit, packet bits, rate, the kind of resource that limits it, whether a transform does),
+    its transform latency and whether it carries dense input: worked out once per path (a
+    tree replay walks the same paths every step)."""
+    held = _HOP_TERMS.get(id(path))
+    if held is not None and held[0] is path and held[1] is fabric:
+        return held[2]
+    terms = []
+    for hop in path.hops:
+        kind = fabric.resources[hop.limit].kind if hop.limit >= 0 else "link"
+        terms.append(
+            (
+                hop.pre_s,
+                hop.post_s,
+                hop.store_s_per_bit,
+                hop.packet_bits,
+                hop.rate_bps,
+                kind,
+                kind == "transform",
+            )
+        )
+    made = (tuple(terms), path.transform_latency_s, _transforms(fabric, path))
+    if len(_HOP_TERMS) >= 100_000:
+        _HOP_TERMS.clear()
+    _HOP_TERMS[id(path)] = (path, fabric, made)
+    return made
+
+
 def critical_path(
     fabric: Fabric,
     dag,
@@ -162,20 +194,28 @@ def critical_path(
     while True:
         path = path_of(m)
         if path is not None:
-            hops = path.hops if whole else path.hops[:1]
+            terms, latency_whole, dense = _hop_terms(fabric, path)
+            if not whole:
+                terms = terms[:1]
             end = timing.arrive_s[m] if whole else timing.free_s[m]
             stalled = timing.stall_s[m] if whole else timing.stall0_s[m]
             moving = end - timing.ready_s[m] - stalled  # sending, delayed, or slowed by sharing
             bits = dag.bytes_of(m) * 8.0
-            fixed = sum(hop.pre_s + (hop.post_for(bits) if whole else 0.0) for hop in hops)
-            latency = path.transform_latency_s if whole else 0.0
+            fixed = 0
+            for pre_s, post_s, store_s_per_bit, packet_bits, _, _, _ in terms:
+                if not whole:
+                    post = 0.0
+                elif store_s_per_bit == 0.0:
+                    post = post_s
+                else:
+                    post = post_s + min(bits, packet_bits) * store_s_per_bit
+                fixed += pre_s + post
+            latency = latency_whole if whole else 0.0
             ingest = 0.0
-            dense = _transforms(fabric, path)  # lanes carrying a dense delta are ingest
-            for hop in hops:
-                serial = bits / hop.rate_bps if np.isfinite(hop.rate_bps) else 0.0
-                kind = fabric.resources[hop.limit].kind if hop.limit >= 0 else "link"
+            for _, _, _, _, rate_bps, kind, charged in terms:
+                serial = bits / rate_bps if np.isfinite(rate_bps) else 0.0
                 shares[kind] += serial
-                if kind == "transform" or (kind == "lanes" and dense):
+                if charged or (kind == "lanes" and dense):
                     ingest += serial
                 moving -= serial
             shares["transform"] += latency

@@ -59,6 +59,7 @@ class SplitLinks:
     caps: tuple[float, ...] = ()  # per group: its slowest link's rate
     lists: dict[str, list] | None = None  # the schedule as plain lists, made on the first run
     arrays: dict[str, np.ndarray] | None = None  # the same as arrays, for the compiled pass
+    busy_index: tuple | None = None  # made on the first run: see _busy
 
 
 def split_links(
@@ -200,6 +201,8 @@ def _arrays(schedule: Schedule, table: TreeTable, links: SplitLinks) -> dict[str
     crossing = np.bincount(arrays["gidx"], minlength=len(links.group_resources))
     arrays["mbase"] = np.concatenate([[0], np.cumsum(crossing)[:-1]]).astype(np.int64)
     arrays["caps"] = np.array(links.caps, dtype=np.float64)
+    arrays["data_ptr"], arrays["data_idx"] = schedule.data_ptr, schedule.data_idx
+    arrays["after"] = schedule.after.astype(np.int64)
     _alone_arrays(arrays, links)
     return arrays
 
@@ -224,6 +227,8 @@ def _alone_arrays(arrays: dict[str, np.ndarray], links: SplitLinks) -> None:
                 bound[m] = br[y]
                 break
     arrays["alone_rate"], arrays["alone_bound"] = rate, bound
+    arrays["moving"] = (arrays["path_ids"] >= 0) & ~arrays["local"]  # on link groups
+    arrays["transfers"] = int(np.count_nonzero(arrays["moving"]))
     owner = np.repeat(np.arange(count, dtype=np.int64), np.diff(gptr))
     moving = ~arrays["local"][owner]  # the own transform holds its lanes, not a group
     owner, on = owner[moving], gidx[moving]
@@ -237,15 +242,19 @@ def _alone_arrays(arrays: dict[str, np.ndarray], links: SplitLinks) -> None:
         (arrays["sent_ptr"], arrays["sent_next"]),
         (arrays["arrival_ptr"], arrays["arrival_next"]),
     )
+    arrays["position"] = np.empty(count, dtype=np.int64)
+    arrays["position"][arrays["order"]] = np.arange(count)
 
 
 def _compiled_pass(
     fabric, table: TreeTable, links: SplitLinks, start: np.ndarray, alone: bool = True
 ) -> Timing:
     """The fault-free pass: where every transfer moves alone on its groups, the one pass of
-    fast/tree_alone.py; else the event pass of fast/tree_kernel.py (numba, imported here on
-    first use). `alone` False: the event pass only (the tests compare the two)."""
-    from transitsim.network.fast.tree_alone import alone_pass
+    fast/tree_alone.py; where a few meet, those few by the event pass and the rest by the one
+    pass (fast/tree_repair.py); else the whole event pass of fast/tree_kernel.py (numba,
+    imported here on first use). `alone` False: the event pass only (the tests compare)."""
+    from transitsim.network.fast.tree_alone import overlaps, timed_pass
+    from transitsim.network.fast.tree_repair import Work, repair
 
     if links.arrays is None:
         links.arrays = _arrays(table.schedule, table, links)
@@ -256,33 +265,47 @@ def _compiled_pass(
     shared_by = np.full(count, -1, dtype=np.int64)
     busy_g = np.zeros(len(links.group_resources))
     start = np.ascontiguousarray(start, dtype=np.float64)
-    moved_alone = alone and alone_pass(
-        start,
-        table.schedule.workers,
-        c["order"],
-        c["waiting"],
-        c["src"],
-        c["local"],
-        c["pre"],
-        c["dur"],
-        c["post"],
-        c["bits"],
-        c["path_ids"] >= 0,
-        (c["sent_ptr"], c["sent_next"]),
-        (c["arrival_ptr"], c["arrival_next"]),
-        c["alone_rate"],
-        c["alone_bound"],
-        (c["group_ptr"], c["group_flows"]),
-        busy_g,
-        ready,
-        free,
-        arrive,
-        shared_by,
-    )
-    if moved_alone:
-        transfers = (c["path_ids"] >= 0) & ~c["local"]
-        pushed = 2 * int(np.count_nonzero(transfers))  # a start and a departure each
-    else:
+    pushed = None
+    if alone:
+        work = c.get("work")
+        if work is None:
+            work = c["work"] = Work(count, len(links.group_resources), len(c["gidx"]))
+        began, off = work.began, work.off  # the transfers' own: the pass writes them
+        times = (ready, free, arrive, began, shared_by, off)
+        timed_pass(
+            0,
+            start,
+            table.schedule.workers,
+            c["order"],
+            (c["data_ptr"], c["data_idx"], c["after"]),
+            c["src"],
+            c["local"],
+            c["pre"],
+            c["dur"],
+            c["post"],
+            c["bits"],
+            c["path_ids"] >= 0,
+            c["alone_rate"],
+            c["alone_bound"],
+            (work.fixed_free, work.fixed_bound, work.fixed_off),
+            times,
+        )
+        met = overlaps((c["group_ptr"], c["group_flows"]), began, off, work.pairs, busy_g)
+        if met == 0:
+            pushed = 2 * c["transfers"]  # a start and a departure each
+        elif met > 0:
+            pushed = repair(
+                c,
+                work,
+                start,
+                table.schedule.workers,
+                links.capacity,
+                links.local,
+                times,
+                busy_g,
+                met,
+            )
+    if pushed is None:
         ready[:], free[:], arrive[:], shared_by[:], busy_g[:] = np.nan, np.nan, np.nan, -1, 0.0
         pushed = _event_pass(start, table, links, c, (ready, free, arrive), shared_by, busy_g)
     stood = np.zeros(count)
@@ -294,7 +317,7 @@ def _compiled_pass(
         stall_s=stood,
         stall0_s=stood,
         shared_by=shared_by,
-        busy_s=_busy(fabric, table, links, ready, free, busy_g.tolist()),
+        busy_s=_busy(fabric, table, links, ready, free, busy_g),
         bytes=c["carried"].copy(),
     )
 
@@ -577,11 +600,18 @@ def _carried(fabric: Fabric, table: TreeTable) -> np.ndarray:
 def _busy(fabric, table: TreeTable, links: SplitLinks, ready_s, free_s, busy_g) -> np.ndarray:
     """Busy time per resource, as the DES counts it (while a transfer is on it, stood still or
     not): a group's union of spans, plus the own transform's span (before any of them)."""
+    if links.busy_index is None:  # which group each resource is in, the own transforms
+        pairs = [(r, g) for g, resources in enumerate(links.group_resources) for r in resources]
+        local = np.flatnonzero((table.schedule.kind == LOCAL_XFORM) & (table.path_ids >= 0))
+        links.busy_index = (
+            np.array([r for r, _ in pairs], dtype=np.int64),
+            np.array([g for _, g in pairs], dtype=np.int64),
+            local.tolist(),
+        )
+    resources, groups, local = links.busy_index
     busy = np.zeros(len(fabric.resources))
-    for g, resources in enumerate(links.group_resources):
-        busy[list(resources)] = busy_g[g]
-    local = np.flatnonzero((table.schedule.kind == LOCAL_XFORM) & (table.path_ids >= 0))
-    for m in local.tolist():
+    busy[resources] = np.asarray(busy_g, dtype=float)[groups]
+    for m in local:
         span = free_s[m] - (ready_s[m] + table.pre[m])
         for r in table.paths[int(table.path_ids[m])].hops[0].resources:
             busy[r] += span
