@@ -52,6 +52,7 @@ from transitsim.network import (
     NetworkSpec,
     simulate_exchange,
 )
+from transitsim.network.fast.tree_shared import TIMED_BY
 from transitsim.network.forms import linear_exchange
 from transitsim.network.limits import MAX_WORKERS
 from transitsim.replay.compute import Stragglers
@@ -151,11 +152,15 @@ def bench_tree_des(folder: Path, workers: int, quick: int) -> None:
         network = two_datacentres(workers, WAN_BPS)
         exchange = Exchange(algo, DENSE)
         linear = linear_exchange(network, exchange) is not None
+        before = TIMED_BY.copy()
         result, wall = timed(
             lambda n=network, a=algo: replay(run, n, collective=a, stragglers=JITTER, seed=0)
         )
         wall = wall * STEPS / steps
         how = "max-plus replay" if linear else "replay, every step simulated"
+        timed_by = TIMED_BY - before  # how each simulated step was timed (fast/tree_shared.py)
+        if timed_by:
+            how += ": " + ", ".join(f"{timed_by[k]} {k}" for k in ("alone", "repaired", "event"))
         if steps != STEPS:
             how += f", measured on {steps} steps, extrapolated"
         seconds, more = des_step_s(network, exchange)

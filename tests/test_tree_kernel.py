@@ -20,7 +20,7 @@ from transitsim.network import (
     simulate_exchange,
 )
 from transitsim.network.exchange import fabric_for, transform_weights, tree_dag
-from transitsim.network.fast.tree_shared import run_split_tree
+from transitsim.network.fast.tree_shared import TIMED_BY, run_split_tree
 
 FIELDS = ("ready_s", "free_s", "arrive_s", "stall_s", "stall0_s", "shared_by", "busy_s", "bytes")
 
@@ -134,58 +134,34 @@ def _two_sites(seed: int, algo: str):
     return network, exchange, start
 
 
-def _paths(monkeypatch) -> list[str]:
-    """How each fault-free call of run_split_tree from here on was timed: "alone" (one pass),
-    "repaired" (fast/tree_repair.py: the few that met by the event pass, the rest by the one
-    pass), "event" (the whole event pass, the others having declined) or "asked" (the event
-    pass alone, as the tests ask for)."""
-    from transitsim.network.fast import tree_repair, tree_shared
-
-    taken: list[str] = []
-    marks: list[str] = []
-    repair, event_pass, compiled_pass = (
-        tree_repair.repair,
-        tree_shared._event_pass,
-        tree_shared._compiled_pass,
-    )
-
-    def spy_repair(*args):
-        pushed = repair(*args)
-        marks.append("repaired" if pushed is not None else "refused")
-        return pushed
-
-    def spy_event(*args):
-        marks.append("event")
-        return event_pass(*args)
-
-    def spy_pass(fabric, table, links, start, alone=True):
-        marks.clear()
-        timing = compiled_pass(fabric, table, links, start, alone)
-        taken.append("asked" if not alone else marks[-1] if marks else "alone")
-        return timing
-
-    monkeypatch.setattr(tree_repair, "repair", spy_repair)
-    monkeypatch.setattr(tree_shared, "_event_pass", spy_event)
-    monkeypatch.setattr(tree_shared, "_compiled_pass", spy_pass)
-    return taken
+def _timed_by(fabric, table, links, start) -> tuple:
+    """run_split_tree without faults, and how it was timed (tree_shared.TIMED_BY): "alone"
+    (one pass), "repaired" (fast/tree_repair.py: the few that met by the event pass, the
+    rest by the one pass) or "event" (the whole event pass, the others having declined)."""
+    before = TIMED_BY.copy()
+    timing = run_split_tree(fabric, table, links, start, None)
+    (how,) = (TIMED_BY - before).keys()
+    return how, timing
 
 
-def _equal_to_the_event_pass(fabric, table, links, start, label) -> None:
-    one = run_split_tree(fabric, table, links, start, None)
+def _equal_to_the_event_pass(fabric, table, links, start, label) -> str:
+    """The step as the fast path times it equal to the whole event pass's; how it was timed."""
+    how, one = _timed_by(fabric, table, links, start)
     events = run_split_tree(fabric, table, links, start, None, alone=False)
     for name in FIELDS:
         np.testing.assert_array_equal(
             getattr(one, name), getattr(events, name), err_msg=f"{label} {name}"
         )
     assert one.events == events.events, label
+    return how
 
 
 @pytest.mark.parametrize("algo", ["tree", "double_binary_tree"])
-def test_the_lone_transfers_pass_equals_the_event_pass_bit_for_bit(algo, monkeypatch):
+def test_the_lone_transfers_pass_equals_the_event_pass_bit_for_bit(algo):
     """fast/tree_alone.py claims the event pass's floats wherever no two transfers meet on a
     group, and says so only then: on one switch and across sites, both passes on every case,
     every field equal; the one pass must have held on some cases and been refused on others."""
-    taken = _paths(monkeypatch)
+    taken = []
     for seed in range(80):
         network, exchange, start = _case(seed, algo) if seed % 2 else _two_sites(seed, algo)
         fabric = fabric_for(network)
@@ -194,10 +170,9 @@ def test_the_lone_transfers_pass_equals_the_event_pass_bit_for_bit(algo, monkeyp
         if isinstance(links, str) or not links.overlap:
             continue
         for again in range(2):  # the second time from the group orders the first one kept
-            _equal_to_the_event_pass(fabric, table, links, start * (1 + again), seed)
-    held = [how for how in taken if how != "asked"]
-    assert held.count("alone") >= 10, held
-    assert held.count("repaired") + held.count("event") >= 10, held
+            taken.append(_equal_to_the_event_pass(fabric, table, links, start * (1 + again), seed))
+    assert taken.count("alone") >= 10, taken
+    assert taken.count("repaired") + taken.count("event") >= 10, taken
 
 
 def _far_sites(seed: int, algo: str):
@@ -223,34 +198,33 @@ def _far_sites(seed: int, algo: str):
     return network, exchange, start
 
 
-def test_a_few_transfers_that_meet_are_repaired_bit_for_bit(monkeypatch):
+def test_a_few_transfers_that_meet_are_repaired_bit_for_bit():
     """fast/tree_repair.py: where a few transfers meet, those few by the event pass and the
     rest by the one pass, until both agree, must be the whole event pass's floats (every
     field and the event count); it must have repaired some steps, and where it refuses (a tie
     whose order rests on the whole pass) the event pass runs. Against the DES too."""
-    taken = _paths(monkeypatch)
+    taken = []
     against_des = 0
     for seed in range(60):
         network, exchange, start = _far_sites(seed, "double_binary_tree")
         fabric = fabric_for(network)
         _, _, _, table, links = tree_dag(fabric, exchange, transform_weights(network, exchange))
         assert not isinstance(links, str) and links.overlap
-        _equal_to_the_event_pass(fabric, table, links, start, seed)
-        if taken[-2] == "repaired" and against_des < 3:
+        taken.append(_equal_to_the_event_pass(fabric, table, links, start, seed))
+        if taken[-1] == "repaired" and against_des < 3:
             against_des += 1
             fast = simulate_exchange(network, exchange, start_s=start)
             des = simulate_exchange(network, exchange, start_s=start, method="des")
             np.testing.assert_allclose(fast.finish_s, des.finish_s, rtol=0, atol=1e-9)
             assert fast.bottleneck == des.bottleneck, seed
-    held = [how for how in taken if how != "asked"]
-    assert held.count("repaired") >= 5 and against_des == 3, held
+    assert taken.count("repaired") >= 5 and against_des == 3, taken
 
 
-def test_lone_transfers_across_a_long_wan_equal_the_des(monkeypatch):
+def test_lone_transfers_across_a_long_wan_equal_the_des():
     """The benchmark's shape, small: two sites 1,000 km apart, where transfers move alone or
     a few meet (the one pass, repaired where they do, never the whole event pass) and the DES
     agrees."""
-    taken = _paths(monkeypatch)
+    taken = []
     for seed, workers in enumerate([8, 14, 22]):
         network = NetworkSpec(
             "dc",
@@ -266,7 +240,9 @@ def test_lone_transfers_across_a_long_wan_equal_the_des(monkeypatch):
         fabric = fabric_for(network)
         _, _, _, table, links = tree_dag(fabric, exchange, transform_weights(network, exchange))
         assert not isinstance(links, str)
-        assert run_split_tree(fabric, table, links, start, None).events > 0
+        how, timing = _timed_by(fabric, table, links, start)
+        assert timing.events > 0
+        taken.append(how)
         fast = simulate_exchange(network, exchange, start_s=start)
         des = simulate_exchange(network, exchange, start_s=start, method="des")
         assert fast.method == "fast", seed

@@ -76,6 +76,9 @@ def line_bytes(
     return sent, received
 
 
+_LINK_COLUMNS: dict[int, tuple] = {}
+
+
 def link_stats(fabric: Fabric, timing: Timing, time_s: float) -> "pd.DataFrame":
     """One row per resource (link direction, lanes, transform, aggregator).
 
@@ -84,7 +87,17 @@ def link_stats(fabric: Fabric, timing: Timing, time_s: float) -> "pd.DataFrame":
     """
     import pandas as pd  # only who reads link figures pays for pandas
 
-    rates = fabric.capacities()
+    held = _LINK_COLUMNS.get(id(fabric))
+    if held is None or held[0] is not fabric:  # the names as pandas strings, once per fabric
+        if len(_LINK_COLUMNS) >= 8:
+            _LINK_COLUMNS.pop(next(iter(_LINK_COLUMNS)))
+        held = _LINK_COLUMNS[id(fabric)] = (
+            fabric,
+            pd.array([r.name for r in fabric.resources]),
+            pd.array([r.kind for r in fabric.resources]),
+            fabric.capacities(),
+        )
+    _, names, kinds, rates = held
     carried = timing.bytes
     with np.errstate(divide="ignore", invalid="ignore"):
         utilisation = np.where(
@@ -92,8 +105,8 @@ def link_stats(fabric: Fabric, timing: Timing, time_s: float) -> "pd.DataFrame":
         )
     return pd.DataFrame(
         {
-            "link": [r.name for r in fabric.resources],
-            "kind": [r.kind for r in fabric.resources],
+            "link": names,
+            "kind": kinds,
             "rate_bps": rates,
             "busy_s": timing.busy_s,
             "bytes": carried,

@@ -25,6 +25,7 @@ pass with a max-plus linear form; here the finish depends on the start times thr
 sharing, so a straggler replay simulates each step.
 """
 
+import collections
 import heapq
 import itertools
 import math
@@ -246,6 +247,12 @@ def _alone_arrays(arrays: dict[str, np.ndarray], links: SplitLinks) -> None:
     arrays["position"][arrays["order"]] = np.arange(count)
 
 
+# how each fault-free step was timed, counted since the process began (the benchmark and the
+# tests read it): "alone" (one pass), "repaired" (a few met), "event" (the others declined),
+# "asked" (the event pass alone, alone=False)
+TIMED_BY: collections.Counter = collections.Counter()
+
+
 def _compiled_pass(
     fabric, table: TreeTable, links: SplitLinks, start: np.ndarray, alone: bool = True
 ) -> Timing:
@@ -293,6 +300,7 @@ def _compiled_pass(
         met = overlaps((c["group_ptr"], c["group_flows"]), began, off, work.pairs, busy_g)
         if met == 0:
             pushed = 2 * c["transfers"]  # a start and a departure each
+            TIMED_BY["alone"] += 1
         elif met > 0:
             pushed = repair(
                 c,
@@ -305,7 +313,9 @@ def _compiled_pass(
                 busy_g,
                 met,
             )
+            TIMED_BY["repaired"] += pushed is not None
     if pushed is None:
+        TIMED_BY["event" if alone else "asked"] += 1
         ready[:], free[:], arrive[:], shared_by[:], busy_g[:] = np.nan, np.nan, np.nan, -1, 0.0
         pushed = _event_pass(start, table, links, c, (ready, free, arrive), shared_by, busy_g)
     stood = np.zeros(count)
