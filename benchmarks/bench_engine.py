@@ -108,6 +108,13 @@ def verdict(seconds: float, target: float) -> str:
     return f"met (<= {target:g} s)" if seconds <= target else f"NOT met (> {target:g} s)"
 
 
+def _timed_by(counts) -> str:
+    """How a tree replay's simulated steps were timed (fast/tree_shared.py), where any were."""
+    if not counts:
+        return ""
+    return " (steps: " + ", ".join(f"{counts[k]} {k}" for k in ("alone", "repaired", "event")) + ")"
+
+
 def bench_replay(folder: Path, algos: list[str], workers: int, quick: int) -> None:
     print(f"1. replay: {workers} workers, {STEPS} steps, random stragglers (exponential 5%)")
     trace = engine_trace(folder, "A", DENSE, "all_reduce", True)
@@ -121,6 +128,7 @@ def bench_replay(folder: Path, algos: list[str], workers: int, quick: int) -> No
         payload = 1_979_184 if algo == "ring_allgather" else DENSE
         steps = quick if quick else STEPS
         run = first_steps(source, steps)
+        before = TIMED_BY.copy()
         result, wall = timed(
             lambda run=run, network=network, algo=algo: replay(
                 run, network, collective=algo, stragglers=JITTER, seed=0
@@ -130,6 +138,7 @@ def bench_replay(folder: Path, algos: list[str], workers: int, quick: int) -> No
         step_s, more = des_step_s(network, Exchange(algo, payload))
         des = step_s * STEPS
         note = "" if steps == STEPS else f" (measured on {steps} steps, extrapolated)"
+        note += _timed_by(TIMED_BY - before)
         print(
             f"   {algo:<15} {network.name:<9} fast {wall_total:9.2f} s{note}  "
             f"DES {more:>1}{des:10.0f} s (one step x {STEPS})  ratio {more:>1}"
@@ -158,9 +167,7 @@ def bench_tree_des(folder: Path, workers: int, quick: int) -> None:
         )
         wall = wall * STEPS / steps
         how = "max-plus replay" if linear else "replay, every step simulated"
-        timed_by = TIMED_BY - before  # how each simulated step was timed (fast/tree_shared.py)
-        if timed_by:
-            how += ": " + ", ".join(f"{timed_by[k]} {k}" for k in ("alone", "repaired", "event"))
+        how += _timed_by(TIMED_BY - before)
         if steps != STEPS:
             how += f", measured on {steps} steps, extrapolated"
         seconds, more = des_step_s(network, exchange)
