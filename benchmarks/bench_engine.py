@@ -52,7 +52,7 @@ from transitsim.network import (
     NetworkSpec,
     simulate_exchange,
 )
-from transitsim.network.fast.tree_shared import TIMED_BY
+from transitsim.network.fast.tree_compiled import TIMED_BY
 from transitsim.network.forms import linear_exchange
 from transitsim.network.limits import MAX_WORKERS
 from transitsim.replay.compute import Stragglers
@@ -109,7 +109,7 @@ def verdict(seconds: float, target: float) -> str:
 
 
 def _timed_by(counts) -> str:
-    """How a tree replay's simulated steps were timed (fast/tree_shared.py), where any were."""
+    """How a tree replay's simulated steps were timed (fast/tree_compiled.py), where any were."""
     if not counts:
         return ""
     return " (steps: " + ", ".join(f"{counts[k]} {k}" for k in ("alone", "repaired", "event")) + ")"

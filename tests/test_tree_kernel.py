@@ -20,7 +20,8 @@ from transitsim.network import (
     simulate_exchange,
 )
 from transitsim.network.exchange import fabric_for, transform_weights, tree_dag
-from transitsim.network.fast.tree_shared import TIMED_BY, run_split_tree
+from transitsim.network.fast.tree_compiled import TIMED_BY
+from transitsim.network.fast.tree_shared import run_split_tree
 
 FIELDS = ("ready_s", "free_s", "arrive_s", "stall_s", "stall0_s", "shared_by", "busy_s", "bytes")
 
@@ -135,7 +136,7 @@ def _two_sites(seed: int, algo: str):
 
 
 def _timed_by(fabric, table, links, start) -> tuple:
-    """run_split_tree without faults, and how it was timed (tree_shared.TIMED_BY): "alone"
+    """run_split_tree without faults, and how it was timed (tree_compiled.TIMED_BY): "alone"
     (one pass), "repaired" (fast/tree_repair.py: the few that met by the event pass, the
     rest by the one pass) or "event" (the whole event pass, the others having declined)."""
     before = TIMED_BY.copy()
