@@ -13,41 +13,17 @@ first, nobody's rate would change at 1.75: 8 events.
 
 import numpy as np
 
-from transitsim.network.fast.tree_repair import cluster_pass
+from transitsim.network.fast.tree_repair import Work, cluster_pass
 
 GROUPS_OF = [[0], [0, 1], [1]]  # X, Z, Y
 
 
 def _run(released: list[float]) -> tuple[int, np.ndarray]:
-    count, groups = 3, 2
+    work = Work(count=3, groups=2, crossings=4)
     gptr = np.array([0, 1, 3, 4], dtype=np.int64)
     gidx = np.array([g for gs in GROUPS_OF for g in gs], dtype=np.int64)
     lk = (gptr, gidx, gptr.copy(), gidx.copy(), gidx.copy())  # a group's link binds it
-    grp = (
-        np.full(5, -1, dtype=np.int64),
-        np.array([0, 2], dtype=np.int64),
-        np.zeros(groups, dtype=np.int64),
-        np.ones(groups),
-    )
-    fl = (
-        np.full(count, -1.0),
-        np.zeros(count),
-        np.zeros(count),
-        np.full(count, np.inf),
-        np.full(count, -1, dtype=np.int64),
-        np.full(count, -1, dtype=np.int64),
-    )
-    scratch = (
-        np.empty(count + 1, dtype=np.int64),
-        np.empty(groups + 1, dtype=np.int64),
-        np.zeros(groups, dtype=np.int64),
-        np.zeros(count, dtype=np.int64),
-        np.zeros(groups),
-        np.zeros(groups),
-        np.zeros(groups, dtype=np.bool_),
-        np.zeros(count),
-    )
-    out = (np.full(count, np.nan), np.full(count, -1, dtype=np.int64), np.full(count, np.nan))
+    grp = (work.members, np.array([0, 2]), work.msize, np.ones(2), work.busy_g, work.busy_from)
     pushed = cluster_pass(
         np.array([0, 1, 2], dtype=np.int64),
         np.array([0.0, 0.25, 1.75]),
@@ -57,14 +33,14 @@ def _run(released: list[float]) -> tuple[int, np.ndarray]:
         grp,
         1.0,
         False,
-        fl,
-        np.zeros(count, dtype=np.bool_),
-        scratch,
-        np.zeros(5, dtype=np.int64),
-        out,
+        work.fl,
+        work.alive,
+        work.scratch,
+        work.st,
+        work.out,
     )
-    assert not grp[2].any(), "every flow has left its groups"
-    return int(pushed), out[0]
+    assert not work.msize.any(), "every flow has left its groups"
+    return int(pushed), work.out[0]
 
 
 def test_a_departure_pushed_before_a_start_at_the_same_time_goes_first():

@@ -110,6 +110,14 @@ def _alone_arrays(arrays: dict[str, np.ndarray], links) -> None:
     )
     arrays["position"] = np.empty(count, dtype=np.int64)
     arrays["position"][arrays["order"]] = np.arange(count)
+    arrays["preds"] = (arrays["data_ptr"], arrays["data_idx"], arrays["after"])
+    keys = ("src", "local", "pre", "dur", "post", "bits")
+    arrays["pass_columns"] = (  # what tree_alone.timed_pass reads of each message
+        *(arrays[k] for k in keys),
+        arrays["path_ids"] >= 0,
+        arrays["alone_rate"],
+        arrays["alone_bound"],
+    )
 
 
 # how each fault-free step was timed, counted since the process began (the benchmark and the
@@ -147,16 +155,8 @@ def compiled_pass(fabric, table: TreeTable, links, start: np.ndarray, alone: boo
             start,
             table.schedule.workers,
             c["order"],
-            (c["data_ptr"], c["data_idx"], c["after"]),
-            c["src"],
-            c["local"],
-            c["pre"],
-            c["dur"],
-            c["post"],
-            c["bits"],
-            c["path_ids"] >= 0,
-            c["alone_rate"],
-            c["alone_bound"],
+            c["preds"],
+            *c["pass_columns"],
             (work.fixed_free, work.fixed_bound, work.fixed_off),
             times,
         )

@@ -133,6 +133,33 @@ def _on_groups(groups, grp, buf):
 
 
 @_inline
+def _settled_on(g, now, grp, finish, others):
+    """The flows on group g over by now (to rounding), into others: how many."""
+    members, mbase, msize = grp[0], grp[1], grp[2]
+    n = 0
+    for w in range(msize[g]):
+        o = members[mbase[g] + w]
+        if _settled(finish[o], now):
+            others[n] = o
+            n += 1
+    return n
+
+
+@_inline
+def _join(f, now, groups, fl, bits, alive, grp):
+    """A transfer starts: on its groups, last in their order, no rate yet."""
+    rate, since, left, finish = fl[0], fl[1], fl[2], fl[3]
+    members, mbase, msize, busy_from = grp[0], grp[1], grp[2], grp[5]
+    alive[f] = True
+    rate[f], since[f], left[f], finish[f] = -1.0, now, bits[f], np.inf
+    for g in groups:
+        if msize[g] == 0:
+            busy_from[g] = now
+        members[mbase[g] + msize[g]] = f
+        msize[g] += 1
+
+
+@_inline
 def _apply(f, new, now, fl, heap, st):
     """A flow's new rate from now: bits left counted, its departure moved (as FluidEngine)."""
     rate, since, left, finish, bound, pos = fl
@@ -325,7 +352,6 @@ def tree_pass(
     groups_count = len(grp[2])
     due, todo, free, arrive = msg[1], msg[2], msg[3], msg[4]
     sptr, snext, aptr, anext = msg[6], msg[7], msg[8], msg[9]
-    members, mbase, msize, busy_from = grp[0], grp[1], grp[2], grp[5]
     gptr, gidx = lk[0], lk[1]
     st = np.zeros(5, dtype=np.int64)
     room = 2 * count + 8
@@ -376,12 +402,7 @@ def tree_pass(
             if what == START:
                 # transfers over by now (to rounding) leave before this one joins
                 for g in groups:
-                    n = 0
-                    for w in range(msize[g]):
-                        o = members[mbase[g] + w]
-                        if _settled(finish[o], now):
-                            others[n] = o
-                            n += 1
+                    n = _settled_on(g, now, grp, finish, others)
                     for x in range(n):
                         if alive[others[x]]:
                             _complete(
@@ -399,13 +420,7 @@ def tree_pass(
                                 msg,
                                 shared_by,
                             )
-                alive[f] = True
-                rate[f], since[f], left[f], finish[f] = -1.0, now, bits[f], np.inf
-                for g in groups:
-                    if msize[g] == 0:
-                        busy_from[g] = now
-                    members[mbase[g] + msize[g]] = f
-                    msize[g] += 1
+                _join(f, now, groups, fl, bits, alive, grp)
                 _share(groups, now, fl, heap, st, lk, grp, scratch, capacity, local)
             else:
                 _complete(

@@ -31,9 +31,10 @@ from transitsim.network.fast.tree_kernel import (
     PUSHES,
     SEQ,
     START,
+    _join,
     _push,
     _remove,
-    _settled,
+    _settled_on,
     _share,
     _sift,
     _swap,
@@ -91,7 +92,7 @@ def cluster_pass(
     pass pushes for these flows."""
     rate, since, left, finish, bound, pos = fl
     gptr, gidx = lk[0], lk[1]
-    members, mbase, msize = grp[0], grp[1], grp[2]
+    msize = grp[2]
     n = len(flows)
     room = 2 * n + 8
     t = np.empty(room)
@@ -133,12 +134,7 @@ def cluster_pass(
         groups = gidx[gptr[f] : gptr[f + 1]]
         if what == START:
             for g in groups:  # those over by now (to rounding) leave before this one joins
-                k = 0
-                for w in range(msize[g]):
-                    o = members[mbase[g] + w]
-                    if _settled(finish[o], now):
-                        others[k] = o
-                        k += 1
+                k = _settled_on(g, now, grp, finish, others)
                 for x in range(k):
                     if alive[others[x]]:
                         _leave(
@@ -155,11 +151,7 @@ def cluster_pass(
                             local,
                             out,
                         )
-            alive[f] = True
-            rate[f], since[f], left[f], finish[f] = -1.0, now, bits[f], np.inf
-            for g in groups:
-                members[mbase[g] + msize[g]] = f
-                msize[g] += 1
+            _join(f, now, groups, fl, bits, alive, grp)
             _share(groups, now, fl, heap, st, lk, grp, scratch, capacity, local)
         else:
             _leave(f, now, fl, heap, st, alive, lk, grp, scratch, capacity, local, out)
@@ -267,6 +259,8 @@ class Work:
         )
         self.members = np.full(crossings + 1, -1, dtype=np.int64)
         self.msize = np.zeros(groups, dtype=np.int64)
+        self.busy_g = np.zeros(groups)  # the kernel's busy bookkeeping (this module's unread)
+        self.busy_from = np.zeros(groups)
         self.st = np.zeros(5, dtype=np.int64)
         self.pairs = np.empty((PAIRS_ROOM, 2), dtype=np.int64)
         self.parent = np.arange(count, dtype=np.int64)
@@ -306,20 +300,9 @@ def repair(c: dict, work: Work, start, workers, capacity, local, times, busy_g, 
     """Times the step where `met` pairs (in work.pairs, from the one pass already in `times`)
     met: the flows that met by the event pass, the rest by the one pass, until they agree.
     Returns the events the event pass would have pushed, or None where it must run whole."""
-    pass_args = (
-        c["src"],
-        c["local"],
-        c["pre"],
-        c["dur"],
-        c["post"],
-        c["bits"],
-        c["path_ids"] >= 0,
-        c["alone_rate"],
-        c["alone_bound"],
-    )
-    preds = (c["data_ptr"], c["data_idx"], c["after"])
+    preds = c["preds"]
     lk = (c["gptr"], c["gidx"], c["bptr"], c["br"], c["bg"])
-    grp = (work.members, c["mbase"], work.msize, c["caps"])
+    grp = (work.members, c["mbase"], work.msize, c["caps"], work.busy_g, work.busy_from)
     began = times[3]
     fixed = np.zeros(0, dtype=np.int64)  # flows whose finish is fixed now
     touched = [fixed]  # every flow given a fixed finish on the way (cleared on return)
@@ -371,7 +354,7 @@ def repair(c: dict, work: Work, start, workers, capacity, local, times, busy_g, 
                 workers,
                 c["order"],
                 preds,
-                *pass_args,
+                *c["pass_columns"],
                 (work.fixed_free, work.fixed_bound, work.fixed_off),
                 times,
             )
