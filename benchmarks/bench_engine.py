@@ -52,11 +52,12 @@ from transitsim.network import (
     NetworkSpec,
     simulate_exchange,
 )
-from transitsim.network.fast.tree_compiled import TIMED_BY
+from transitsim.network.fast.trees.compiled import TIMED_BY
 from transitsim.network.forms import linear_exchange
 from transitsim.network.limits import MAX_WORKERS
 from transitsim.replay.compute import Stragglers
-from transitsim.replay.plan import replay
+from transitsim.replay.replay import replay
+from transitsim.replay.request import ReplayRequest
 from transitsim.sweep import ReplayJob, run_jobs
 
 STEPS = 3000
@@ -109,7 +110,7 @@ def verdict(seconds: float, target: float) -> str:
 
 
 def _timed_by(counts) -> str:
-    """How a tree replay's simulated steps were timed (fast/tree_compiled.py), where any were."""
+    """How a tree replay's simulated steps were timed (fast/trees/compiled.py), where any were."""
     if not counts:
         return ""
     return " (steps: " + ", ".join(f"{counts[k]} {k}" for k in ("alone", "repaired", "event")) + ")"
@@ -131,7 +132,7 @@ def bench_replay(folder: Path, algos: list[str], workers: int, quick: int) -> No
         before = TIMED_BY.copy()
         result, wall = timed(
             lambda run=run, network=network, algo=algo: replay(
-                run, network, collective=algo, stragglers=JITTER, seed=0
+                run, ReplayRequest(network, collective=algo, stragglers=JITTER, seed=0)
             )
         )
         wall_total = wall * STEPS / steps
@@ -151,7 +152,7 @@ def bench_tree_des(folder: Path, workers: int, quick: int) -> None:
     """The trees across two datacentres, as a whole replay. Where one tree crosses the WAN on a
     single edge, its links are all private and it keeps its max-plus form. Where the WAN's
     transfers could share it max-min (the double binary tree), each straggler step is simulated
-    (`fast/tree_shared.py`: one pass where every transfer moved alone on its groups, else the
+    (`fast/trees/split.py`: one pass where every transfer moved alone on its groups, else the
     event pass). Against one step on the per-transfer DES, x 3,000."""
     print(f"1b. trees across 2 datacentres, {workers} workers, {STEPS} steps, random stragglers")
     trace = engine_trace(folder, "A", DENSE, "all_reduce", True)
@@ -163,7 +164,9 @@ def bench_tree_des(folder: Path, workers: int, quick: int) -> None:
         linear = linear_exchange(network, exchange) is not None
         before = TIMED_BY.copy()
         result, wall = timed(
-            lambda n=network, a=algo: replay(run, n, collective=a, stragglers=JITTER, seed=0)
+            lambda n=network, a=algo: replay(
+                run, ReplayRequest(n, collective=a, stragglers=JITTER, seed=0)
+            )
         )
         wall = wall * STEPS / steps
         how = "max-plus replay" if linear else "replay, every step simulated"
@@ -197,12 +200,13 @@ def bench_faults(folder: Path, workers: int, quick: int) -> None:
         source = gather if algo == "ring_allgather" else trace
         steps = quick if quick else STEPS
         run = first_steps(source, steps)
-        clean = replay(run, network, collective=algo, stragglers=JITTER, seed=0)
+        clean = replay(run, ReplayRequest(network, collective=algo, stragglers=JITTER, seed=0))
         at = float(clean.timeline["time_s"].iloc[-1]) / 3.0
         fault = LinkFault("dc0->dc1", at, at + FAULT_DOWN_S)
         result, wall = timed(
             lambda run=run, algo=algo, fault=fault: replay(
-                run, network, collective=algo, stragglers=JITTER, seed=0, faults=[fault]
+                run,
+                ReplayRequest(network, collective=algo, stragglers=JITTER, seed=0, faults=[fault]),
             )
         )
         wall_total = wall * STEPS / steps
@@ -224,7 +228,9 @@ def _scale_child(trace, network, algo: str, out) -> None:
     """One replay in a child process: its wall time, peak memory and any refusal, sent back."""
     try:
         result, wall = timed(
-            lambda: replay(trace, network, collective=algo, stragglers=JITTER, seed=0)
+            lambda: replay(
+                trace, ReplayRequest(network, collective=algo, stragglers=JITTER, seed=0)
+            )
         )
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
         out.send((wall, peak, float(result.timeline["time_s"].iloc[-1]), ""))
@@ -329,7 +335,9 @@ def bench_sweep(folder: Path) -> None:
             f"8x{rate / 1e9:.0f}g", "switch", 8, LinkSpec(float(rate), length_m=3)
         )
         for name in traces:
-            jobs.append(ReplayJob(len(jobs), name, network, {"rate_bps": float(rate)}))
+            jobs.append(
+                ReplayJob(len(jobs), name, ReplayRequest(network), {"rate_bps": float(rate)})
+            )
     # alternated, best of two each: on a shared machine one run alone says more about the load
     serial_times, default_times = [], []
     on_dask = []  # jobs the default sent to a local cluster, per run

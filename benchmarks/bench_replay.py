@@ -23,7 +23,8 @@ import numpy as np
 import pandas as pd
 from common import first_steps, one_switch, synthetic_trace, timed
 
-from transitsim.replay.plan import replay
+from transitsim.replay.replay import replay
+from transitsim.replay.request import ReplayRequest
 
 WORKERS = 8
 RUNS = (
@@ -59,13 +60,15 @@ def main() -> None:
             trace = synthetic_trace(
                 Path(folder), variant, payload, collective, args.steps, variant != "B"
             )
-            fast, fast_s = timed(lambda trace=trace: replay(trace, NETWORK))
+            fast, fast_s = timed(lambda trace=trace: replay(trace, ReplayRequest(NETWORK)))
             short = first_steps(trace, naive_steps)
             naive, naive_s = timed(
-                lambda short=short: replay(short, NETWORK, reuse=False, method="des")
+                lambda short=short: replay(short, ReplayRequest(NETWORK, reuse=False, method="des"))
             )
             naive_total_s = naive_s * args.steps / naive_steps
-            _, each_s = timed(lambda short=short: replay(short, NETWORK, reuse=False))
+            _, each_s = timed(
+                lambda short=short: replay(short, ReplayRequest(NETWORK, reuse=False))
+            )
             each_total_s = each_s * args.steps / naive_steps
             same = fast.timeline.iloc[:naive_steps].reset_index(drop=True)
             columns = ["step_s", "time_s", "wire_s", "wait_s", "wire_bytes"]

@@ -14,7 +14,8 @@ from transitsim.network import simulate_exchange as simulate
 from transitsim.network.background import Background, read_background_csv
 from transitsim.network.des.fluid import ExactEnvironment, FluidEngine
 from transitsim.replay.compute import Stragglers
-from transitsim.replay.plan import replay
+from transitsim.replay.replay import replay
+from transitsim.replay.request import ReplayRequest
 
 GBPS = 1e9
 PAIR = NetworkSpec(name="pair", topology="switch", workers=2, host_link=LinkSpec(rate_bps=GBPS))
@@ -168,12 +169,12 @@ def _rack(background: Background | None) -> NetworkSpec:
 
 def test_replay_follows_a_series_step_by_step(tmp_path):
     trace = _trace(tmp_path)
-    plain = replay(trace, _rack(None)).timeline
-    half = replay(trace, _rack(Background.constant(0.5))).timeline
+    plain = replay(trace, ReplayRequest(_rack(None))).timeline
+    half = replay(trace, ReplayRequest(_rack(Background.constant(0.5)))).timeline
     change_s = float(plain["time_s"].iloc[3]) + 0.02  # inside step 5's compute
     mid_s = float(plain["time_s"].iloc[6]) + 0.06  # inside step 8's exchange (after the half)
     series = Background((0.0, change_s, mid_s), (0.0, 0.5, 0.0))
-    result = replay(trace, _rack(series))
+    result = replay(trace, ReplayRequest(_rack(series)))
     timeline = result.timeline
     # steps 1-4 as without background, 5 on half capacity (the change is before its exchange)
     np.testing.assert_allclose(timeline["step_s"].iloc[:4], plain["step_s"].iloc[:4], rtol=1e-12)
@@ -184,32 +185,34 @@ def test_replay_follows_a_series_step_by_step(tmp_path):
     )
     assert between.sum() >= 1
     assert timeline["step_s"].iloc[-1] == pytest.approx(plain["step_s"].iloc[-1], rel=1e-12)
-    every = replay(trace, _rack(series), reuse=False).timeline
+    every = replay(trace, ReplayRequest(_rack(series), reuse=False)).timeline
     np.testing.assert_allclose(every["time_s"], timeline["time_s"], rtol=1e-12)
     assert result.step_detail["reused"].any()  # the pieces are still reused
     # with overlap too: reuse and a step-by-step replay agree
-    overlapped = replay(trace, _rack(series), overlap="buckets").timeline
-    stepwise = replay(trace, _rack(series), overlap="buckets", reuse=False).timeline
+    overlapped = replay(trace, ReplayRequest(_rack(series), overlap="buckets")).timeline
+    stepwise = replay(trace, ReplayRequest(_rack(series), overlap="buckets", reuse=False)).timeline
     np.testing.assert_allclose(overlapped["time_s"], stepwise["time_s"], rtol=1e-12)
     # and random stragglers (simulated step by step) with a fault on top
     jitter = Stragglers(distribution="lognormal", sigma=0.1)
     fault = [LinkFault("h1->sw", change_s - 0.01, change_s + 0.05)]
-    with_fault = replay(trace, _rack(series), stragglers=jitter, faults=fault).timeline
+    with_fault = replay(
+        trace, ReplayRequest(_rack(series), stragglers=jitter, faults=fault)
+    ).timeline
     assert np.isfinite(with_fault["time_s"]).all()
-    assert with_fault["time_s"].iloc[-1] > replay(trace, _rack(series), stragglers=jitter).timeline[
-        "time_s"
-    ].iloc[-1] * (1 + 1e-6)
+    assert with_fault["time_s"].iloc[-1] > replay(
+        trace, ReplayRequest(_rack(series), stragglers=jitter)
+    ).timeline["time_s"].iloc[-1] * (1 + 1e-6)
 
 
 def test_rows_standing_for_many_steps_split_at_a_change(tmp_path):
     rows = make_trace(
         tmp_path, steps=[10, 20], rows="evaluated_steps", payload_bytes=2_000_000, name="A-rows"
     )
-    plain = replay(rows, _rack(None)).timeline
+    plain = replay(rows, ReplayRequest(_rack(None))).timeline
     step_s = float(plain["step_s"].iloc[0])
     series = Background((0.0, 3.5 * step_s), (0.0, 0.5))
-    result = replay(rows, _rack(series))
-    every = replay(rows, _rack(series), reuse=False).timeline
+    result = replay(rows, ReplayRequest(_rack(series)))
+    every = replay(rows, ReplayRequest(_rack(series), reuse=False)).timeline
     np.testing.assert_allclose(result.timeline["time_s"], every["time_s"], rtol=1e-12)
     assert result.step_detail["steps"].tolist()[:2] == [3, 1]  # 3 free steps, then the change
     assert len(result.step_detail) < 8  # not one simulation a step
@@ -295,10 +298,10 @@ def test_greedy_background_flows_run_on_the_des_and_in_replay(tmp_path):
     with pytest.raises(TransitsimError, match="greedy background flows"):
         simulate(network, exchange, method="fast")
     trace = _trace(tmp_path, steps=6)
-    plain = replay(trace, _rack(None)).timeline
-    shared = replay(trace, _rack(greedy))
+    plain = replay(trace, ReplayRequest(_rack(None))).timeline
+    shared = replay(trace, ReplayRequest(_rack(greedy)))
     assert (shared.timeline["step_s"] > plain["step_s"] * 1.1).all()
-    every = replay(trace, _rack(greedy), reuse=False).timeline
+    every = replay(trace, ReplayRequest(_rack(greedy), reuse=False)).timeline
     np.testing.assert_allclose(every["time_s"], shared.timeline["time_s"], rtol=1e-12)
     assert shared.step_detail["reused"].sum() == 5  # one simulation, reused
     with pytest.raises(TransitsimError, match="greedy_flows must be an integer"):

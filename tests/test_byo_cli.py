@@ -3,17 +3,15 @@ it writes, what it prints, and every malformed profile or loss log refused with 
 stderr, exit 2, nothing written. `make_profile` (a small CPU gloo trace as torch.profiler writes
 one) is shared with tests/test_hostile_byo.py."""
 
-import contextlib
 import gzip
-import io
 import json
 import math
 from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_run import assert_refused, run_cli
 
-from transitsim import cli
 from transitsim.traces.format import read_trace
 
 
@@ -58,25 +56,6 @@ def write_profile(path: Path, document: Any) -> Path:
     with gzip.open(path, "wt", encoding="utf-8") as handle:
         json.dump(document, handle)
     return path
-
-
-def run_cli(argv: list[str]) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            cli.main(argv)
-            code: Any = 0
-        except SystemExit as exc:
-            code = exc.code
-    return code, out.getvalue(), err.getvalue()
-
-
-def assert_refused(argv: list[str], code: int, stderr: str, out: Path | None = None) -> None:
-    assert code == 2, (argv, code, stderr)
-    lines = stderr.splitlines()
-    assert len(lines) == 1 and lines[0].startswith("transitsim: error: "), (argv, stderr)
-    if out is not None:
-        assert not out.exists(), "a refused import left its output folder"
 
 
 def test_profile_and_loss_log_become_one_trace_that_replays(tmp_path) -> None:

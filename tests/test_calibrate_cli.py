@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 import yaml
+from cli_run import assert_refused, run_cli
 from nccl_fixtures import GH200_2X4, H100_2X8, MIB, nccl_fixture
 from test_calibrate_synthetic import model_times, nccl_text
-from test_hostile_fuzz import assert_refused, run_cli
 
 from transitsim.calibrate import Link
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+from cli_run import run_cli
 from nccl_fixtures import GH200_2X4, nccl_fixture
-from test_hostile_fuzz import run_cli
 
 from transitsim.calibrate import read_nccl_tests
 from transitsim.calibrate.model import exchange_for

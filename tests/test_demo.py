@@ -319,8 +319,7 @@ def test_calibrated_selector_appears_in_diagnostics_after_calibration():
     demo = DeMo(params, calib, 2)
     seen = []
     for step in range(4):
-        demo.step(grads_at(step, params, 2), 1e-3, step)
-        rows = demo.take_diagnostics()
+        rows = demo.step(grads_at(step, params, 2), 1e-3, step).diagnostics
         seen.append({r["selector"] for r in rows})
     assert "calib" not in seen[0] and "calib" not in seen[1]
     assert "calib" in seen[2] and "calib" in seen[3]
@@ -359,9 +358,9 @@ def test_diagnostics_shares_groups_and_vector_exclusion(mode):
     demo = DeMo(params, cfg, 2)
     grads = grads_at(0, params, 2)
     grads["blocks.0.ln1.weight"] *= 1000.0
-    demo.step(grads, 1e-3, 0)
-    rows = demo.take_diagnostics()
-    assert demo.take_diagnostics() is None  # taking clears
+    rows = demo.step(grads, 1e-3, 0).diagnostics
+    # the rows come with the step's record: nothing stays on the DeMo to be taken later
+    assert not hasattr(demo, "take_diagnostics") and not hasattr(demo, "_diag_rows")
     include = (lambda ch: ch.two_d) if mode == "2d" else (lambda ch: True)
     expected = expected_shares(
         params, {n: g[0] for n, g in grads.items()}, 8, mode, 1 / 8, cfg.seed, include
@@ -383,10 +382,10 @@ def test_diagnostics_only_on_diag_steps_and_timing_reported():
     demo = DeMo(params, cfg_of(variant="topk", diag_every=3), 2)
     got = []
     for step in range(6):
-        demo.step(grads_at(step, params, 2), 1e-3, step)
-        got.append(demo.take_diagnostics() is not None)
-        assert set(demo.last_timing) >= {"compress_s", "update_s"}
-        assert all(v >= 0 for v in demo.last_timing.values())
+        record = demo.step(grads_at(step, params, 2), 1e-3, step)
+        got.append(record.diagnostics is not None)
+        timing = (record.compress_s, record.update_s, record.diag_s, record.comm_s)
+        assert all(v >= 0 for v in (*timing, record.exchange_bytes))
     assert got == [False, False, True, False, False, True]
 
 

@@ -1,7 +1,7 @@
-"""The lean hierarchical (fast/hier_lean.py: one phase of each ring stage kept, checkpoints, times
-recomputed for the walk back) against the full fast path that keeps every message, on the random
-small networks of tests/test_network_fast_vs_des.py: the same finishes, transform, wire, wait and
-bottleneck bit for bit, the same bytes and link figures, and the same many-steps form. Past 2^25
+"""The lean hierarchical (fast/hierarchical/lean.py: one phase of each ring stage kept, checkpoints,
+times recomputed for the walk back) against the full fast path that keeps every message, on the
+random small networks of tests/test_network_fast_vs_des.py: the same finishes, transform, wire, wait
+and bottleneck bit for bit, the same bytes and link figures, and the same many-steps form. Past 2^25
 messages (about 5,800 workers in 2 datacentres) hierarchical has only the lean form: at 65,536
 workers its full schedule is 4.3e9 messages.
 """
@@ -14,7 +14,7 @@ from transitsim.base.errors import TransitsimError
 from transitsim.network import forms, simulate_exchange
 from transitsim.network.exchange import equal_groups
 from transitsim.network.exchange_spec import Exchange
-from transitsim.network.fast import hier_lean
+from transitsim.network.fast.hierarchical import lean as hier_lean
 from transitsim.network.schedules.dag import hierarchical_layout
 from transitsim.network.spec import LinkSpec, NetworkSpec, SwitchSpec
 

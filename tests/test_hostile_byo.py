@@ -13,9 +13,10 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from cli_run import assert_refused, run_cli
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
-from test_byo_cli import assert_refused, make_profile, run_cli
+from test_byo_cli import make_profile
 
 from transitsim.traces.format import read_trace
 

@@ -13,8 +13,6 @@ written (no output folder), or exit 0 with outputs that are whole and hold finit
 a traceback (it fails the test here) and never exit 1 (bad input is not a failed job).
 """
 
-import contextlib
-import io
 import json
 import math
 import os
@@ -27,10 +25,10 @@ import logfactory as lf
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
+from cli_run import assert_refused, run_cli
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from transitsim import cli
 from transitsim.traces.format import (
     DIAG_KEY,
     META_KEY,
@@ -73,26 +71,6 @@ def _small(path: Path) -> tuple[pa.Table, dict[str, Any]]:
 
 
 BASES = [_small(path) for path in BASE_TRACES]
-
-
-def run_cli(argv: list[str]) -> tuple[int, str, str]:
-    """main(argv) in this process: (exit code, stdout, stderr). An exception other than
-    SystemExit escapes and fails the test with its traceback, which is the point."""
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            cli.main(argv)
-            code: Any = 0
-        except SystemExit as exc:
-            code = exc.code
-    return code, out.getvalue(), err.getvalue()
-
-
-def assert_refused(argv: list[str], code: int, stderr: str) -> None:
-    assert code == 2, f"{argv}: exit {code}, stderr {stderr!r}"
-    lines = stderr.splitlines()
-    assert len(lines) == 1 and lines[0].startswith("transitsim: error: "), (argv, stderr)
-    assert "Traceback" not in stderr
 
 
 def exit_codes(commands: dict[str, list[str]]) -> dict[str, int]:

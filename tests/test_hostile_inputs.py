@@ -22,8 +22,8 @@ from test_run_cli import run_cli, write_test_trace
 import transitsim
 from transitsim.base.errors import TransitsimError
 from transitsim.network.limits import MAX_WORKERS
-from transitsim.network.presets import preset_dict
 from transitsim.scenario import network_preset
+from transitsim.scenario.presets import preset_dict
 from transitsim.traces.format import Trace, read_trace
 
 BASE = "traces: [traces/]\nnetworks: [8x200g-switch]\ntargets: [3.5]\n"

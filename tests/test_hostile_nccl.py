@@ -20,10 +20,10 @@ from pathlib import Path
 
 import pytest
 import yaml
+from cli_run import assert_refused, run_cli
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from nccl_fixtures import GH200_2X1, GH200_2X4, SWEEPS
-from test_hostile_fuzz import assert_refused, run_cli
 
 from transitsim.base.errors import TransitsimError
 from transitsim.calibrate import parse_nccl_tests

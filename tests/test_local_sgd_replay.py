@@ -13,7 +13,8 @@ from transitsim.network import Exchange, simulate_exchange
 from transitsim.network.closed_form import closed_form_time_s
 from transitsim.network.forms import linear_exchange
 from transitsim.replay.compute import Stragglers
-from transitsim.replay.plan import replay
+from transitsim.replay.replay import replay
+from transitsim.replay.request import ReplayRequest
 from transitsim.traces.format import read_trace, write_trace
 
 SYNC_BYTES = 2_000_000  # a dense BF16 pseudo-gradient of 1M parameters
@@ -39,7 +40,7 @@ def test_an_exchange_of_no_bytes_sends_nothing_and_waits_for_no_one():
 
 
 def test_inner_steps_are_compute_alone_and_sync_steps_pay_the_exchange(tmp_path):
-    timeline = replay(_local_sgd_trace(tmp_path), SWITCH).timeline
+    timeline = replay(_local_sgd_trace(tmp_path), ReplayRequest(SWITCH)).timeline
     inner = timeline["step"] % 10 != 0
     compute = 0.05 + 0.002  # make_trace's compute_s + compress_s
     np.testing.assert_allclose(timeline.loc[inner, "step_s"], compute, rtol=1e-12)
@@ -53,11 +54,11 @@ def test_inner_steps_are_compute_alone_and_sync_steps_pay_the_exchange(tmp_path)
 def test_stepping_and_max_plus_replays_agree_on_a_local_sgd_trace(tmp_path):
     trace = _local_sgd_trace(tmp_path, steps=40)
     jitter = Stragglers(distribution="exponential", scale=0.2)
-    fast = replay(trace, SWITCH, stragglers=jitter, seed=5).timeline
-    stepped = replay(trace, SWITCH, stragglers=jitter, seed=5, reuse=False).timeline
+    fast = replay(trace, ReplayRequest(SWITCH, stragglers=jitter, seed=5)).timeline
+    stepped = replay(trace, ReplayRequest(SWITCH, stragglers=jitter, seed=5, reuse=False)).timeline
     np.testing.assert_allclose(fast["time_s"], stepped["time_s"], rtol=1e-12)
     np.testing.assert_allclose(fast["step_s"], stepped["step_s"], rtol=1e-12)
-    plain = replay(trace, SWITCH).timeline
+    plain = replay(trace, ReplayRequest(SWITCH)).timeline
     assert fast["time_s"].iloc[-1] > plain["time_s"].iloc[-1]  # the slowest replica sets the pace
 
 
@@ -102,8 +103,10 @@ def test_streaming_exchanges_overlap_the_next_inner_steps(tmp_path, sync_bytes):
     """By hand: the sync step costs its compute only; the landing step (tau = 2 later) waits for
     max(0, X - the two steps between), X the exchange alone."""
     trace = _streaming_trace(tmp_path, sync_bytes)
-    timeline = replay(trace, SWITCH).timeline
-    stepped = replay(trace, SWITCH, reuse=False).timeline  # the stepping, not the arrays
+    timeline = replay(trace, ReplayRequest(SWITCH)).timeline
+    stepped = replay(
+        trace, ReplayRequest(SWITCH, reuse=False)
+    ).timeline  # the stepping, not the arrays
     np.testing.assert_allclose(stepped["time_s"], timeline["time_s"], rtol=1e-12)
     compute = 0.05 + 0.002
     exchange = closed_form_time_s(SWITCH, Exchange("ring_allreduce", sync_bytes))

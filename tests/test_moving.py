@@ -102,13 +102,13 @@ def test_rotating_schedule_and_shared_positions_in_demo(every):
     demo = DeMo(params, g_config("rotating", every), W)
     seen = []
     for step in range(9):
-        demo.step(grads_for(params, step), 1e-2, step)
+        record = demo.step(grads_for(params, step), 1e-2, step)
         seen.append([g.pos_rows.clone() for g in demo._groups])
         # exact feedback removed every worker's coefficients at the same positions: reducible
         for group, coef in zip(demo._groups, band_coefs(demo), strict=True):
             at = coef.gather(-1, group.pos_rows.expand(W, group.rows, group.k))
             assert float(at.abs().max()) < 1e-5
-        assert not demo.chose  # rotating never broadcasts anything
+        assert not record.broadcast  # rotating never broadcasts anything
     for step in range(1, 9):
         same = all(torch.equal(a, b) for a, b in zip(seen[step], seen[step - 1], strict=True))
         assert same == (step % every != 0), step
@@ -132,14 +132,14 @@ def test_recal_rechooses_every_r_steps_from_worker0_energy_since_last_choice():
             for mm in group.members:
                 delta0 = group.delta[0, mm.start : mm.stop].clone()
                 before[mm.name] = delta0
-        demo.step(grads, 1e-2, step)
+        record = demo.step(grads, 1e-2, step)
         for name, mm in members.items():
             group = demo._group_of(mm)
             # reconstruct worker 0's accumulated delta: decay * before + lr * g
             acc = 0.999 * before[name] + 1e-2 * grad_view(grads[name][0], mm)
             coef = dct_chunks(acc, group.mats).reshape(-1, group.m)
             energy[name] += coef.square().sum(0, dtype=torch.float64)
-        if demo.chose:
+        if record.broadcast:
             chosen_at.append(step)
             for name, mm in members.items():
                 k = demo._group_of(mm).k
@@ -187,8 +187,7 @@ def test_subspace_demo_keeps_orthonormal_rows_and_broadcasts_on_choice_steps():
     demo = DeMo(params, g_config("subspace", 4), W)
     chose = []
     for step in range(10):
-        demo.step(grads_for(params, step), 1e-2, step)
-        chose.append(demo.chose)
+        chose.append(demo.step(grads_for(params, step), 1e-2, step).broadcast)
     assert [s for s, c in enumerate(chose) if c] == [3, 7]
     for mm in demo._members:
         k = demo._group_of(mm).k
@@ -245,8 +244,7 @@ def test_no_comparisons_between_choices(band, request):
     request.getfixturevalue("no_comparisons")
     start = every if band != "rotating" else every - 1
     for step in range(start, start + every - 1):  # the steps after a choice, none of them one
-        demo.step(grads_for(params, step), 1e-2, step)
-        assert not demo.chose
+        assert not demo.step(grads_for(params, step), 1e-2, step).broadcast
 
 
 def test_the_comparison_guard_catches_top_k(no_comparisons):
@@ -369,10 +367,9 @@ def test_oob_quant_share_is_zero_without_quantisation():
         diag_every=1000,
     )
     demo = DeMo(params, cfg, W)
-    demo.step(grads_for(params, 0), 1e-2, 0)
-    assert demo.optics_diag is None  # calibration step: the exact band, no optics
-    demo.step(grads_for(params, 1), 1e-2, 1)
-    diag = demo.optics_diag
+    # calibration step: the exact band, no optics
+    assert demo.step(grads_for(params, 0), 1e-2, 0).optics is None
+    diag = demo.step(grads_for(params, 1), 1e-2, 1).optics
     assert diag["oob_quant_share"] < 1e-12 and diag["oob_sent_share"] > 0
     assert math.isclose(
         diag["fb_removed_sent_share"],

@@ -19,7 +19,7 @@ from transitsim.network.exchange import (
     switch_plan,
     transform_weights,
 )
-from transitsim.network.fast.switch import run_fast_switch, switch_paths
+from transitsim.network.fast.switch_sum.recurrence import run_fast_switch, switch_paths
 from transitsim.network.forms import linear_exchange
 
 RATE_BPS = 100e9

@@ -7,7 +7,8 @@ import pytest
 from transitsim.base.errors import TransitsimError
 from transitsim.network import Exchange, LinkSpec, NetworkSpec, closed_form_time_s
 from transitsim.replay.compute import Stragglers
-from transitsim.replay.plan import replay
+from transitsim.replay.replay import replay
+from transitsim.replay.request import ReplayRequest
 from transitsim.traces.format import read_trace, write_trace
 
 WORKERS = 4
@@ -71,8 +72,8 @@ def ring_s(nbytes):
 
 def test_one_bucket_equals_no_overlap_bit_for_bit(tmp_path):
     trace = make_trace(tmp_path, prof=profile([N_PARAMS], [1.0]))
-    plain = replay(trace, SWITCH).timeline
-    overlapped = replay(trace, SWITCH, overlap="buckets").timeline
+    plain = replay(trace, ReplayRequest(SWITCH)).timeline
+    overlapped = replay(trace, ReplayRequest(SWITCH, overlap="buckets")).timeline
     assert overlapped["time_s"].tolist() == plain["time_s"].tolist()
     assert (overlapped["hidden_s"] == 0).all()
     assert overlapped["exposed_s"].iloc[0] == pytest.approx(ring_s(DENSE))
@@ -83,12 +84,12 @@ def test_two_buckets_match_the_hand_derived_step(tmp_path, compute_s):
     # tensors of 0.4 M and 0.6 M parameters; reverse registration: t1 (ready at 0.3) goes first
     trace = make_trace(tmp_path, compute_s=compute_s, prof=profile([400_000, 600_000], [1.0, 0.3]))
     bucket = 700_000  # t1 (1.2 MB) fills DDP's 1 MiB first bucket, t0 (800 kB) the second
-    timeline = replay(trace, SWITCH, overlap="buckets", bucket_bytes=bucket).timeline
+    timeline = replay(trace, ReplayRequest(SWITCH, overlap="buckets", bucket_bytes=bucket)).timeline
     forward, backward = 0.4 * compute_s, 0.6 * compute_s
     t1, t2 = ring_s(1_200_000), ring_s(800_000)
     expected = max(forward + 0.3 * backward + t1, compute_s) + t2
     assert timeline["step_s"].iloc[0] == pytest.approx(expected, rel=1e-9)
-    plain = replay(trace, SWITCH).timeline["step_s"].iloc[0]
+    plain = replay(trace, ReplayRequest(SWITCH)).timeline["step_s"].iloc[0]
     assert timeline["step_s"].iloc[0] < plain
     row = timeline.iloc[0]
     assert row["exchange_s"] == pytest.approx(t1 + t2, rel=1e-9)
@@ -104,7 +105,7 @@ def test_two_buckets_match_the_hand_derived_step(tmp_path, compute_s):
 
 def test_uniform_assumption_is_said_in_the_notes(tmp_path):
     trace = make_trace(tmp_path)
-    result = replay(trace, SWITCH, overlap="buckets", bucket_bytes=500_000)
+    result = replay(trace, ReplayRequest(SWITCH, overlap="buckets", bucket_bytes=500_000))
     assert any("uniform backward" in note for note in result.timeline.attrs["notes"])
     assert result.timeline["hidden_s"].iloc[0] > 0
     assert (result.timeline["overlap"] == "buckets").all()
@@ -128,8 +129,8 @@ def test_per_message_costs_fall_back_to_one_bucket_never_slower(tmp_path):
         compress_s=1e-4,
         prof=profile(numel, ready),
     )
-    plain = replay(trace, slow).timeline
-    overlapped = replay(trace, slow, overlap="buckets")
+    plain = replay(trace, ReplayRequest(slow)).timeline
+    overlapped = replay(trace, ReplayRequest(slow, overlap="buckets"))
     assert overlapped.timeline["time_s"].tolist() == plain["time_s"].tolist()
     assert any("one bucket" in note for note in overlapped.timeline.attrs["notes"])
 
@@ -144,8 +145,10 @@ def test_overlap_never_makes_a_replay_slower_with_stragglers(tmp_path, variant):
     )
     jitter = Stragglers(distribution="exponential", scale=0.2)
     for network in (SWITCH, NetworkSpec("fast", "switch", WORKERS, LinkSpec(rate_bps=400e9))):
-        plain = replay(trace, network, stragglers=jitter, seed=3).timeline
-        over = replay(trace, network, stragglers=jitter, seed=3, overlap="buckets").timeline
+        plain = replay(trace, ReplayRequest(network, stragglers=jitter, seed=3)).timeline
+        over = replay(
+            trace, ReplayRequest(network, stragglers=jitter, seed=3, overlap="buckets")
+        ).timeline
         assert (over["step_s"] <= plain["step_s"] + 1e-15).all()
         assert over["time_s"].iloc[-1] <= plain["time_s"].iloc[-1]
 
@@ -153,14 +156,14 @@ def test_overlap_never_makes_a_replay_slower_with_stragglers(tmp_path, variant):
 def test_reuse_and_fresh_simulation_agree_with_overlap(tmp_path):
     trace = make_trace(tmp_path, prof=profile([300_000] * 3 + [100_000], [0.9, 0.6, 0.3, 0.1]))
     kwargs = dict(overlap="buckets", bucket_bytes=400_000)
-    reused = replay(trace, SWITCH, **kwargs).timeline
-    fresh = replay(trace, SWITCH, reuse=False, **kwargs).timeline
+    reused = replay(trace, ReplayRequest(SWITCH, **kwargs)).timeline
+    fresh = replay(trace, ReplayRequest(SWITCH, reuse=False, **kwargs)).timeline
     assert reused["time_s"].tolist() == fresh["time_s"].tolist()
 
 
 def test_bad_overlap_arguments_are_one_line_errors(tmp_path):
     trace = make_trace(tmp_path)
     with pytest.raises(TransitsimError, match="overlap 'yes'"):
-        replay(trace, SWITCH, overlap="yes")
+        replay(trace, ReplayRequest(SWITCH, overlap="yes"))
     with pytest.raises(TransitsimError, match="bucket_bytes"):
-        replay(trace, SWITCH, overlap="buckets", bucket_bytes=0)
+        replay(trace, ReplayRequest(SWITCH, overlap="buckets", bucket_bytes=0))

@@ -16,7 +16,8 @@ from transitsim.base.errors import TransitsimError
 from transitsim.network import Exchange, simulate_exchange
 from transitsim.network.closed_form import closed_form_time_s
 from transitsim.network.spec import LinkSpec, NetworkSpec
-from transitsim.replay.plan import check_replay, replay
+from transitsim.replay.replay import check_replay, replay
+from transitsim.replay.request import ReplayRequest
 from transitsim.traces.format import read_trace, write_trace
 
 SYNC_BYTES = 2_000_000
@@ -51,7 +52,7 @@ def _site_trace(tmp_path, replicas: int = 2, variant: str = "H"):
 
 def test_every_step_all_reduces_inside_each_site_and_syncs_cross_the_wan(tmp_path):
     trace = _site_trace(tmp_path)
-    timeline = replay(trace, TWO_SITES, replicas="site").timeline
+    timeline = replay(trace, ReplayRequest(TWO_SITES, replicas="site")).timeline
     lan = closed_form_time_s(ONE_SITE, Exchange("ring_allreduce", DENSE_BYTES))
     inner = COMPUTE_S / 2 + lan + COMPRESS_S  # 2 workers a site: each computes half the batch
     syncs = timeline["step"] % EVERY == 0
@@ -69,7 +70,9 @@ def test_every_step_all_reduces_inside_each_site_and_syncs_cross_the_wan(tmp_pat
 
 def test_the_per_worker_layout_of_the_same_trace_sends_nothing_on_inner_steps(tmp_path):
     trace = _site_trace(tmp_path)
-    worker = replay(trace, TWO_SITES).timeline  # replicas worker: 2-replica trace on 4 workers
+    worker = replay(
+        trace, ReplayRequest(TWO_SITES)
+    ).timeline  # replicas worker: 2-replica trace on 4 workers
     assert worker["extrapolated"].all()
     inner = worker["step"] % EVERY != 0
     np.testing.assert_allclose(worker.loc[inner, "step_s"], COMPUTE_S + COMPRESS_S, rtol=1e-12)
@@ -78,8 +81,8 @@ def test_the_per_worker_layout_of_the_same_trace_sends_nothing_on_inner_steps(tm
 
 def test_the_lan_carries_both_exchanges_and_the_wan_only_the_outer_sync(tmp_path):
     trace = _site_trace(tmp_path)
-    site = replay(trace, TWO_SITES, replicas="site").link_stats.set_index("link")
-    worker = replay(trace, TWO_SITES).link_stats.set_index("link")
+    site = replay(trace, ReplayRequest(TWO_SITES, replicas="site")).link_stats.set_index("link")
+    worker = replay(trace, ReplayRequest(TWO_SITES)).link_stats.set_index("link")
     assert site.loc["dc0->dc1", "bytes"] == pytest.approx(worker.loc["dc0->dc1", "bytes"])
     one_site = simulate_exchange(ONE_SITE, Exchange("ring_allreduce", DENSE_BYTES)).link_stats
     lan_per_step = float(one_site.set_index("link").loc["h0->sw", "bytes"])
@@ -92,8 +95,10 @@ def test_the_lan_carries_both_exchanges_and_the_wan_only_the_outer_sync(tmp_path
 
 def test_overlap_hides_part_of_the_intra_site_all_reduce_behind_backward(tmp_path):
     trace = _site_trace(tmp_path)
-    plain = replay(trace, TWO_SITES, replicas="site").timeline
-    overlapped = replay(trace, TWO_SITES, replicas="site", overlap="buckets").timeline
+    plain = replay(trace, ReplayRequest(TWO_SITES, replicas="site")).timeline
+    overlapped = replay(
+        trace, ReplayRequest(TWO_SITES, replicas="site", overlap="buckets")
+    ).timeline
     assert overlapped["time_s"].iloc[-1] <= plain["time_s"].iloc[-1]
     assert (overlapped["hidden_s"] >= 0).all()
     parts = overlapped[["compute_s", "compress_s", "transform_s", "wire_s", "wait_s", "update_s"]]
@@ -114,16 +119,16 @@ def test_a_layout_that_cannot_place_a_replica_per_site_is_one_line(
     trace = _site_trace(tmp_path, replicas=replicas)
     for call in (replay, check_replay):
         with pytest.raises(TransitsimError, match=message) as caught:
-            call(trace, network, replicas="site")
+            call(trace, ReplayRequest(network, replicas="site"))
         assert "\n" not in str(caught.value)
 
 
 def test_a_trace_that_is_not_local_sgd_has_no_site_layout(tmp_path):
     trace = make_trace(tmp_path)  # A
     with pytest.raises(TransitsimError, match="not a local-SGD trace"):
-        replay(trace, TWO_SITES, replicas="site")
+        replay(trace, ReplayRequest(TWO_SITES, replicas="site"))
     with pytest.raises(TransitsimError, match="replicas 'sites' is not one of worker, site"):
-        replay(trace, TWO_SITES, replicas="sites")
+        replay(trace, ReplayRequest(TWO_SITES, replicas="sites"))
 
 
 def test_a_scenario_entry_says_replicas_site(tmp_path):
@@ -147,11 +152,14 @@ def test_a_scenario_entry_says_replicas_site(tmp_path):
     scenario = load_scenario(path)
     traces = {trace.name: read(trace.path) for trace in scenario.trace_files}
     jobs = scenario_jobs(scenario, traces)
-    assert {job.trace_name: job.replicas for job in jobs} == {
+    assert {job.trace_name: job.request.replicas for job in jobs} == {
         site.name: "site",
         plain.name: "worker",
     }
-    assert [job.record_step for job in jobs] == [False, True]  # step events: the as-trained one
+    assert [job.request.record_step for job in jobs] == [
+        False,
+        True,
+    ]  # step events: the as-trained one
     bad = tmp_path / "bad.yaml"
     bad.write_text(text.replace("replicas: site", "replicas: sites"))
     with pytest.raises(TransitsimError, match=r"traces\[0\]\.replicas") as caught:
@@ -170,6 +178,6 @@ def test_the_recorded_site_traces_replay_as_a_replica_per_site():
     for path in paths[:1]:
         trace = read_trace(path)
         assert trace.workers == 2 and trace.meta["batch"] == 16
-        timeline = replay(trace, TWO_SITES, replicas="site").timeline
+        timeline = replay(trace, ReplayRequest(TWO_SITES, replicas="site")).timeline
         assert isinstance(timeline, pd.DataFrame) and len(timeline) == len(trace.steps)
         assert (timeline["wire_s"] > 0).all()  # every step all-reduces inside the sites

@@ -10,14 +10,15 @@ import transitsim.replay.steady as replay_steady
 from transitsim.network import LinkFault
 from transitsim.replay.compute import Stragglers
 from transitsim.replay.keys import first_appearance_codes
-from transitsim.replay.plan import replay
+from transitsim.replay.replay import replay
+from transitsim.replay.request import ReplayRequest
 
 
-def stepped(monkeypatch: pytest.MonkeyPatch, *args, **kwargs):
+def stepped(monkeypatch: pytest.MonkeyPatch, trace, request: ReplayRequest):
     """The same replay with the array path turned off (the stepping, reuse still on)."""
     with monkeypatch.context() as patch:
         patch.setattr(replay_steady, "steady_rows", lambda *a: None)
-        return replay(*args, **kwargs)
+        return replay(trace, request)
 
 
 def assert_same(a, b) -> None:
@@ -44,8 +45,9 @@ def test_arrays_give_the_stepping_numbers_bit_for_bit(tmp_path, monkeypatch, see
     trace.steps["compute_s"] = compute
     factors = Stragglers(worker_factors=[1.0, 1.0, 1.5, 1.0][:WORKERS])
     for kwargs in ({}, {"stragglers": factors}, {"overlap": "buckets"}):
-        arrays = replay(trace, SWITCH, **kwargs)
-        assert_same(arrays, stepped(monkeypatch, trace, SWITCH, **kwargs))
+        request = ReplayRequest(SWITCH, **kwargs)
+        arrays = replay(trace, request)
+        assert_same(arrays, stepped(monkeypatch, trace, request))
     assert arrays.step_detail["reused"].sum() > 0  # repeats were timed once
 
 
@@ -60,16 +62,16 @@ def test_the_array_path_is_the_one_taken_and_only_where_it_may_be(tmp_path, monk
         return rows
 
     monkeypatch.setattr(replay_steady, "steady_rows", spy)
-    plain = replay(trace, SWITCH)
+    plain = replay(trace, ReplayRequest(SWITCH))
     assert taken == [True]
     assert len(plain.step_detail) == 30 and (~plain.step_detail["reused"]).sum() == 1
     start = float(plain.timeline["time_s"].iloc[4])
     fault = LinkFault("h1->sw", down_from_s=start, down_until_s=start + 0.2)
-    replay(trace, SWITCH, faults=[fault])
-    replay(trace, SWITCH, reuse=False)
+    replay(trace, ReplayRequest(SWITCH, faults=[fault]))
+    replay(trace, ReplayRequest(SWITCH, reuse=False))
     assert taken == [True, False, False]  # a fault, reuse off: the stepping
     jitter = Stragglers(distribution="exponential", scale=0.1)
-    replay(trace, SWITCH, stragglers=jitter)
+    replay(trace, ReplayRequest(SWITCH, stragglers=jitter))
     assert taken == [True, False, False]  # random input never asks
 
 

@@ -14,7 +14,8 @@ from transitsim.network import (
     simulate_exchange,
 )
 from transitsim.replay.compute import Stragglers
-from transitsim.replay.plan import replay
+from transitsim.replay.replay import replay
+from transitsim.replay.request import ReplayRequest
 
 SWITCH = NetworkSpec(
     "rack",
@@ -63,8 +64,8 @@ def test_straggler_replay_equals_the_des_step_by_step(tmp_path, name, jitter):
     )
     stragglers = Stragglers(distribution=jitter, scale=0.05)
     kwargs = {"stragglers": stragglers, "seed": 5, "sum_at": sum_at or "receivers"}
-    fast = replay(trace, network, **kwargs)
-    des = replay(trace, network, method="des", reuse=False, **kwargs)
+    fast = replay(trace, ReplayRequest(network, **kwargs))
+    des = replay(trace, ReplayRequest(network, method="des", reuse=False, **kwargs))
     assert fast.timeline["algo"].iloc[0] == des.timeline["algo"].iloc[0]
     for column in ("step_s", "time_s", "compute_s"):
         np.testing.assert_allclose(
@@ -92,12 +93,12 @@ def test_straggler_replay_with_an_outage_equals_the_des_step_by_step(tmp_path, n
         "seed": 3,
         "sum_at": sum_at or "receivers",
     }
-    plain = replay(trace, network, **kwargs).timeline
+    plain = replay(trace, ReplayRequest(network, **kwargs)).timeline
     begin = float(plain["time_s"].iloc[3])  # from the start of step 5, into step 6
     link = "dc0->dc1" if network.topology == "datacentres" else "h1->sw"
     faults = [LinkFault(link, begin + 0.008, begin + 0.008 + 1.5 * float(plain["step_s"].iloc[4]))]
-    fast = replay(trace, network, faults=faults, **kwargs)
-    des = replay(trace, network, faults=faults, method="des", reuse=False, **kwargs)
+    fast = replay(trace, ReplayRequest(network, faults=faults, **kwargs))
+    des = replay(trace, ReplayRequest(network, faults=faults, method="des", reuse=False, **kwargs))
     for column in ("step_s", "time_s"):  # (the max-plus split into wire and wait is approximate)
         np.testing.assert_allclose(
             fast.timeline[column], des.timeline[column], rtol=1e-12, atol=1e-12
@@ -119,8 +120,8 @@ def test_straggler_replay_of_a_tree_across_datacentres_equals_the_des(tmp_path):
         "stragglers": Stragglers(distribution="exponential", scale=0.05),
         "seed": 2,
     }
-    fast = replay(trace, TWO_DC, **kwargs)
-    des = replay(trace, TWO_DC, method="des", reuse=False, **kwargs)
+    fast = replay(trace, ReplayRequest(TWO_DC, **kwargs))
+    des = replay(trace, ReplayRequest(TWO_DC, method="des", reuse=False, **kwargs))
     assert (fast.timeline["algo"] == "double_binary_tree").all()
     for column in ("step_s", "time_s", "wait_s", "wire_s"):
         np.testing.assert_allclose(
@@ -139,14 +140,14 @@ def test_blocks_share_one_reference_step_and_count_every_step_s_link_use(tmp_pat
     steps = list(range(1, 13))
     trace = make_trace(tmp_path, steps=steps, compute_s=[0.01] * 12, rows="every_step")
     kwargs = {"stragglers": Stragglers(distribution="exponential", scale=0.05), "seed": 3}
-    whole = replay(trace, SWITCH, **kwargs)
+    whole = replay(trace, ReplayRequest(SWITCH, **kwargs))
     calls = []
     simulate = step.simulate_exchange
     monkeypatch.setattr(
         step, "simulate_exchange", lambda *a, **k: calls.append(1) or simulate(*a, **k)
     )
     monkeypatch.setattr(maxplus, "BLOCK_VALUES", 2 * SWITCH.workers)  # 6 blocks of 2 steps
-    split = replay(trace, SWITCH, **kwargs)
+    split = replay(trace, ReplayRequest(SWITCH, **kwargs))
     assert len(calls) == 1
     np.testing.assert_array_equal(split.timeline["step_s"], whole.timeline["step_s"])
     assert split.link_stats["bytes"].sum() == pytest.approx(whole.link_stats["bytes"].sum())

@@ -1,4 +1,4 @@
-"""The lean ring (fast/ring_lean.py: checkpoints, and times recomputed for the walk back)
+"""The lean ring (fast/ring/lean.py: checkpoints, and times recomputed for the walk back)
 against the ring that keeps every message's times, on the random small networks of
 tests/test_network_fast_vs_des.py, with and without link outages and with hosts holding several
 ranks: the same finishes, transform, wire, wait and bottleneck, bit for bit (run again 3 phases
@@ -15,8 +15,8 @@ from test_network_fast_vs_des import _case, _faults
 
 from transitsim.base.errors import TransitsimError
 from transitsim.network import simulate_exchange
-from transitsim.network.fast import ring as fast_ring
-from transitsim.network.fast import ring_lean
+from transitsim.network.fast.ring import lean as ring_lean
+from transitsim.network.fast.ring import recurrence as fast_ring
 from transitsim.network.spec import HostSpec
 from transitsim.network.topology import worker_groups
 

@@ -8,7 +8,8 @@ import pytest
 from test_replay import SWITCH, make_trace
 from test_run_cli import run_cli, write_test_trace
 
-from transitsim.replay.plan import replay
+from transitsim.replay.replay import replay
+from transitsim.replay.request import ReplayRequest
 from transitsim.run import run_scenario
 from transitsim.scenario import load_scenario
 
@@ -78,8 +79,8 @@ def _grid(scenario) -> list[dict]:
 
 def test_a_band_can_be_ring_all_reduced_for_a_fair_comparison(tmp_path: Path) -> None:
     band = make_trace(tmp_path, variant="C", collective="all_gather", payload_bytes=125_000)
-    gathered = replay(band, SWITCH).timeline
-    reduced = replay(band, SWITCH, sum_at="ring").timeline
+    gathered = replay(band, ReplayRequest(SWITCH)).timeline
+    reduced = replay(band, ReplayRequest(SWITCH, sum_at="ring")).timeline
     assert (gathered["algo"] == "ring_allgather").all()
     assert (reduced["algo"] == "ring_allreduce").all()
     # a ring all-reduce moves 2 (N-1)/N of the payload, an all-gather (N-1) payloads
@@ -87,7 +88,9 @@ def test_a_band_can_be_ring_all_reduced_for_a_fair_comparison(tmp_path: Path) ->
     topk = make_trace(
         tmp_path, variant="B", collective="all_gather", reducible=False, name="B-tiny-s0"
     )
-    assert (replay(topk, SWITCH, sum_at="ring").timeline["algo"] == "ring_allgather").all()
+    assert (
+        replay(topk, ReplayRequest(SWITCH, sum_at="ring")).timeline["algo"] == "ring_allgather"
+    ).all()
 
 
 def test_scenario_placement_sum_ring(folder: Path) -> None:

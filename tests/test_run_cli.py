@@ -430,9 +430,9 @@ def test_every_note_is_in_notes_txt_and_notes_prints_them(
     """Two notes on stderr, then where the rest are; notes.txt holds every one, a line each;
     --notes prints them all. The run replays 8-worker traces on 16 workers: the title and the
     verdict say so, as they say a what-if model size."""
-    from transitsim.commands import run_cmd
+    from transitsim.terminal import results
 
-    monkeypatch.setattr(run_cmd, "MAX_NOTES", 2)
+    monkeypatch.setattr(results, "MAX_NOTES", 2)
     (workdir / "noted.yaml").write_text(NOTED, encoding="utf-8")
     out = workdir / "noted-out"
     argv = ["run", str(workdir / "noted.yaml"), "-o", str(out), "--serial"]

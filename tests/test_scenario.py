@@ -20,9 +20,9 @@ import transitsim.scenario as sc
 from transitsim.base.errors import TransitsimError
 from transitsim.commands import validate_cmd
 from transitsim.network import Exchange, LinkFault, simulate_exchange
-from transitsim.network.presets import preset_names
 from transitsim.network.spec import NetworkSpec
 from transitsim.replay.compute import ComputeModel, Stragglers
+from transitsim.scenario.presets import preset_names
 from transitsim.traces.format import write_trace
 
 REPO = Path(__file__).resolve().parents[1]

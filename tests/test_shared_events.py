@@ -1,14 +1,14 @@
-"""The compiled exchange across groups (fast/shared_events.py) against hierarchical's own event
-loop (`exchange_stage`, heapq in Python): the same times, float for float, on random rings with
-ties, flows that cross nothing shared, several shared links and several steps at once."""
+"""The compiled exchange across groups (fast/hierarchical/exchange_events.py) against hierarchical's
+own event loop (`exchange_stage`, heapq in Python): the same times, float for float, on random rings
+with ties, flows that cross nothing shared, several shared links and several steps at once."""
 
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
-from transitsim.network.fast.hierarchical import exchange_stage
-from transitsim.network.fast.shared_events import exchange_events
+from transitsim.network.fast.hierarchical.exchange_events import exchange_events
+from transitsim.network.fast.hierarchical.stages import exchange_stage
 from transitsim.network.schedules.dag import RingStage
 
 

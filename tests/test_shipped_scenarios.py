@@ -142,7 +142,7 @@ def test_scenario_validates_on_stand_in_traces(path: Path, tmp_path: Path) -> No
     traces = {t.name: read_trace(t.path) for t in scenario.trace_files}
     jobs = scenario_jobs(scenario, traces)
     assert len(jobs) == len(traces) * len(scenario_to_networks(scenario))
-    assert {job.scale_params for job in jobs} == {scenario.scale_params}
+    assert {job.request.scale_params for job in jobs} == {scenario.scale_params}
     assert scenario.baseline is None or scenario.baseline in {
         t.variant for t in scenario.trace_files
     } | {t.label for t in scenario.trace_files}

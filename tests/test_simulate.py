@@ -148,7 +148,7 @@ def _run_python(script: str) -> None:
 def test_import_stays_light():
     _run_python(
         "import sys, transitsim\n"
-        "assert 'pandas' not in sys.modules and 'transitsim.replay.plan' not in sys.modules\n"
+        "assert 'pandas' not in sys.modules and 'transitsim.replay.replay' not in sys.modules\n"
         "function = transitsim.simulate\n"
         "from transitsim.simulation import simulate\n"
         "assert function is simulate and transitsim.simulate is simulate\n"

@@ -266,8 +266,9 @@ def test_generated_broken_two_site_tables_are_compared_whole_or_refused():
     comparison of every row with finite outputs, or one line and nothing written."""
     import tempfile
 
+    from cli_run import run_cli
     from hypothesis import given
-    from test_hostile_fuzz import FUZZ_TESTBED, _write_frame, measured_mutation, run_cli
+    from test_hostile_fuzz import FUZZ_TESTBED, _write_frame, measured_mutation
 
     @FUZZ_TESTBED
     @given(frame=measured_mutation(_two_site_base()))

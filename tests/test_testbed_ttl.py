@@ -178,7 +178,7 @@ def test_a_host_stage_reaches_the_replayed_network(monkeypatch):
     assert bare.host_link.latency_s == 0 and bare.host_link.overhead_s == 0
     seen = []
     real = ttl_model.replay
-    monkeypatch.setattr(ttl_model, "replay", lambda t, n, **kw: seen.append(n) or real(t, n, **kw))
+    monkeypatch.setattr(ttl_model, "replay", lambda t, r: seen.append(r.network) or real(t, r))
     run = _as_gloo_run(ADAMW, wall_s=0.3, comm_s=0.2)
     cells(run, 50e6, net, [3.3], measure_compute(_compute_run()))
     assert seen and all(n.host.rate_bps == host.rate_bps and n.host.per_message_s > 0 for n in seen)

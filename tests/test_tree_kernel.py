@@ -1,4 +1,4 @@
-"""The trees' compiled event pass (fast/tree_kernel.py) against the Python pass it replaces.
+"""The trees' compiled event pass (fast/trees/kernel.py) against the Python pass it replaces.
 
 Both walk the same schedule: the compiled one must give every message's ready, sent and arrival
 time, the resource that set its rate, each link's busy time and the event count equal bit for
@@ -20,8 +20,9 @@ from transitsim.network import (
     simulate_exchange,
 )
 from transitsim.network.exchange import fabric_for, transform_weights, tree_dag
-from transitsim.network.fast.tree_compiled import TIMED_BY
-from transitsim.network.fast.tree_shared import run_split_tree
+from transitsim.network.fast import NotExact
+from transitsim.network.fast.trees.compiled import TIMED_BY
+from transitsim.network.fast.trees.split import run_split_tree
 
 FIELDS = ("ready_s", "free_s", "arrive_s", "stall_s", "stall0_s", "shared_by", "busy_s", "bytes")
 
@@ -64,7 +65,7 @@ def test_the_compiled_pass_equals_the_python_pass_bit_for_bit(algo):
         fabric = fabric_for(network)
         weights = transform_weights(network, exchange)
         _, _, _, table, links = tree_dag(fabric, exchange, weights)
-        if isinstance(links, str) or not links.overlap:
+        if isinstance(links, NotExact) or not links.overlap:
             continue
         compared += 1
         python = run_split_tree(fabric, table, links, start, None, compiled=False)
@@ -137,7 +138,7 @@ def _two_sites(seed: int, algo: str):
 
 def _timed_by(fabric, table, links, start) -> tuple:
     """run_split_tree without faults, and how it was timed (tree_compiled.TIMED_BY): "alone"
-    (one pass), "repaired" (fast/tree_repair.py: the few that met by the event pass, the
+    (one pass), "repaired" (fast/trees/repair.py: the few that met by the event pass, the
     rest by the one pass) or "event" (the whole event pass, the others having declined)."""
     before = TIMED_BY.copy()
     timing = run_split_tree(fabric, table, links, start, None)
@@ -159,7 +160,7 @@ def _equal_to_the_event_pass(fabric, table, links, start, label) -> str:
 
 @pytest.mark.parametrize("algo", ["tree", "double_binary_tree"])
 def test_the_lone_transfers_pass_equals_the_event_pass_bit_for_bit(algo):
-    """fast/tree_alone.py claims the event pass's floats wherever no two transfers meet on a
+    """fast/trees/alone.py claims the event pass's floats wherever no two transfers meet on a
     group, and says so only then: on one switch and across sites, both passes on every case,
     every field equal; the one pass must have held on some cases and been refused on others."""
     taken = []
@@ -168,7 +169,7 @@ def test_the_lone_transfers_pass_equals_the_event_pass_bit_for_bit(algo):
         fabric = fabric_for(network)
         weights = transform_weights(network, exchange)
         _, _, _, table, links = tree_dag(fabric, exchange, weights)
-        if isinstance(links, str) or not links.overlap:
+        if isinstance(links, NotExact) or not links.overlap:
             continue
         for again in range(2):  # the second time from the group orders the first one kept
             taken.append(_equal_to_the_event_pass(fabric, table, links, start * (1 + again), seed))
@@ -200,7 +201,7 @@ def _far_sites(seed: int, algo: str):
 
 
 def test_a_few_transfers_that_meet_are_repaired_bit_for_bit():
-    """fast/tree_repair.py: where a few transfers meet, those few by the event pass and the
+    """fast/trees/repair.py: where a few transfers meet, those few by the event pass and the
     rest by the one pass, until both agree, must be the whole event pass's floats (every
     field and the event count); it must have repaired some steps, and where it refuses (a tie
     whose order rests on the whole pass) the event pass runs. Against the DES too."""
@@ -210,7 +211,7 @@ def test_a_few_transfers_that_meet_are_repaired_bit_for_bit():
         network, exchange, start = _far_sites(seed, "double_binary_tree")
         fabric = fabric_for(network)
         _, _, _, table, links = tree_dag(fabric, exchange, transform_weights(network, exchange))
-        assert not isinstance(links, str) and links.overlap
+        assert not isinstance(links, NotExact) and links.overlap
         taken.append(_equal_to_the_event_pass(fabric, table, links, start, seed))
         if taken[-1] == "repaired" and against_des < 3:
             against_des += 1
@@ -240,7 +241,7 @@ def test_lone_transfers_across_a_long_wan_equal_the_des():
         start = np.random.default_rng(seed).exponential(1.5e-3, workers)
         fabric = fabric_for(network)
         _, _, _, table, links = tree_dag(fabric, exchange, transform_weights(network, exchange))
-        assert not isinstance(links, str)
+        assert not isinstance(links, NotExact)
         how, timing = _timed_by(fabric, table, links, start)
         assert timing.events > 0
         taken.append(how)

@@ -1,4 +1,4 @@
-"""fast/tree_repair.py's event pass over a few flows, on a case worked out by hand.
+"""fast/trees/repair.py's event pass over a few flows, on a case worked out by hand.
 
 Three flows, max-min over two groups of capacity 1 (bits a second): X on g0, Z on g0 and g1, Y
 on g1. X starts at 0 (1 bit), Z at 0.25 (10 bits), so both run at 1/2 from 0.25 and X ends at
@@ -13,7 +13,7 @@ first, nobody's rate would change at 1.75: 8 events.
 
 import numpy as np
 
-from transitsim.network.fast.tree_repair import Work, cluster_pass
+from transitsim.network.fast.trees.repair import Work, cluster_pass
 
 GROUPS_OF = [[0], [0, 1], [1]]  # X, Z, Y
 

@@ -203,102 +203,91 @@ def same_config(stored: dict[str, Any] | None, cfg: RunConfig) -> bool:
     return RunConfig.from_dict(stored).to_dict() == cfg.to_dict()
 
 
-PRESETS: dict[str, dict[str, Any]] = {
+# Each preset as what differs from its base: (base preset or None for RunConfig's defaults, which
+# are the Shakespeare shape of spec §1.1, changes). PRESETS below resolves the chains.
+PRESET_CHANGES: dict[str, tuple[str | None, dict[str, Any]]] = {
     # Spec §1.2 "shakespeare": the published CPU check's shape.
-    "shakespeare": dict(
-        dataset="shakespeare",
-        n_layer=4,
-        n_head=4,
-        n_embd=128,
-        block=128,
-        batch=8,
-        workers=8,
-        steps=600,
-        warmup=50,
-        calib_start=50,
-        calib_steps=50,
-        eval_every=50,
-        diag_every=50,
-        ckpt_every=100,
-        lr=1e-3,
-    ),
+    "shakespeare": (None, dict(steps=600)),
     # The smallest preset that keeps the published shape (8 workers, 1/16 kept, 2-D 64x64 tiles,
     # 1-D 256 and 64 runs, the calibration window and optics schedule of the Shakespeare check),
     # at about 1/8 of the `shakespeare` preset's cost per step: the project's recorded traces.
-    "shakespeare-mini": dict(
-        dataset="shakespeare",
-        n_layer=2,
-        n_head=4,
-        n_embd=128,
-        block=64,
-        batch=4,
-        workers=8,
-        steps=400,
-        warmup=50,
-        calib_start=50,
-        calib_steps=50,
-        eval_every=25,
-        diag_every=50,
-        ckpt_every=50,
+    "shakespeare-mini": (
+        "shakespeare",
+        dict(n_layer=2, block=64, batch=4, steps=400, eval_every=25, ckpt_every=50),
     ),
     # Spec §1.2 "tinystories (CPU)": 3,492,288 parameters.
-    "tinystories": dict(
-        dataset="tinystories",
-        n_layer=6,
-        n_head=6,
-        n_embd=192,
-        block=256,
-        batch=4,
-        workers=8,
-        steps=1500,
-        warmup=100,
-        calib_start=100,
-        calib_steps=50,
-        eval_every=100,
-        diag_every=100,
-        ckpt_every=100,
-        lr=1e-3,
-        tokenizer="bpe",
-        vocab_size=4096,
+    "tinystories": (
+        None,
+        dict(
+            dataset="tinystories",
+            n_layer=6,
+            n_head=6,
+            n_embd=192,
+            block=256,
+            batch=4,
+            steps=1500,
+            warmup=100,
+            calib_start=100,
+            eval_every=100,
+            diag_every=100,
+            tokenizer="bpe",
+            vocab_size=4096,
+        ),
     ),
     # Spec §1.2 "tinystories-gpu": the published GPU profile (15,833,472 parameters).
-    "tinystories-gpu": dict(
-        dataset="tinystories",
-        n_layer=8,
-        n_head=6,
-        n_embd=384,
-        block=256,
-        batch=8,
-        workers=8,
-        steps=3000,
-        warmup=200,
-        calib_start=200,
-        calib_steps=100,
-        eval_every=200,
-        diag_every=200,
-        ckpt_every=500,
-        lr=1e-3,
-        tokenizer="bpe",
-        vocab_size=4096,
+    "tinystories-gpu": (
+        "tinystories",
+        dict(
+            n_layer=8,
+            n_embd=384,
+            batch=8,
+            steps=3000,
+            warmup=200,
+            calib_start=200,
+            calib_steps=100,
+            eval_every=200,
+            diag_every=200,
+            ckpt_every=500,
+        ),
     ),
     # Spec §1.2 "synthetic": tiny, for tests.
-    "synthetic": dict(
-        dataset="synthetic",
-        n_layer=1,
-        n_head=2,
-        n_embd=64,
-        block=64,
-        batch=2,
-        workers=2,
-        steps=20,
-        warmup=4,
-        calib_start=4,
-        calib_steps=4,
-        eval_every=10,
-        diag_every=10,
-        ckpt_every=10,
-        eval_batches=2,
+    "synthetic": (
+        None,
+        dict(
+            dataset="synthetic",
+            n_layer=1,
+            n_head=2,
+            n_embd=64,
+            block=64,
+            batch=2,
+            workers=2,
+            steps=20,
+            warmup=4,
+            calib_start=4,
+            calib_steps=4,
+            eval_every=10,
+            diag_every=10,
+            ckpt_every=10,
+            eval_batches=2,
+        ),
     ),
+}
+
+
+def _preset_changes(name: str) -> dict[str, Any]:
+    """A preset's changes to RunConfig's defaults, its bases' first."""
+    base, changes = PRESET_CHANGES[name]
+    return {**(_preset_changes(base) if base is not None else {}), **changes}
+
+
+# Every preset resolved: each RunConfig field (but `extra`) at the preset's value.
+PRESETS: dict[str, dict[str, Any]] = {
+    name: {
+        f.name: getattr(replace(RunConfig(), **_preset_changes(name)), f.name)
+        for f in fields(RunConfig)
+        if f.name != "extra"
+    }
+    for name in PRESET_CHANGES
 }
 
 

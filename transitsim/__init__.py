@@ -10,6 +10,7 @@ The public API (what `dir(transitsim)` lists; each has its own docstring):
     NetworkSpec, LinkSpec                     a network, in SI units
     network_preset(name) / preset_names()     the named networks ("8x200g-switch", ...)
     ComputeModel                              where a step's compute seconds come from
+    ReplayRequest                             one replay's network and options
     verdict_sentences(summary, params)        the answer in words from a summary table
     TransitsimError                           every user error (one line)
 
@@ -32,7 +33,8 @@ _EXPORTS = {
     "NetworkSpec": "transitsim.network",
     "LinkSpec": "transitsim.network",
     "network_preset": "transitsim.scenario",
-    "preset_names": "transitsim.network.presets",
+    "preset_names": "transitsim.scenario.presets",
+    "ReplayRequest": "transitsim.replay.request",
     "ComputeModel": "transitsim.replay.compute",
     "verdict_sentences": "transitsim.analysis.verdict",
     "TransitsimError": "transitsim.base.errors",

@@ -12,7 +12,7 @@ import sys
 import typer
 
 from transitsim import __version__
-from transitsim.base.errors import TransitsimError, one_line
+from transitsim.base.errors import TransitsimError, escaped_line
 
 # command name -> the module in transitsim/commands/ whose register(app) adds it (help order)
 COMMANDS = {
@@ -75,7 +75,7 @@ def main(argv: list[str] | None = None) -> None:
     try:
         result = build_app(argv)(args=argv, standalone_mode=False)
     except TransitsimError as exc:
-        print(f"transitsim: error: {one_line(exc)}", file=sys.stderr)
+        print(f"transitsim: error: {escaped_line(exc)}", file=sys.stderr)
         sys.exit(2)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
@@ -86,7 +86,7 @@ def main(argv: list[str] | None = None) -> None:
         if type(exc).__name__ == "NoArgsIsHelpError":
             print(exc.format_message())
             sys.exit(0)
-        print(f"transitsim: error: {one_line(exc.format_message())}", file=sys.stderr)
+        print(f"transitsim: error: {escaped_line(exc.format_message())}", file=sys.stderr)
         sys.exit(2)
     except KeyboardInterrupt:
         print("transitsim: interrupted", file=sys.stderr)

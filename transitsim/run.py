@@ -10,6 +10,7 @@ the crossovers of a grid and the report, and writes every file atomically (a tem
 same folder, then os.replace): a run killed at any moment leaves each output whole or absent.
 """
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -17,38 +18,25 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from transitsim.analysis.metrics import (
-    SUMMARY_COLUMNS,
-    crossovers,
-    extrapolated_flags,
-    ladder,
-    parse_targets,
-    resolve_config,
-    time_to_target,
+from transitsim.analysis.metrics import ladder, parse_targets, resolve_config
+from transitsim.analysis.summary import (
+    grid_crossovers,
+    is_number,
+    link_utilisation,
+    no_summary,
+    summarise,
 )
-from transitsim.analysis.metrics import TIMELINE_COLUMNS as METRIC_COLUMNS
-from transitsim.base.errors import TransitsimError
+from transitsim.base.errors import TransitsimError, error_line
 from transitsim.base.tables import config_labels
-from transitsim.network import NetworkSpec
 from transitsim.outputs import RunResult, check_outputs_writable, write_outputs
-from transitsim.overlap import DDP_BUCKET_BYTES
 from transitsim.replay.context import assumptions, scenario_question
-from transitsim.replay.plan import check_replay, placement_for
-from transitsim.replay.sites import trace_replicas
+from transitsim.replay.replay import check_replay
+from transitsim.replay.request import ReplayRequest
+from transitsim.replay.sites import replicas_for
 from transitsim.scenario import Scenario, network_placement, scenario_to_networks
 from transitsim.scenario.networks import faults_on
-from transitsim.sweep import CLUSTER_AFTER_S, JobResult, ReplayJob, one_line, run_jobs
+from transitsim.sweep import CLUSTER_AFTER_S, JobResult, ReplayJob, run_jobs
 from transitsim.traces.format import Trace, read_trace
-
-# Where a step's time goes, as the summary names it: GPU work, making the band (on the GPU or
-# in the network), serialisation and flight on the wire, and waiting (stragglers, contention).
-BOTTLENECK_PARTS = {
-    "compute": ("compute_s", "update_s"),
-    "transform": ("compress_s", "transform_s"),
-    "wire": ("wire_s",),
-    "wait": ("wait_s",),
-}
-LINKS_PER_NETWORK = 12  # busiest links shown in the report's utilisation chart
 
 
 class JobsFailed(TransitsimError):
@@ -92,11 +80,6 @@ def unfinished_notes(traces: list[Trace]) -> list[str]:
     return notes
 
 
-def is_number(value: Any) -> bool:
-    """A grid value a crossover can run along: a number, not a bool."""
-    return isinstance(value, int | float | np.number) and not isinstance(value, bool | np.bool_)
-
-
 def _param_value(value: Any) -> Any:
     """A grid value as a table cell: numbers and text as they are, a mapping as JSON text."""
     if isinstance(value, bool | int | float | str) or value is None:
@@ -117,42 +100,41 @@ def scenario_jobs(scenario: Scenario, traces: dict[str, Trace]) -> list[ReplayJo
     for name, network, params in scenario_to_networks(scenario):
         placement = network_placement(scenario, name)
         for trace in traces.values():
+            request = ReplayRequest(
+                network=network,
+                compute=compute,
+                transform_at=placement.transform_at,
+                sum_at=placement.sum_at,
+                stragglers=stragglers,
+                faults=faults_on(network, faults),
+                seed=scenario.stragglers.seed,
+                scale_params=scenario.scale_params,
+                overlap=placement.overlap,
+                bucket_bytes=placement.bucket_bytes,
+                replicas=replicas.get(trace.name, "worker"),
+                record_step=trace.name == recorded,
+            )
             jobs.append(
                 ReplayJob(
                     index=len(jobs),
                     trace_name=trace.name,
-                    network=network,
+                    request=request,
                     params={key: _param_value(value) for key, value in params.items()},
-                    transform_at=placement_for(trace.variant, placement.transform_at),
-                    sum_at=placement.sum_at,
-                    compute=compute,
-                    stragglers=stragglers,
-                    faults=faults_on(network, faults),
-                    seed=scenario.stragglers.seed,
-                    scale_params=scenario.scale_params,
-                    record_step=trace.name == recorded,
-                    overlap=placement.overlap,
-                    bucket_bytes=placement.bucket_bytes,
-                    replicas=replicas.get(trace.name, "worker"),
                 )
             )
     return jobs
 
 
 def check_jobs(jobs: list[ReplayJob], traces: dict[str, Trace]) -> list[str]:
-    """Plan every job as replay would (transitsim.replay.plan.check_replay), simulating nothing; the
-    distinct reasons jobs would fail, each once with how many jobs it concerns."""
+    """Plan every job as replay would (transitsim.replay.replay.check_replay), simulating
+    nothing; the distinct reasons jobs would fail, each once with how many jobs it concerns."""
     reasons: dict[str, list[str]] = {}
     for job in jobs:
         try:
-            check_replay(
-                traces[job.trace_name],
-                job.network,
-                **job.replay_options(),
-            )
+            check_replay(traces[job.trace_name], job.request)
         except Exception as exc:  # every reason, not only the first job's
-            name = job.network.name
-            reason = one_line(exc).replace(f"network {name!r}", "network")
+            name = job.network_name
+            reason = error_line(exc).replace(f"network {name!r}", "network")
             reasons.setdefault(reason.replace(name, "<network>"), []).append(name)
     problems = []
     for reason, names in reasons.items():
@@ -218,7 +200,7 @@ def run_scenario(
         cluster_after_s=cluster_after_s,
         quiet=quiet,
     )
-    extra_workers = extrapolated_workers(traces, [job.network.workers for job in jobs])
+    extra_workers = extrapolated_workers(traces, [job.request.network.workers for job in jobs])
     title = f"transitsim: {scenario.name}"
     title_extrapolation = extrapolation_text(scenario.scale_params, extra_workers)
     if title_extrapolation:
@@ -244,7 +226,7 @@ def run_scenario(
         scenario.compute.to_compute_model(),
         scenario.scale_params,
         list(traces.values()),
-        sorted({job.network.workers for job in jobs}),
+        sorted({job.request.network.workers for job in jobs}),
     )
     files = list(dict.fromkeys(scenario.outputs.files))
     write_outputs(result, out_dir, files, scenario.outputs.table_format, trace_events)
@@ -291,58 +273,34 @@ def _scale_note(params: int, traces: dict[str, Trace]) -> str:
     )
 
 
-def default_placement(network: NetworkSpec) -> tuple[str | None, str]:
-    """(transform_at, sum_at) as a scenario places them when it does not say: the transform
-    where the hardware has one (the pluggable first), sums in the switch when it can."""
-    if network.pluggable is not None and network.pluggable.transform is not None:
-        transform_at = "pluggable"
-    else:
-        transform_at = "switch" if network.switch.transform is not None else None
-    return transform_at, "switch" if network.switch.aggregator else "receivers"
-
-
 def replay_traces(
     traces: dict[str, Trace],
-    network: NetworkSpec,
+    request: ReplayRequest,
     *,
     targets: str | None = None,
     baseline: str | None = None,
-    transform_at: str | None = None,
-    sum_at: str = "receivers",
     quiet: bool = False,
-    overlap: str = "none",
-    bucket_bytes: int = DDP_BUCKET_BYTES,
-    replicas: str = "worker",
 ) -> RunResult:
     """Traces on one network (the `transitsim replay` question), in this process.
 
-    replicas "site" lays out the local-SGD traces a replica per datacentre (replay's replicas);
-    the other variants' traces are replayed as trained.
-
+    request: the replay asked of every trace (its network and options); a replica per site
+    applies to the local-SGD traces, the others are replayed as trained (sites.replicas_for).
     targets: a spec for metrics.parse_targets ("2.7,final:A"); None: the baseline's final loss
-    when a baseline is named, else no time-to-target (timeline only). transform_at applies to the
-    optical variants (replay.placement_for).
+    when a baseline is named, else no time-to-target (timeline only).
     """
+    network = request.network
     if baseline is not None:  # a typo is bad input, not a note beside a table without speed-ups
         resolve_config(baseline, {trace.config_name: trace.variant for trace in traces.values()})
     if targets is None and baseline is not None:
         targets = f"final:{baseline}"
     target_values = parse_targets(targets, list(traces.values())) if targets else []
     target_names = [item.strip() for item in targets.split(",")] if targets else []
-    jobs = [
-        ReplayJob(
-            index=index,
-            trace_name=name,
-            network=network,
-            transform_at=placement_for(trace.variant, transform_at),
-            sum_at=sum_at,
-            record_step=index == 0 and (replicas == "worker" or trace_replicas(trace) is None),
-            overlap=overlap,
-            bucket_bytes=bucket_bytes,
-            replicas=replicas if trace_replicas(trace) is not None else "worker",
-        )
-        for index, (name, trace) in enumerate(traces.items())
-    ]
+    jobs = []
+    for index, (name, trace) in enumerate(traces.items()):
+        replicas = replicas_for(trace, request.replicas)
+        recorded = index == 0 and (request.replicas == "worker" or replicas == "worker")
+        job_request = dataclasses.replace(request, replicas=replicas, record_step=recorded)
+        jobs.append(ReplayJob(index=index, trace_name=name, request=job_request))
     results = run_jobs(traces, jobs, serial=True, quiet=quiet)
     title = f"transitsim: replay on {network.name}"
     extra_workers = extrapolated_workers(traces, [network.workers])
@@ -398,14 +356,16 @@ def assemble(
         except TransitsimError as exc:  # e.g. every baseline job failed: keep the rest
             notes.append(f"no speed-ups: baseline {baseline!r}: {exc}")
             baseline = None
-    summary = summarise(timeline, params, targets, baseline, labels) if targets else _no_summary()
+    summary = summarise(timeline, params, targets, baseline, labels) if targets else no_summary()
     return RunResult(
         title=title,
         timeline=timeline,
         summary=summary,
         ladder=ladder(list(traces.values()), targets) if targets else pd.DataFrame(),
         crossovers=grid_crossovers(summary, params) if targets else pd.DataFrame(),
-        link_util=link_utilisation(done),
+        link_util=link_utilisation(
+            (r.job.network_name, r.job.trace_name, r.step_events) for r in done
+        ),
         step_events=next((r.step_events for r in done if r.step_events is not None), None),
         labels=labels,
         targets=targets,
@@ -414,86 +374,6 @@ def assemble(
         failures=failures,
         notes=notes,
     )
-
-
-def _no_summary() -> pd.DataFrame:
-    return pd.DataFrame(columns=list(SUMMARY_COLUMNS))
-
-
-def summarise(
-    timeline: pd.DataFrame,
-    params: list[str],
-    targets: list[float],
-    baseline: str | None,
-    labels: dict[str, str],
-) -> pd.DataFrame:
-    """time_to_target per (config, network, grid parameters, target), plus the config's label,
-    what a step's time mostly goes to on that network, and whether it is extrapolated."""
-    summary = time_to_target(timeline[[*METRIC_COLUMNS, *params]], targets, baseline)
-    summary.insert(1, "label", summary["config"].map(lambda c: labels.get(c, c)))
-    parts = bottlenecks(timeline)
-    keys = zip(summary["config"], summary["network"], strict=True)
-    summary["bottleneck"] = [parts[key] for key in keys]
-    summary["extrapolated"] = extrapolated_flags(summary, timeline)
-    return summary
-
-
-def bottlenecks(timeline: pd.DataFrame) -> dict[tuple[str, str], str]:
-    """Per (config, network): the largest of compute, transform, wire and wait, as a share of
-    the mean step (over every step of every seed), e.g. "wire 71%"."""
-    weights = timeline["interval_steps"].astype("float64")
-    frame = pd.DataFrame({"config": timeline["config"], "network": timeline["network"]})
-    for part, columns in BOTTLENECK_PARTS.items():
-        frame[part] = sum(timeline[c].astype("float64").fillna(0.0) for c in columns) * weights
-    totals = frame.groupby(["config", "network"], sort=False)[list(BOTTLENECK_PARTS)].sum()
-    result = {}
-    for key, row in totals.iterrows():
-        total = float(row.sum())
-        part = str(row.idxmax())
-        result[key] = f"{part} {row[part] / total:.0%}" if total > 0 else "none"
-    return result
-
-
-def grid_crossovers(summary: pd.DataFrame, params: list[str]) -> pd.DataFrame:
-    """metrics.crossovers along each numeric grid parameter with two or more values (the others
-    held fixed), with the parameter's name and the previous winner on each row."""
-    frames = []
-    for param in params:
-        column = summary[param]
-        if not pd.api.types.is_float_dtype(column) or column.dropna().nunique() < 2:
-            continue  # text and bool values (collective, aggregator) are held, not run along
-        points = summary.dropna(subset=[param])[[*SUMMARY_COLUMNS, *params]]
-        table = crossovers(points, param)
-        others = [c for c in params if c != param]
-        groups = table.groupby(["target", *others], sort=False, dropna=False)["best_config"]
-        table.insert(0, "parameter", param)
-        table.insert(1, "value", table[param])
-        table["previous_config"] = groups.shift(1)
-        frames.append(table.drop(columns=[param]))
-    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
-
-
-def link_utilisation(results: list[JobResult]) -> pd.DataFrame:
-    """The report's link chart: per network, the busiest links over one recorded step, as a
-    step function (utilisation from t0, back to 0 at t1)."""
-    rows = []
-    for r in results:
-        events = r.step_events
-        if events is None:
-            continue
-        links = events[events["process"] == "links"]
-        if links.empty:
-            continue
-        busy = (links["end_s"] - links["start_s"]) * links["utilisation"]
-        top = busy.groupby(links["track"], sort=False).sum().nlargest(LINKS_PER_NETWORK)
-        for link in sorted(top.index):
-            spans = links[links["track"] == link].sort_values("start_s", kind="stable")
-            for start, end, share in spans[["start_s", "end_s", "utilisation"]].itertuples(
-                index=False
-            ):
-                rows.append((r.job.network.name, r.job.trace_name, link, start, share))
-                rows.append((r.job.network.name, r.job.trace_name, link, end, 0.0))
-    return pd.DataFrame(rows, columns=["network", "run", "link", "t_s", "utilisation"])
 
 
 # ---------------------------------------------------------------------------------------------

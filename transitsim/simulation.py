@@ -9,13 +9,16 @@
 Traces: files, folders, globs or Trace objects. Networks: NetworkSpec objects, preset names
 ("8x200g-switch", see transitsim.preset_names()) or mappings written as in a scenario file
 ({"preset": "2dc-wan", "wan_link": {"rate": "10 Gb/s"}}). Every (trace, network) pair is
-replayed (transitsim.replay.plan) and the timelines are stacked; the summary is transitsim.run's
-summarise, so the API and the CLI's CSV are one table.
+replayed (transitsim.replay.replay, with the options of transitsim.ReplayRequest) and the
+timelines are stacked; the summary is transitsim.analysis.summary's, so the API and the CLI's
+CSV are one table.
 """
 
+import dataclasses
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -25,10 +28,9 @@ from transitsim.analysis.metrics import (
     parse_targets,
 )
 from transitsim.base.errors import TransitsimError
-from transitsim.network import LinkFault, NetworkSpec
-from transitsim.overlap import DDP_BUCKET_BYTES
-from transitsim.replay.compute import ComputeModel, Stragglers
-from transitsim.replay.plan import TIMELINE_COLUMNS, placement_for, replay
+from transitsim.network import NetworkSpec
+from transitsim.replay.replay import TIMELINE_COLUMNS, replay
+from transitsim.replay.request import ReplayRequest
 from transitsim.traces.format import Trace, find_traces, read_trace, validate_trace
 
 GLOB_CHARS = "*?["
@@ -58,18 +60,9 @@ def simulate(
     traces: Iterable[str | Path | Trace] | str | Path | Trace,
     networks: Iterable[NetworkSpec | str | dict] | NetworkSpec | str | dict,
     *,
-    compute: ComputeModel | None = None,
     targets: list[float] | str | None = None,
     baseline: str | None = None,
-    transform_at: str | dict[str, str | None] | None = None,
-    sum_at: str = "receivers",
-    collective: str | None = None,
-    stragglers: Stragglers | None = None,
-    faults: list[LinkFault] | None = None,
-    scale_params: int | None = None,
-    seed: int = 0,
-    overlap: str = "none",
-    bucket_bytes: int = DDP_BUCKET_BYTES,
+    **options: Any,
 ) -> SimulationResult:
     """Replay every trace on every network and summarise time-to-loss against `baseline`.
 
@@ -77,12 +70,14 @@ def simulate(
     networks: NetworkSpec objects, preset names or scenario-style mappings. targets: losses, or a
     spec such as "3.5,final:A" (see metrics.parse_targets); None: the baseline's mean final
     loss. baseline: a variant id or configuration name (None: A when the traces hold an A run,
-    else no speed-ups). transform_at: a
-    placement ("pluggable" | "switch") for the optical variants E and E', or a
-    {variant: placement} dict. The other keywords are replay's (transitsim.replay.plan.replay),
-    applied to every pair. Caveats (extrapolation, fallbacks) are in `notes` and in the
-    tables' attrs["notes"]; the summary's `extrapolated` column marks what they concern.
+    else no speed-ups). options: the replay's, as transitsim.ReplayRequest declares them
+    (compute, transform_at, sum_at, collective, stragglers, faults, scale_params, seed, overlap,
+    bucket_bytes, ...), applied to every pair; transform_at is a placement for the optical
+    variants E and E', or a {variant: placement} dict. Caveats (extrapolation, fallbacks) are in
+    `notes` and in the tables' attrs["notes"]; the summary's `extrapolated` column marks what
+    they concern.
     """
+    _check_options(options)
     loaded = _load(traces)
     if baseline is None and any(trace.variant == "A" for trace in loaded):
         baseline = "A"
@@ -92,21 +87,9 @@ def simulate(
     links: list[pd.DataFrame] = []
     notes: list[str] = []
     for network in network_list:
+        request = ReplayRequest(network=network, **options)
         for trace in loaded:
-            result = replay(
-                trace,
-                network,
-                compute=compute,
-                transform_at=_placement(transform_at, trace.variant),
-                sum_at=sum_at,
-                collective=collective,
-                stragglers=stragglers,
-                faults=faults,
-                scale_params=scale_params,
-                seed=seed,
-                overlap=overlap,
-                bucket_bytes=bucket_bytes,
-            )
+            result = replay(trace, request)
             timelines.append(result.timeline)
             links.append(result.link_stats)
             notes.extend(result.timeline.attrs.get("notes", []))
@@ -114,8 +97,8 @@ def simulate(
     timeline = pd.concat(timelines, ignore_index=True)[TIMELINE_COLUMNS]
     link_stats = pd.concat(links, ignore_index=True)
     timeline.attrs = {"notes": notes, "extrapolated": bool(timeline["extrapolated"].any())}
+    from transitsim.analysis.summary import summarise  # the CLI's summary: one table
     from transitsim.base.tables import config_labels
-    from transitsim.run import summarise  # the CLI's summary: one table for API and CSV
 
     labels = config_labels({trace.config_name: trace.meta for trace in loaded})
     summary = summarise(timeline, [], target_list, baseline, labels)
@@ -123,6 +106,22 @@ def simulate(
     return SimulationResult(
         timeline=timeline, summary=summary, link_stats=link_stats, notes=notes, labels=labels
     )
+
+
+def _check_options(options: dict[str, Any]) -> None:
+    """Only a replay's own options (those a ReplayRequest declares, the network aside)."""
+    known = [f.name for f in dataclasses.fields(ReplayRequest) if f.name != "network"]
+    unknown = sorted(set(options) - set(known))
+    if unknown:
+        raise TransitsimError(
+            f"simulate: unknown option(s) {', '.join(unknown)}; a replay takes {', '.join(known)}"
+        )
+    if "compute" in options and options["compute"] is None:
+        del options["compute"]  # the default model, as replay's own default
+    if "faults" in options and options["faults"] is not None:
+        options["faults"] = tuple(options["faults"])
+    elif "faults" in options:
+        options["faults"] = ()
 
 
 def _targets(
@@ -205,12 +204,3 @@ def _networks(
     if len(set(names)) != len(names):
         raise TransitsimError(f"simulate: network names must differ, got {names}")
     return items
-
-
-def _placement(transform_at: str | dict[str, str | None] | None, variant: str) -> str | None:
-    """A plain placement applies to the optical variants; a dict names it per variant."""
-    if isinstance(transform_at, dict):
-        return transform_at.get(variant)
-    if transform_at is None or isinstance(transform_at, str):
-        return placement_for(variant, transform_at)
-    raise TransitsimError(f"transform_at: expected a placement or a dict, got {transform_at!r}")

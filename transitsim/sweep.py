@@ -23,7 +23,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
 import pandas as pd
 from rich.console import Console
 from rich.progress import (
@@ -36,11 +35,9 @@ from rich.progress import (
 )
 from rich.text import Text
 
-from transitsim.base.errors import TransitsimError
-from transitsim.network import Exchange, LinkFault, NetworkSpec, simulate_exchange
-from transitsim.overlap import DDP_BUCKET_BYTES
-from transitsim.replay.compute import ComputeModel, Stragglers
-from transitsim.replay.plan import needs_loopback, replay
+from transitsim.base.errors import TransitsimError, error_line
+from transitsim.replay.replay import replay
+from transitsim.replay.request import ReplayRequest
 from transitsim.traces.format import Trace
 
 MAX_LOCAL_WORKERS = 2  # this project's machines have two cores
@@ -49,46 +46,20 @@ MAX_LOCAL_WORKERS = 2  # this project's machines have two cores
 CLUSTER_AFTER_S = 20.0
 PACE_SAMPLE_S = 2.0  # jobs timed here before their pace decides (or cluster_after_s, if less)
 BATCHES_PER_WORKER = 4  # enough to balance uneven jobs, few enough to amortise each round trip
-# One step is re-simulated with link use recorded (report, trace events) on networks this small;
-# larger ones would record millions of intervals for a chart nobody can read.
-MAX_RECORDED_WORKERS = 64
-STEP_EVENT_COLUMNS = ["process", "track", "name", "start_s", "end_s", "utilisation"]
 
 
 @dataclass(frozen=True)
 class ReplayJob:
-    """One trace on one network point, with everything replay needs besides the trace itself."""
+    """One trace (by name) and the replay asked of it, at one point of a grid."""
 
     index: int
     trace_name: str
-    network: NetworkSpec
+    request: ReplayRequest
     params: dict[str, Any] = field(default_factory=dict)  # grid parameters of the point (SI)
-    transform_at: str | None = None
-    sum_at: str = "receivers"
-    compute: ComputeModel = field(default_factory=ComputeModel)
-    stragglers: Stragglers | None = None
-    faults: tuple[LinkFault, ...] = ()
-    seed: int = 0
-    scale_params: int | None = None  # what-if model size (replay's scale_params)
-    record_step: bool = False  # also simulate the last step with link use recorded
-    overlap: str = "none"  # replay's overlap: "none" | "buckets"
-    bucket_bytes: int = DDP_BUCKET_BYTES
-    replicas: str = "worker"  # replay's replicas: "worker" | "site" (local SGD per datacentre)
 
-    def replay_options(self) -> dict[str, Any]:
-        """The keyword arguments `replay` and `check_replay` take from this job (one list)."""
-        return {
-            "compute": self.compute,
-            "transform_at": self.transform_at,
-            "sum_at": self.sum_at,
-            "stragglers": self.stragglers,
-            "faults": list(self.faults),
-            "scale_params": self.scale_params,
-            "seed": self.seed,
-            "overlap": self.overlap,
-            "bucket_bytes": self.bucket_bytes,
-            "replicas": self.replicas,
-        }
+    @property
+    def network_name(self) -> str:
+        return self.request.network.name
 
 
 @dataclass
@@ -98,7 +69,7 @@ class JobResult:
     job: ReplayJob
     timeline: pd.DataFrame | None = None
     link_stats: pd.DataFrame | None = None
-    step_events: pd.DataFrame | None = None  # one step's intervals (STEP_EVENT_COLUMNS)
+    step_events: pd.DataFrame | None = None  # one step's intervals (replay.step_events)
     error: str | None = None
 
     @property
@@ -106,87 +77,21 @@ class JobResult:
         return self.error is None
 
     def describe_failure(self) -> str:
-        return f"{self.job.trace_name} on {self.job.network.name}: {self.error}"
-
-
-def one_line(exc: BaseException) -> str:
-    """An exception as one line: our own errors as they are, anything else with its type."""
-    text = " ".join(str(exc).split()) if str(exc).strip() else ""
-    if isinstance(exc, TransitsimError):
-        return text or type(exc).__name__
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+        return f"{self.job.trace_name} on {self.job.network_name}: {self.error}"
 
 
 def run_job(trace: Trace, job: ReplayJob) -> JobResult:
     """Replay one trace on one network point; never raises (a failure is the result's error)."""
     try:
-        result = replay(
-            trace,
-            job.network,
-            **job.replay_options(),
-        )
-        step_events = None
-        if job.record_step and job.network.workers <= MAX_RECORDED_WORKERS:
-            step_events = _last_step_events(trace, job, result.timeline, result.step_detail)
+        result = replay(trace, job.request)
     except Exception as exc:  # a job's failure must not lose the others
-        return JobResult(job=job, error=one_line(exc))
+        return JobResult(job=job, error=error_line(exc))
     return JobResult(
-        job=job, timeline=result.timeline, link_stats=result.link_stats, step_events=step_events
+        job=job,
+        timeline=result.timeline,
+        link_stats=result.link_stats,
+        step_events=result.step_events,
     )
-
-
-def _last_step_events(
-    trace: Trace, job: ReplayJob, timeline: pd.DataFrame, step_detail: pd.DataFrame
-) -> pd.DataFrame:
-    """The last step as intervals: each worker's compute, compression, exchange and update, and
-    each link's busy spells. Straggler jitter is left out (one representative step); fixed
-    per-worker factors are kept."""
-    row = timeline.iloc[-1]
-    detail = step_detail.iloc[-1]
-    workers = job.network.workers
-    exchange = Exchange(
-        algo=str(detail["algo"]),
-        payload_bytes=int(detail["payload_bytes"]),
-        dense_bytes=int(detail["dense_bytes"]),
-        transform_at=job.transform_at,
-        loopback=needs_loopback(trace.meta),  # as replay decides it
-    )
-    stragglers = job.stragglers or Stragglers(distribution="none")
-    factors = stragglers.factors(workers)
-    compute_s = float(row["compute_s"]) * factors / float(factors.min())
-    ready_s = compute_s + float(row["compress_s"])
-    # the last step's start on the replay clock, for link backgrounds that change in time
-    clock_s = float(row["time_s"]) - float(row["step_s"])
-    result = simulate_exchange(
-        job.network, exchange, start_s=ready_s, record_utilisation=True, clock_s=clock_s
-    )
-    update_s = float(row["update_s"])
-    rows: list[dict[str, Any]] = []
-    for worker in range(workers):
-        track = f"worker {worker}"
-        spans = [
-            ("compute", 0.0, compute_s[worker]),
-            ("compress", compute_s[worker], ready_s[worker]),
-            ("exchange", ready_s[worker], float(result.finish_s[worker])),
-            ("update", float(result.finish_s[worker]), float(result.finish_s[worker]) + update_s),
-        ]
-        for name, start, end in spans:
-            if end > start:
-                rows.append(
-                    {"process": "workers", "track": track, "name": name}
-                    | {"start_s": start, "end_s": end, "utilisation": np.nan}
-                )
-    util = result.utilisation  # None where nothing was exchanged (one worker): no busy links
-    if util is None:
-        util = pd.DataFrame(columns=["link", "t0_s", "t1_s", "utilisation"])
-    for link, t0, t1, share in util[["link", "t0_s", "t1_s", "utilisation"]].itertuples(
-        index=False
-    ):
-        rows.append(
-            {"process": "links", "track": link, "name": "busy"}
-            | {"start_s": float(t0), "end_s": float(t1), "utilisation": float(share)}
-        )
-    return pd.DataFrame(rows, columns=STEP_EVENT_COLUMNS)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -318,7 +223,7 @@ def _check_reachable(address: str) -> None:
         socket.create_connection((host, port), timeout=5).close()
     except (OSError, ValueError, TypeError) as exc:
         raise TransitsimError(
-            f"cannot reach the Dask scheduler at {address!r}: {one_line(exc)}"
+            f"cannot reach the Dask scheduler at {address!r}: {error_line(exc)}"
         ) from None
 
 
@@ -352,7 +257,7 @@ def _run_on_dask(
                 client = stack.enter_context(Client(scheduler, timeout="10s", set_as_default=False))
             except (OSError, TimeoutError, ValueError) as exc:
                 raise TransitsimError(
-                    f"cannot reach the Dask scheduler at {scheduler}: {one_line(exc)}"
+                    f"cannot reach the Dask scheduler at {scheduler}: {error_line(exc)}"
                 ) from None
         used = sorted({job.trace_name for job in jobs})
         shared = client.scatter({name: traces[name] for name in used}, hash=False)
@@ -379,6 +284,6 @@ def _run_on_dask(
             try:
                 results.extend(future.result())
             except Exception as exc:  # the worker itself died (killed, out of memory)
-                reason = f"Dask worker failed: {one_line(exc)}"
+                reason = f"Dask worker failed: {error_line(exc)}"
                 results.extend(JobResult(job=job, error=reason) for job in batch)
         return results

@@ -3,11 +3,11 @@
 W workers share one model. A process holds some of them (all W on the simulated backend, one
 per rank under torch.distributed): each step each of its workers draws its batch and computes
 its gradient at the same weights; the gradients are stacked (L, *shape) and handed to the
-variant: AdamW on their mean over all W (A) or DeMo (B..F, E'), whose exchange between workers
-goes through `trainer.variants.exchange`. One trace row per step, written by process 0. Every
-`ckpt_every` steps the run saves a checkpoint (all processes' state merged into one file) and
-rewrites its trace (status "incomplete"), so re-running the same command after a crash resumes
-and ends with the same trace.
+variant's one GradientExchange (trainer/variants/gradient_exchange.py: dense AdamW, DeMo or
+local SGD), whose exchange between workers goes through `trainer.variants.exchange`. One trace
+row per step, written by process 0. Every `ckpt_every` steps the run saves a checkpoint (all
+processes' state merged into one file) and rewrites its trace (status "incomplete"), so
+re-running the same command after a crash resumes and ends with the same trace.
 """
 
 import math
@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-from trainer.config import RunConfig, is_demo, is_local_sgd, same_config
+from trainer.config import RunConfig, same_config
 from trainer.data.batches import WorkerBatches, eval_batches
 from trainer.data.corpus import Corpus, load_corpus
 from trainer.loop.checkpoint import checkpoint_path, load_checkpoint, save_checkpoint
@@ -35,7 +35,9 @@ from trainer.loop.records import (
 from trainer.loop.threads import ThreadGovernor
 from trainer.model import GPT, ModelShape, padded_vocab
 from trainer.naming import run_name
-from trainer.variants.exchange import Exchange, LocalExchange, Message
+from trainer.variants.build import build_exchange, merge_exchange_states
+from trainer.variants.exchange import Exchange, LocalExchange
+from trainer.variants.gradient_exchange import StepRecord
 from transitsim.base.errors import TransitsimError
 from transitsim.traces.format import read_meta
 
@@ -47,10 +49,8 @@ OOB_COLUMNS = (
     "fb_removed_exact_share",
     "fb_removed_sent_share",
 )
-
-
-ADAMW_BETAS = (0.9, 0.95)
-ADAMW_EPS = 1e-8
+# Where each variant keeps its state in a checkpoint (GradientExchange.state_key).
+STATE_KEYS = ("optimizer", "demo", "local_sgd")
 
 
 def lr_at(step0: int, cfg: RunConfig) -> float:
@@ -136,26 +136,8 @@ class Trainer:
             name: torch.zeros((ex.local_workers, *p.shape), device=self.device)
             for name, p in self.params
         }
-        self.optimizer: torch.optim.Optimizer | None = None
-        self.demo = None
-        self.local_sgd = None
-        if is_local_sgd(cfg):  # H, H-s, L: a replica per worker (trainer/variants/local_sgd.py)
-            from trainer.variants.local_sgd import LocalSGD
-
-            self.local_sgd = LocalSGD(self.params, cfg, ex)
-        elif is_demo(cfg):
-            from trainer.variants.demo import DeMo
-
-            combine = "gather" if self.bytes.collective == "all_gather" else "sum"
-            self.demo = DeMo(self.params, cfg, cfg.workers, exchange=ex, band_combine=combine)
-        else:  # the reference's betas (spec §4); torch's default (0.9, 0.999) is not
-            self.optimizer = torch.optim.AdamW(
-                self.model.parameters(),
-                lr=cfg.lr,
-                betas=ADAMW_BETAS,
-                eps=ADAMW_EPS,
-                weight_decay=cfg.weight_decay,
-            )
+        # the variant's step: dense AdamW (A), DeMo (B..G) or local SGD (H, H-s, L)
+        self.variant = build_exchange(self.params, cfg, ex, self.bytes.collective)
         self.optics = cfg.variant in OPTICS_ALGORITHMS
         self.done = 0
         self.rows: list[dict[str, Any]] = []
@@ -180,16 +162,16 @@ class Trainer:
         if not math.isfinite(train_loss):
             self.notes += [f"diverged: non-finite training loss at step {s + 1}", "ended early"]
             return None
-        compress_s, comm_s, sent_bytes, update_s = self._update(lr, s)
+        record = self.variant.step(self.grads, lr, s)
+        self.variant.load_shared(self.params)  # the model holds the shared weights between steps
         done = s + 1
-        if self.demo is not None:
-            for record in self.demo.take_diagnostics() or []:
-                self.diagnostics.append({"step": done, **record})
+        for diagnostic in record.diagnostics or []:
+            self.diagnostics.append({"step": done, **diagnostic})
         evaluated = done % cfg.eval_every == 0 or done == cfg.steps
         val_loss = self.evaluate() if evaluated and self.exchange.rank == 0 else math.nan
         # G recal / subspace: the chooser broadcasts the new band on the steps it re-chooses;
         # a ring broadcast has every worker forward it once, so it adds to payload and wire alike.
-        broadcast = self.bytes.broadcast_bytes if self.demo is not None and self.demo.chose else 0
+        broadcast = self.bytes.broadcast_bytes if record.broadcast else 0
         payload, payload_int64, wire = self.bytes.at_step(done)
         row = {
             "step": done,
@@ -202,18 +184,18 @@ class Trainer:
             "collective": self.bytes.collective,
             "reducible": bool(self.bytes.reducible),
             "compute_s": compute_s,
-            "compress_s": compress_s,
-            "comm_s": comm_s,
-            "exchange_bytes": sent_bytes,
-            "update_s": update_s,
+            "compress_s": record.compress_s,
+            "comm_s": record.comm_s,
+            "exchange_bytes": record.exchange_bytes,
+            "update_s": record.update_s,
         }
         if self.cfg.variant == "moving":
             row["broadcast_bytes"] = broadcast
-        if self.local_sgd is not None:
+        if self.bytes.schedule is not None:  # local SGD
             row.update(sync_columns(self.bytes.schedule, done))
         if self.optics:
-            row.update(self._clip_rates(evaluated))
-            row.update({name: math.nan for name in OOB_COLUMNS} | (self.demo.optics_diag or {}))
+            row.update(self._clip_rates(record, evaluated))
+            row.update({name: math.nan for name in OOB_COLUMNS} | (record.optics or {}))
         self.done = done
         row["wall_s"] = time.perf_counter() - start_s
         row["end_unix_s"] = time.time()
@@ -231,8 +213,7 @@ class Trainer:
         for i, w in enumerate(self.workers_here):
             x, y = self.batches.next_batch(w)
             x, y = x.to(self.device), y.to(self.device)
-            if self.local_sgd is not None:  # each worker at its own replica's weights
-                self.local_sgd.load_replica(i, self.params)
+            self.variant.load_replica(i, self.params)  # local SGD: its own replica's weights
             self.model.zero_grad(set_to_none=True)
             self._sync()
             started = time.perf_counter()
@@ -254,43 +235,6 @@ class Trainer:
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
 
-    def _update(self, lr: float, step0: int) -> tuple[float, float, int, float]:
-        """Apply the variant's update; return one worker's compress_s, the exchange's comm_s
-        and bytes sent, and update_s.
-
-        DeMo compresses the process's L workers' deltas in one batched call, so one worker's
-        share is 1/L of it (the replay charges compress_s per worker, like compute_s). The
-        update (decode the aggregate, sign, step) is done once for the shared weights.
-        """
-        if self.local_sgd is not None or self.demo is not None:
-            if self.local_sgd is not None:
-                self.local_sgd.step(self.grads, lr, step0)
-                self.local_sgd.load_shared(self.params)  # the model holds theta between steps
-                t = self.local_sgd.last_timing
-                return (
-                    float(t["compress_s"]),
-                    float(t["comm_s"]),
-                    int(t["exchange_bytes"]),
-                    float(t["update_s"]),
-                )
-            self.demo.step(self.grads, lr, step0)
-            t = self.demo.last_timing
-            compress_s = float(t["compress_s"]) / self.exchange.local_workers
-            return compress_s, float(t["comm_s"]), int(t["exchange_bytes"]), float(t["update_s"])
-        started = time.perf_counter()
-        # The all-reduce average (spec §4, step 3): the mean over all W workers' gradients.
-        message = Message([self.grads[name] for name, _ in self.params], "mean")
-        means = self.exchange.exchange([message])[0]
-        comm_s, sent_bytes = self.exchange.take_comm()
-        for (_, param), mean in zip(self.params, means, strict=True):
-            param.grad = mean
-        for group in self.optimizer.param_groups:
-            group["lr"] = lr
-        self.optimizer.step()
-        self.model.zero_grad(set_to_none=True)
-        self._sync()
-        return 0.0, comm_s, sent_bytes, time.perf_counter() - started - comm_s
-
     @torch.no_grad()
     def evaluate(self) -> float:
         """Mean over the fixed validation batches of the mean token cross-entropy (spec §2.5)."""
@@ -299,14 +243,14 @@ class Trainer:
         self.model.train()
         return total / len(self.evals)
 
-    def _clip_rates(self, evaluated: bool) -> dict[str, float]:
+    def _clip_rates(self, record: StepRecord, evaluated: bool) -> dict[str, float]:
         """Clipped / quantised inputs since the optics started, and since the last evaluation.
 
         NaN until calibration has ended (spec §9.5); 0.0 when the optics exists but has not run.
         """
-        if not self.demo.optics_active:
+        if record.clip is None:
             return {"clip_rate": math.nan, "clip_rate_interval": math.nan}
-        clipped, total = self.demo.clip_counts()
+        clipped, total = record.clip
         if self.exchange.world > 1:  # each process counts its own workers' inputs
             counts = torch.tensor([clipped, total], dtype=torch.int64, device=self.device)
             clipped, total = (int(v) for v in self.exchange.total(counts).tolist())
@@ -328,9 +272,8 @@ class Trainer:
             "held": [self.exchange.offset, self.exchange.local_workers],
             "step": self.done,
             "model": self.model.state_dict(),
-            "optimizer": self.optimizer.state_dict() if self.optimizer is not None else None,
-            "demo": self.demo.state_dict() if self.demo is not None else None,
-            "local_sgd": self.local_sgd.state_dict() if self.local_sgd is not None else None,
+            **dict.fromkeys(STATE_KEYS),
+            self.variant.state_key: self.variant.state_dict(),
             "generators": self.batches.state(),
             "torch_rng": torch.get_rng_state(),
             "rows": self.rows,
@@ -343,13 +286,8 @@ class Trainer:
     def load_state(self, state: dict[str, Any]) -> None:
         """Restore a merged state (all W workers): this process takes its workers' part."""
         self.model.load_state_dict(state["model"])
-        if self.optimizer is not None:
-            self.optimizer.load_state_dict(state["optimizer"])
-        if self.demo is not None:
-            self.demo.load_state_dict(state["demo"])
-        if self.local_sgd is not None:
-            self.local_sgd.load_state_dict(state["local_sgd"])
-            self.local_sgd.load_shared(self.params)
+        self.variant.load_state_dict(state[self.variant.state_key])
+        self.variant.load_shared(self.params)
         self.batches.load_state(state["generators"])
         torch.set_rng_state(state["torch_rng"])
         self.done = int(state["step"])
@@ -369,10 +307,8 @@ def merge_states(states: list[dict[str, Any]]) -> dict[str, Any]:
     """All processes' states as the one state of a process holding every worker.
 
     Weights, optimiser and trace rows are the same on every process and come from process 0;
-    each worker's batch generator comes from the process that holds it; DeMo's per-worker state
-    is joined by trainer/variants/demo_state.py."""
-    from trainer.variants.demo_state import merge_states as merge_demo
-
+    each worker's batch generator comes from the process that holds it; the variant's state is
+    joined by its own `merge_states`."""
     states = sorted(states, key=lambda s: s["held"][0])
     merged = dict(states[0])
     generators = list(merged["generators"])
@@ -381,12 +317,9 @@ def merge_states(states: list[dict[str, Any]]) -> dict[str, Any]:
         generators[offset : offset + count] = state["generators"][offset : offset + count]
     merged["generators"] = generators
     merged["held"] = [0, len(generators)]
-    if merged["demo"] is not None:
-        merged["demo"] = merge_demo([state["demo"] for state in states])
-    if merged.get("local_sgd") is not None:
-        from trainer.variants.local_sgd import merge_states as merge_local
-
-        merged["local_sgd"] = merge_local([state["local_sgd"] for state in states])
+    for key in STATE_KEYS:
+        if merged.get(key) is not None:
+            merged[key] = merge_exchange_states(key, [state[key] for state in states])
     return merged
 
 

@@ -79,12 +79,11 @@ class ExchangeOptimizer:
         for name, param in self.params:
             grad = param.grad if param.grad is not None else torch.zeros_like(param)
             grads[name] = grad.detach().unsqueeze(0)  # this process holds one worker
-        self.demo.step(grads, self.lr, self.steps)
+        record = self.demo.step(grads, self.lr, self.steps)
         self.steps += 1
-        timing = self.demo.last_timing
         self.last = {
-            "payload_bytes": int(timing["exchange_bytes"]),
-            "comm_s": float(timing["comm_s"]),
-            "compress_s": float(timing["compress_s"]),
-            "update_s": float(timing["update_s"]),
+            "payload_bytes": int(record.exchange_bytes),
+            "comm_s": float(record.comm_s),
+            "compress_s": float(record.compress_s),
+            "update_s": float(record.update_s),
         }

@@ -1,4 +1,4 @@
-"""The DeMo step for variants B, C, D, E, E' and F over W workers (spec §6, §8, §9).
+"""The DeMo step for variants B, C, D, E, E', F and G over W workers (spec §6, §8, §9).
 
 All workers share one set of weights; each has its own momentum-with-residual `delta`. A process
 holds some of the W workers (all of them on the simulated backend, one per rank on a
@@ -22,6 +22,7 @@ and transforms, selects and feeds back a cache-sized block of chunks at a time.
 """
 
 import time
+from dataclasses import dataclass
 
 import torch
 
@@ -30,14 +31,27 @@ from trainer.variants.accounting import chunk_rule
 from trainer.variants.dct import dct_chunks, idct_chunks, sub_idct_chunks
 from trainer.variants.demo_diagnostics import capture_energies, oob_shares, tally_oob
 from trainer.variants.demo_groups import (
-    OPTICS_VARIANTS,
     TOPK_BLOCK_VALUES,
     Group,
     Member,
-    Pending,
     grad_view,
     member_view,
     validate_config,
+)
+from trainer.variants.demo_kind import (
+    Aggregate,
+    BandAggregate,
+    BandPending,
+    DemoKind,
+    Feedback,
+    Pending,
+    RowsAggregate,
+    RowsPending,
+    RowTAggregate,
+    RowTPending,
+    Selection,
+    TopkAggregate,
+    TopkPending,
 )
 from trainer.variants.demo_layout import (
     apply_choice,
@@ -48,17 +62,33 @@ from trainer.variants.demo_layout import (
     set_rotating,
 )
 from trainer.variants.demo_state import demo_state, load_state
+from trainer.variants.demo_state import merge_states as merge_demo_states
 from trainer.variants.diagnostics import EnergyTally
 from trainer.variants.exchange import Exchange, LocalExchange, Message, sparse_wire
-from trainer.variants.moving import CHOOSING, is_choice_step, subspace_step
+from trainer.variants.gradient_exchange import GradientExchange, Outbox, Received, StepRecord
+from trainer.variants.moving import is_choice_step, subspace_step
 from trainer.variants.optics import input_scale
 from trainer.variants.selection import calibrated_positions, topk_mask
 
 
-class DeMo:
-    """DeMo step for all variants B, C, D, E, E', F over W workers sharing one set of weights
+@dataclass
+class _Held:
+    """What a step's compression leaves for its apply."""
+
+    pending: list[Pending]
+    compress_s: float  # compression before the exchange, diagnostics included
+    diag_s: float
+    tally: EnergyTally | None
+    oob: dict[str, float]
+
+
+class DeMo(GradientExchange):
+    """DeMo step for all variants B, C, D, E, E', F, G over W workers sharing one set of weights
     (spec §6.2), of which this process holds `exchange.local_workers`. Call
-    `step(grads, lr, step)` once per optimiser step with this process's workers' gradients."""
+    `step(grads, lr, step)` once per optimiser step with this process's workers' gradients; it
+    returns the step's StepRecord."""
+
+    state_key = "demo"
 
     def __init__(
         self,
@@ -91,28 +121,18 @@ class DeMo:
         if band_combine not in ("sum", "gather"):
             raise ValueError(f"band_combine must be 'sum' or 'gather', got {band_combine!r}")
         self.band_combine = band_combine
+        self.summed = band_combine == "sum"
         self.variant = cfg.variant
+        self.kind = DemoKind.of(cfg)
+        self.one_d = cfg.chunk_mode == "1d"  # the diagnostics count every tensor in 1-D
         self.device = named_params[0][1].device
-        self._calibrates = cfg.variant in ("calib", *OPTICS_VARIANTS)
         self._calib_end = cfg.calib_start + cfg.calib_steps
         self.calibrated = False
         self.optics_active = False
-        self.last_timing: dict[str, float] = {
-            "compress_s": 0.0,
-            "update_s": 0.0,
-            "diag_s": 0.0,
-            "comm_s": 0.0,
-            "exchange_bytes": 0,
-        }
-        self._diag_rows: list[dict] | None = None
-        self._last_diag_s = 0.0
         self._clipped = 0
         self._clip_total = 0
         self._noise_gen = torch.Generator(device=self.device)
         self._noise_gen.manual_seed(cfg.seed + 777)
-        self.chose = False  # G: whether the last step ended with a re-choice (a broadcast)
-        self.optics_diag: dict[str, float] | None = None  # E, E': the last step's worker-0 sums
-        self._oob: dict[str, float] = {}
 
         rule = chunk_rule_override or chunk_rule(cfg.variant)
         k_overrides = dict(k_overrides or {})
@@ -132,14 +152,14 @@ class DeMo:
             choice = {}
             for group in self._groups:
                 for mm in group.members:
-                    if self.cfg.band == "recal":
+                    if self.kind.selection is Selection.RECAL:
                         choice[mm.name] = calibrated_positions(mm.energy, group.k).cpu()
                     else:
                         current = mm.rows_t if mm.rows_t is not None else group.t_band
                         choice[mm.name] = subspace_step(mm.cov, current).cpu()
         if self.exchange.world > 1:
             choice = self.exchange.broadcast_object(choice)
-        apply_choice(self._groups, choice, self.cfg.band, self.device)
+        apply_choice(self._groups, choice, self.kind.selection is Selection.RECAL, self.device)
 
     def _emulating(self, group: Group) -> bool:
         return self.optics_active and group.emulator is not None and not group.emulator.exact
@@ -161,59 +181,63 @@ class DeMo:
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
 
-    def step(self, grads: dict[str, torch.Tensor], lr: float, step: int) -> None:
-        """One DeMo step on this process's stacked gradients grads[name] (L, *shape): compress,
-        exchange, feed back, update the params in place."""
-        cfg = self.cfg
-        with torch.no_grad():
-            self._sync()
-            t_start = time.perf_counter()
-            # Diagnostics describe worker 0, which only the process holding it can see.
-            diag = cfg.diag_every > 0 and (step + 1) % cfg.diag_every == 0 and self.offset == 0
-            in_window = self._calibrates and cfg.calib_start <= step < self._calib_end
-            track_fs = self.variant in OPTICS_VARIANTS and (
-                in_window or (self.calibrated and cfg.fs_every > 0)
-            )
-            tally = EnergyTally() if diag else None
-            diag_s = 0.0
-            self.chose = False
-            self._oob = {}
+    def compress(self, grads: dict[str, torch.Tensor], lr: float, step0: int) -> Outbox:
+        """Accumulate this process's stacked gradients grads[name] (L, *shape) into the deltas
+        and compress them: one message per group."""
+        cfg, kind = self.cfg, self.kind
+        self._sync()
+        started = time.perf_counter()
+        # Diagnostics describe worker 0, which only the process holding it can see.
+        diag = cfg.diag_every > 0 and (step0 + 1) % cfg.diag_every == 0 and self.offset == 0
+        in_window = kind.calibrates and cfg.calib_start <= step0 < self._calib_end
+        track_fs = kind.optics and (in_window or (self.calibrated and cfg.fs_every > 0))
+        tally = EnergyTally() if diag else None
+        oob: dict[str, float] = {}
+        diag_s = 0.0
 
-            self._accumulate(grads, lr)
-            if self.variant == "moving" and cfg.band == "rotating":
-                for gi, group in enumerate(self._groups):
-                    set_rotating(gi, group, step, cfg, self.device)
-            noise = self._draw_noise()
-            pending = []
+        self._accumulate(grads, lr)
+        if kind.rotating:
             for gi, group in enumerate(self._groups):
-                pending.append(
-                    self._compress_group(group, noise.get(gi), in_window, track_fs, tally, grads)
-                )
-                diag_s += self._last_diag_s
-            combined = self.exchange.exchange([p.message for p in pending])
-            comm_s, sent_bytes = self.exchange.take_comm()
-            aggregates = [
-                self._feed_back(group, p, received)
-                for group, p, received in zip(self._groups, pending, combined, strict=True)
-            ]
-            self._sync()
-            t_compressed = time.perf_counter()
+                set_rotating(gi, group, step0, cfg, self.device)
+        noise = self._draw_noise()
+        pending = []
+        for gi, group in enumerate(self._groups):
+            compressed, group_diag_s = self._compress_group(
+                group, noise.get(gi), in_window, track_fs, tally, grads, oob
+            )
+            pending.append(compressed)
+            diag_s += group_diag_s
+        held = _Held(pending, time.perf_counter() - started, diag_s, tally, oob)
+        return Outbox([p.message for p in pending], held)
 
-            for group, aggregate in zip(self._groups, aggregates, strict=True):
-                self._apply_update(group, aggregate, lr)
-            self._end_of_step(step)
-            self._sync()
-            t_end = time.perf_counter()
-
-        self._diag_rows = tally.rows() if diag else None
-        self.optics_diag = oob_shares(self._oob) if self._oob else None
-        self.last_timing = {
-            "compress_s": t_compressed - t_start - diag_s - comm_s,
-            "update_s": t_end - t_compressed,
-            "diag_s": diag_s,
-            "comm_s": comm_s,
-            "exchange_bytes": sent_bytes,
-        }
+    def apply(self, outbox: Outbox, received: Received, lr: float, step0: int) -> StepRecord:
+        """Feed back, aggregate, update the params in place; close the step's schedule."""
+        held: _Held = outbox.held
+        fed = time.perf_counter()
+        aggregates = [
+            self._feed_back(group, p, combined)
+            for group, p, combined in zip(self._groups, held.pending, received.tensors, strict=True)
+        ]
+        self._sync()
+        t_compressed = time.perf_counter()
+        for group, aggregate in zip(self._groups, aggregates, strict=True):
+            self._apply_update(group, aggregate, lr)
+        chose = self._end_of_step(step0)
+        self._sync()
+        t_end = time.perf_counter()
+        # compression, the exchange's local work and the feedback, less diagnostics and comm
+        compress_s = held.compress_s + received.wall_s + (t_compressed - fed)
+        return StepRecord(
+            compress_s=(compress_s - held.diag_s - received.comm_s) / self.local,
+            comm_s=received.comm_s,
+            exchange_bytes=received.sent_bytes,
+            update_s=t_end - t_compressed,
+            diag_s=held.diag_s,
+            broadcast=chose,
+            diagnostics=held.tally.rows() if held.tally is not None else None,
+            optics=oob_shares(held.oob) if held.oob else None,
+            clip=(self._clipped, self._clip_total) if self.optics_active else None,
+        )
 
     def _accumulate(self, grads: dict[str, torch.Tensor], lr: float) -> None:
         """delta <- decay * delta + lr * g (local workers); shadow likewise with the first's g."""
@@ -267,16 +291,18 @@ class DeMo:
         track_fs: bool,
         tally: EnergyTally | None,
         grads: dict[str, torch.Tensor],
-    ) -> Pending:
-        """Transform, select, emulate: what this process's workers send for `group`."""
-        L, k, m = self.local, group.k, group.m
-        self._last_diag_s = 0.0
+        oob: dict[str, float],
+    ) -> tuple[Pending, float]:
+        """Transform, select, emulate: what this process's workers send for `group`, and the
+        seconds spent on diagnostics. Adds E's out-of-band energies of worker 0 to `oob`."""
+        L, k, m, kind = self.local, group.k, group.m, self.kind
+        diag_s = 0.0
         delta_flat = group.delta.view(L, group.rows, m)
         use_band_matrix = group.band is not None and group.band_matrix_cheaper
-        calib_energy = self.variant == "calib" and in_window
+        calib_energy = kind.calib and in_window
         per_row = group.row_t is not None
         need_coef = (not use_band_matrix and not group.member_rows and not per_row) or calib_energy
-        if self.variant == "topk":  # top-k transforms block by block as it selects (below)
+        if kind.topk:  # top-k transforms block by block as it selects (below)
             need_coef = tally is not None  # the diagnostics' energies need the whole coef
         full = group.delta.shape
         coef = None
@@ -291,18 +317,18 @@ class DeMo:
                 coef,
                 tally,
                 grads,
-                chunk_mode=self.cfg.chunk_mode,
-                variant=self.variant,
-                calibrated=self.calibrated,
+                one_d=self.one_d,
+                calib_band=kind.calib and self.calibrated,
+                moving=kind.moving,
             )
             self._sync()
-            self._last_diag_s = time.perf_counter() - t0
+            diag_s = time.perf_counter() - t0
 
         if calib_energy:
             energy = coef.square().sum(0)
             for mm in group.members:
                 mm.energy += energy[mm.start : mm.stop].sum(0, dtype=torch.float64)
-        if self.variant == "moving" and self.cfg.band in CHOOSING and self.offset == 0:
+        if kind.choosing and self.offset == 0:
             self._accumulate_choice(group, coef)
         if group.member_rows:  # G recal / subspace after a choice: each tensor its rows
             val = self._buffer(group, "member_val", (L, group.rows, k))
@@ -310,11 +336,11 @@ class DeMo:
                 torch.matmul(
                     delta_flat[:, mm.start : mm.stop], mm.rows_t.T, out=val[:, mm.start : mm.stop]
                 )
-            return Pending("rows", Message([val], self.band_combine), val=val)
+            return RowsPending(Message([val], self.band_combine), val), diag_s
         if per_row:  # G rotating in 1-D: each row its own k DCT rows
             val = torch.bmm(delta_flat.transpose(0, 1), group.row_t.transpose(1, 2))
             val = val.transpose(0, 1).contiguous()  # (L, rows, k)
-            return Pending("row_t", Message([val], self.band_combine), val=val)
+            return RowTPending(Message([val], self.band_combine), val), diag_s
 
         if track_fs:
             row_sq = delta_flat.square().sum(-1)
@@ -322,8 +348,8 @@ class DeMo:
                 mm.sumsq += float(row_sq[:, mm.start : mm.stop].sum(dtype=torch.float64))
                 mm.count += L * mm.chunker.numel
 
-        if self.variant == "topk":
-            return self._compress_topk(group)
+        if kind.topk:
+            return self._compress_topk(group), diag_s
 
         # Band selection (step 6).
         idx = group.pos_rows.expand(L, group.rows, k)
@@ -340,11 +366,11 @@ class DeMo:
             if group.emulator.planes is not None:
                 self._clip_total += L * sum(mm.chunker.numel for mm in group.members)
             if self.offset == 0:  # the out-of-band diagnostics describe worker 0
-                tally_oob(self._oob, group, delta_flat[0], val[0], tx[0])
+                tally_oob(oob, group, delta_flat[0], val[0], tx[0])
         message = Message([tx], self.band_combine)
-        return Pending("band", message, idx=idx, val=val, use_band_matrix=use_band_matrix)
+        return BandPending(message, idx, val, use_band_matrix), diag_s
 
-    def _compress_topk(self, group: Group) -> Pending:
+    def _compress_topk(self, group: Group) -> TopkPending:
         """Top-k: selection (spec §6.2 step 6) as a mask of the chosen positions; what is sent
         is the masked coefficients `sent` (zeros elsewhere): the tensor that scattering the
         chosen (index, value) pairs would build. Top-k sends values exactly.
@@ -375,31 +401,31 @@ class DeMo:
             sub_idct_chunks(x, s, group.mats, work=work[:n])
         pack, unpack = sparse_wire(group.k, m)
         message = Message([sent.view(L, rows, m), chosen.view(L, rows, m)], "gather", pack, unpack)
-        return Pending("topk", message)
+        return TopkPending(message)
 
-    def _feed_back(self, group: Group, pending: Pending, received: list[torch.Tensor]) -> tuple:
+    def _feed_back(self, group: Group, pending: Pending, received: list[torch.Tensor]) -> Aggregate:
         """Error feedback (step 8) of this process's workers; returns what the update needs."""
-        cfg, L, k, m = self.cfg, self.local, group.k, group.m
+        L, k, m = self.local, group.k, group.m
         full = group.delta.shape
-        if pending.kind == "topk":  # fed back as it was compressed
-            return ("topk", *received)
+        if isinstance(pending, TopkPending):  # fed back as it was compressed
+            return TopkAggregate(*received)
 
-        aggregate = received[0] if self.band_combine == "sum" else received[0].sum(0)
+        aggregate = received[0] if self.summed else received[0].sum(0)
         band_mean = aggregate / self.workers
-        if pending.kind == "rows":  # G: exact feedback through each tensor's rows
+        if isinstance(pending, RowsPending):  # G: exact feedback through each tensor's rows
             delta_flat = group.delta.view(L, group.rows, m)
             for mm in group.members:
                 rows = delta_flat[:, mm.start : mm.stop]
                 rows.sub_(pending.val[:, mm.start : mm.stop] @ mm.rows_t)
-            return ("rows", band_mean)
-        if pending.kind == "row_t":
+            return RowsAggregate(band_mean)
+        if isinstance(pending, RowTPending):
             by_row = group.delta.view(L, group.rows, m).transpose(0, 1)  # (rows, L, m)
             by_row.sub_(torch.bmm(pending.val.transpose(0, 1), group.row_t))
-            return ("row_t", band_mean)
+            return RowTAggregate(band_mean)
         tx = pending.message.tensors[0]
-        if self.variant in OPTICS_VARIANTS and cfg.feedback in ("sent", "loopback"):
+        if self.kind.feedback is Feedback.SENT:
             fb = tx
-        elif self.variant == "optics_switch" and cfg.feedback == "mean":
+        elif self.kind.feedback is Feedback.MEAN:
             fb = band_mean.expand(L, group.rows, k)
         else:
             fb = pending.val
@@ -412,13 +438,13 @@ class DeMo:
             sent = self._buffer(group, "sent", full)
             sent.view(L, group.rows, m).zero_().scatter_(-1, pending.idx, fb)
             group.delta.sub_(idct_chunks(sent, group.mats, out=coef_buf, work=work))
-        return ("band", pending.use_band_matrix, band_mean)
+        return BandAggregate(band_mean, pending.use_band_matrix)
 
-    def _apply_update(self, group: Group, aggregate: tuple, lr: float) -> None:
+    def _apply_update(self, group: Group, aggregate: Aggregate, lr: float) -> None:
         """Aggregate (step 9), inverse transform and p <- p - lr * sign(u) (step 10)."""
         W, rows, m = self.workers, group.rows, group.m
-        if aggregate[0] == "topk":
-            _, sent, chosen = aggregate
+        if isinstance(aggregate, TopkAggregate):
+            sent, chosen = aggregate.sent, aggregate.chosen
             # The mean over the contributors of each position: all workers' (index, value)
             # pairs scatter-added worker 0 first, divided by the number of contributors (1 where
             # there are none). Added densely in the same worker order from +0, with +0 where a
@@ -432,11 +458,11 @@ class DeMo:
                 count.add_(picks[w])
             divisor = self._buffer(group, "divisor", (rows, m)).copy_(count).clamp_(min=1)
             update = self._decode(group, total.div_(divisor))
-        elif aggregate[0] == "row_t":
-            band_mean = aggregate[1]  # (rows, k)
+        elif isinstance(aggregate, RowTAggregate):
+            band_mean = aggregate.band_mean  # (rows, k)
             update = torch.bmm(band_mean.unsqueeze(1), group.row_t).view(rows, *group.chunk_shape)
-        elif aggregate[0] == "rows":
-            band_mean = aggregate[1]
+        elif isinstance(aggregate, RowsAggregate):
+            band_mean = aggregate.band_mean
             update = self._buffer(group, "dense", (rows, m))
             for mm in group.members:
                 torch.matmul(
@@ -444,8 +470,8 @@ class DeMo:
                 )
             update = update.view(rows, *group.chunk_shape)
         else:
-            _, use_band_matrix, band_mean = aggregate
-            if use_band_matrix:
+            band_mean = aggregate.band_mean
+            if aggregate.use_band_matrix:
                 update = (band_mean @ group.t_band).view(rows, *group.chunk_shape)
             else:
                 dense = self._buffer(group, "dense", (rows, m)).zero_()
@@ -466,19 +492,16 @@ class DeMo:
         out, work = self._buffer(group, "update", shape), self._buffer(group, "update_work", shape)
         return idct_chunks(dense.view(shape), group.mats, out=out, work=work)
 
-    def _end_of_step(self, step: int) -> None:
+    def _end_of_step(self, step: int) -> bool:
         """Close calibration (§8.3, §9.2) or re-set the optics' full scale when due (§9.6);
-        G recal / subspace: re-choose the band at the end of each R-step window."""
-        cfg = self.cfg
-        if (
-            self.variant == "moving"
-            and cfg.band in CHOOSING
-            and is_choice_step(step, cfg.select_every, cfg.steps)
-        ):
+        G recal / subspace: re-choose the band at the end of each R-step window. Returns
+        whether it re-chose (the chooser broadcast the new band)."""
+        cfg, kind = self.cfg, self.kind
+        chose = kind.choosing and is_choice_step(step, cfg.select_every, cfg.steps)
+        if chose:
             self._choose()
-            self.chose = True
-        if self._calibrates and step == self._calib_end - 1:
-            if self.variant == "calib":
+        if kind.calibrates and step == self._calib_end - 1:
+            if kind.calib:
                 self._total_energies()
                 for group in self._groups:
                     for mm in group.members:
@@ -493,7 +516,7 @@ class DeMo:
                 self.optics_active = True
             self.calibrated = True
         elif (
-            self.variant in OPTICS_VARIANTS
+            kind.optics
             and self.calibrated
             and cfg.fs_every > 0
             and step + 1 > self._calib_end
@@ -502,12 +525,13 @@ class DeMo:
             self._reset_full_scale()
             for group in self._groups:
                 refresh_scale_rows(group, self.device)
+        return chose
 
     def _accumulate_choice(self, group: Group, coef: torch.Tensor | None) -> None:
         """G recal: worker 0's energy map (coef^2 per position); subspace: its chunk covariance
         (sum of x x^T). Multiply-accumulate only, on the chooser's own delta."""
         x0 = group.delta[0]
-        if self.cfg.band == "recal":
+        if self.kind.selection is Selection.RECAL:
             c0 = coef[0] if coef is not None else dct_chunks(x0, group.mats).reshape(group.rows, -1)
             energy = c0.square()
             for mm in group.members:
@@ -547,12 +571,6 @@ class DeMo:
             return group.band.cpu()
         return member.positions.cpu() if member.positions is not None else None
 
-    def take_diagnostics(self) -> list[dict] | None:
-        """Rows {source, group, selector, share} of the last step if it was a diagnostics step,
-        else None. Taking them clears them."""
-        rows, self._diag_rows = self._diag_rows, None
-        return rows
-
     def clip_counts(self) -> tuple[int, int]:
         """Cumulative (clipped, quantised) input values since the optics started (E, E')."""
         return self._clipped, self._clip_total
@@ -566,3 +584,8 @@ class DeMo:
     def load_state_dict(self, state: dict) -> None:
         """Restore a state taken from a DeMo built with the same parameters and config."""
         load_state(self, state)
+
+    @staticmethod
+    def merge_states(states: list[dict]) -> dict:
+        """All processes' states as one (trainer/variants/demo_state.py)."""
+        return merge_demo_states(states)

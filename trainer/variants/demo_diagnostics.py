@@ -18,12 +18,14 @@ def capture_energies(
     tally: EnergyTally,
     grads: dict[str, torch.Tensor],
     *,
-    chunk_mode: str,
-    variant: str,
-    calibrated: bool,
+    one_d: bool,
+    calib_band: bool,
+    moving: bool,
 ) -> None:
-    """Worker 0's delta, shadow momentum and gradient energies per selector (spec §11)."""
-    included = [mm for mm in group.members if chunk_mode == "1d" or mm.chunker.two_d]
+    """Worker 0's delta, shadow momentum and gradient energies per selector (spec §11).
+    one_d: the run chunks in 1-D (every tensor counts); calib_band: D's calibrated band is
+    known; moving: G, whose current band is a selector of its own."""
+    included = [mm for mm in group.members if one_d or mm.chunker.two_d]
     if not included:
         return
     rows, m = group.rows, group.m
@@ -37,10 +39,10 @@ def capture_energies(
         "grad": dct_chunks(grad0, group.mats).reshape(rows, m),
     }
     bands = dict(group.diag_bands)
-    if variant == "calib" and calibrated:
+    if calib_band:
         bands["calib"] = group.pos_rows
     values = {}
-    if variant == "moving":  # G: the band it sends at this step, "current"
+    if moving:  # G: the band it sends at this step, "current"
         if group.member_rows and group.pos_rows is None:  # subspace: rows, not positions
             values = {"delta": group.delta[0], "momentum": group.shadow, "grad": grad0}
         else:

@@ -13,7 +13,6 @@ import torch
 
 from trainer.config import FEEDBACK_MODES, RunConfig
 from trainer.variants.chunking import Chunker
-from trainer.variants.exchange import Message
 from trainer.variants.moving import SELECTIONS
 from trainer.variants.optics import OpticsEmulator
 from trainer.variants.selection import FIXED_SHAPES
@@ -50,17 +49,6 @@ class Member:
     @property
     def stop(self) -> int:
         return self.start + self.chunker.chunks
-
-
-@dataclass
-class Pending:
-    """One group's compressed step: what its workers send, and what the feedback needs."""
-
-    kind: str  # "topk" | "band" | "rows" (G: each tensor its rows) | "row_t" (G: each row)
-    message: Message
-    idx: torch.Tensor | None = None  # band: (L, rows, k) positions
-    val: torch.Tensor | None = None  # band: exact band values (L, rows, k)
-    use_band_matrix: bool = False
 
 
 @dataclass

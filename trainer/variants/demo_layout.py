@@ -142,12 +142,13 @@ def set_rotating(gi: int, group: Group, step: int, cfg: RunConfig, device: torch
         )
 
 
-def set_member_rows(group: Group, band: str) -> None:
-    """G recal / subspace after a choice: each tensor sends its own k band rows."""
+def set_member_rows(group: Group, recal: bool) -> None:
+    """G recal / subspace after a choice: each tensor sends its own k band rows (recal: at its
+    positions; subspace: rows that are not DCT rows)."""
     group.band = None
     group.t_band = None
     group.member_rows = True
-    if band == "recal":
+    if recal:
         group.pos_rows = torch.cat(
             [mm.positions.expand(mm.chunker.chunks, group.k) for mm in group.members]
         )
@@ -156,20 +157,20 @@ def set_member_rows(group: Group, band: str) -> None:
 
 
 def apply_choice(
-    groups: list[Group], choice: dict[str, torch.Tensor], band: str, device: torch.device
+    groups: list[Group], choice: dict[str, torch.Tensor], recal: bool, device: torch.device
 ) -> None:
     """G recal / subspace: every process takes the chooser's new band (positions for recal,
     band rows for subspace) and starts accumulating the next choice from zero."""
     for group in groups:
         for mm in group.members:
-            if band == "recal":
+            if recal:
                 mm.positions = choice[mm.name].to(device)
                 mm.rows_t = transform_rows(group.chunk_shape, mm.positions).to(device)
                 mm.energy.zero_()
             else:
                 mm.rows_t = choice[mm.name].to(device)
                 mm.cov.zero_()
-        set_member_rows(group, band)
+        set_member_rows(group, recal)
 
 
 def build_emulators(groups: list[Group], cfg: RunConfig, device: torch.device) -> None:

@@ -13,6 +13,7 @@ import torch
 
 from trainer.config import RunConfig
 from trainer.variants.demo_groups import Group, Member
+from trainer.variants.demo_kind import DemoKind, Selection
 from trainer.variants.demo_layout import build_emulators, set_member_bands, set_member_rows
 
 STATE_FORMAT = "transitsim-demo-state-1"
@@ -25,6 +26,7 @@ class DeMoLike(Protocol):
 
     cfg: RunConfig
     variant: str
+    kind: DemoKind
     workers: int
     offset: int  # the first worker this process holds
     local: int  # how many workers it holds
@@ -129,7 +131,7 @@ def load_state(demo: DeMoLike, state: dict) -> None:
     demo._noise_gen.set_state(state["noise_rng"])
     clip = [int(v) for v in state["clip"]] if owns_sums else [0, 0]
     demo._clipped, demo._clip_total = clip
-    if demo.calibrated and demo.variant == "calib":
+    if demo.calibrated and demo.kind.calib:
         for group in demo._groups:
             set_member_bands(group)
     for mm in demo._members:
@@ -141,6 +143,6 @@ def load_state(demo: DeMoLike, state: dict) -> None:
     member_rows = state.get("member_rows", [False] * len(demo._groups))
     for group, chosen in zip(demo._groups, member_rows, strict=True):
         if chosen:
-            set_member_rows(group, demo.cfg.band)
+            set_member_rows(group, demo.kind.selection is Selection.RECAL)
     if demo.optics_active:
         build_emulators(demo._groups, demo.cfg, demo.device)

@@ -26,6 +26,8 @@ worker's forward and backward.
 
 import math
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import torch
 
@@ -33,6 +35,7 @@ from trainer.config import RunConfig, is_local_sgd
 from trainer.variants.accounting import local_schedule
 from trainer.variants.chunking import Chunker, k_per_chunk, make_chunker
 from trainer.variants.exchange import Exchange, Message, sparse_wires
+from trainer.variants.gradient_exchange import GradientExchange, Outbox, Received, StepRecord
 from trainer.variants.local_sgd_codecs import e3m0, two_bit
 from trainer.variants.local_sgd_schedule import assign_fragments
 from trainer.variants.selection import topk_mask
@@ -43,8 +46,19 @@ INNER_EPS = 1e-8
 PER_REPLICA = ("replica", "exp_avg", "exp_avg_sq", "error")
 
 
-class LocalSGD:
+@dataclass(frozen=True)
+class _Held:
+    """What a step's compression leaves for its apply: the fragment synced (None: no sync)."""
+
+    fragment: int | None
+    inner_s: float
+    compress_s: float = 0.0
+
+
+class LocalSGD(GradientExchange):
     """The replicas this process holds, the shared weights and the outer optimiser state."""
+
+    state_key = "local_sgd"
 
     def __init__(
         self,
@@ -71,7 +85,11 @@ class LocalSGD:
         self.inner_t = 0
         # H, H-s: the averaged pseudo-gradient of each fragment in flight (sent, not landed)
         self.pending: dict[int, list[torch.Tensor]] = {}
-        sparse = cfg.variant == "sparseloco"
+        # What tells H, H-s and L apart, decided here once.
+        sparse = self.sparse = cfg.variant == "sparseloco"
+        streaming = cfg.variant == "streaming_diloco"
+        self.quantise: Callable[[torch.Tensor], torch.Tensor] | None = e3m0 if streaming else None
+        self.mix = cfg.mix if streaming else 0.0
         self.momentum = {} if sparse else {n: torch.zeros_like(t) for n, t in self.theta.items()}
         self.error = {n: torch.zeros_like(t) for n, t in stacked.items()} if sparse else {}
         self.chunkers: dict[str, Chunker] = {}
@@ -79,7 +97,6 @@ class LocalSGD:
             self.chunkers = {
                 n: make_chunker(s, cfg.chunk_mode, cfg.chunk) for n, s in shapes.items()
             }
-        self.last_timing = {"compress_s": 0.0, "comm_s": 0.0, "exchange_bytes": 0, "update_s": 0.0}
 
     # ------------------------------------------------------------------- weights in the model
 
@@ -97,30 +114,54 @@ class LocalSGD:
 
     # ------------------------------------------------------------------------------- the step
 
-    @torch.no_grad()
-    def step(self, grads: dict[str, torch.Tensor], lr: float, step0: int) -> None:
-        """Inner AdamW on this process's replicas with grads[name] (L, *shape); then the sync
-        that starts at this step and the outer update that lands at it, if any."""
+    def compress(self, grads: dict[str, torch.Tensor], lr: float, step0: int) -> Outbox:
+        """Inner AdamW on this process's replicas with grads[name] (L, *shape); then, if a sync
+        starts at this step, its fragment's pseudo-gradients as the messages to send."""
         started = time.perf_counter()
         self._inner(grads, lr)
         inner_s = time.perf_counter() - started
-        done = step0 + 1
-        compress_s = comm_s = outer_s = land_s = 0.0
-        sent = 0
-        fragment = self.schedule.sync_fragment(done)
-        if fragment is not None:
-            compress_s, comm_s, sent, outer_s = self._sync(fragment)
-        landing = self.schedule.landing_fragment(done)
+        fragment = self.schedule.sync_fragment(step0 + 1)
+        if fragment is None:
+            return Outbox([], _Held(None, inner_s))
+        began = time.perf_counter()
+        names = self.fragments[fragment]
+        deltas = [self.theta[n].unsqueeze(0) - self.replica[n] for n in names]
+        if self.sparse:
+            messages = [self._sparse_message(names, deltas)]
+        else:
+            if self.quantise is not None:
+                deltas = [self.quantise(d) for d in deltas]
+            messages = [Message(deltas, "mean")]
+        return Outbox(messages, _Held(fragment, inner_s, time.perf_counter() - began))
+
+    def apply(self, outbox: Outbox, received: Received, lr: float, step0: int) -> StepRecord:
+        """The synced fragment's outer step (L at once; H and H-s wait in `pending` until the
+        fragment lands), then the outer update that lands at this step, if any."""
+        held: _Held = outbox.held
+        outer_s = land_s = 0.0
+        if held.fragment is not None:
+            began = time.perf_counter()
+            names = self.fragments[held.fragment]
+            if self.sparse:
+                for i, name in enumerate(names):
+                    mean = received.tensors[0][2 * i].sum(0) / self.workers  # 0 where none sent
+                    self.theta[name].sub_(
+                        _from_chunks(self.chunkers[name], mean), alpha=self.cfg.outer_lr
+                    )
+            else:  # in flight for tau steps: the outer step needs the whole mean to have arrived
+                self.pending[held.fragment] = [mean.clone() for mean in received.tensors[0]]
+            outer_s = time.perf_counter() - began
+        landing = self.schedule.landing_fragment(step0 + 1)
         if landing is not None:
             began = time.perf_counter()
             self._land(landing)
             land_s = time.perf_counter() - began
-        self.last_timing = {
-            "compress_s": compress_s / self.local,
-            "comm_s": comm_s,
-            "exchange_bytes": sent,
-            "update_s": (inner_s + land_s) / self.local + outer_s,
-        }
+        return StepRecord(
+            compress_s=held.compress_s / self.local,
+            comm_s=received.comm_s,
+            exchange_bytes=received.sent_bytes,
+            update_s=(held.inner_s + land_s) / self.local + outer_s,
+        )
 
     def _inner(self, grads: dict[str, torch.Tensor], lr: float) -> None:
         """One AdamW step per replica (torch.optim.AdamW's arithmetic, A's betas and decay)."""
@@ -138,32 +179,6 @@ class LocalSGD:
             avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
             denom = (avg_sq.sqrt() / correction2_sqrt).add_(INNER_EPS)
             weights.addcdiv_(avg, denom, value=-lr / correction1)
-
-    def _sync(self, fragment: int) -> tuple[float, float, int, float]:
-        """One fragment's exchange; (compress_s, comm_s, bytes, outer_s). L's outer step is
-        taken at once; H's and H-s's waits in `pending` until the fragment lands."""
-        names = self.fragments[fragment]
-        began = time.perf_counter()
-        deltas = [self.theta[n].unsqueeze(0) - self.replica[n] for n in names]
-        if self.cfg.variant == "sparseloco":
-            messages = [self._sparse_message(names, deltas)]
-        else:
-            if self.cfg.variant == "streaming_diloco":
-                deltas = [e3m0(d) for d in deltas]
-            messages = [Message(deltas, "mean")]
-        compressed = time.perf_counter()
-        received = self.exchange.exchange(messages)
-        comm_s, sent = self.exchange.take_comm()
-        exchanged = time.perf_counter()
-        if self.cfg.variant == "sparseloco":
-            for i, name in enumerate(names):
-                mean = received[0][2 * i].sum(0) / self.workers  # (chunks, m): 0 where none sent
-                self.theta[name].sub_(
-                    _from_chunks(self.chunkers[name], mean), alpha=self.cfg.outer_lr
-                )
-        else:  # in flight for tau steps: the outer step needs the whole mean to have arrived
-            self.pending[fragment] = [mean.clone() for mean in received[0]]
-        return compressed - began, comm_s, sent, time.perf_counter() - exchanged
 
     def _nesterov(self, name: str, delta: torch.Tensor) -> None:
         """torch.optim.SGD(nesterov=True)'s step on theta with the averaged pseudo-gradient."""
@@ -205,7 +220,7 @@ class LocalSGD:
         if means is not None:
             for name, mean in zip(names, means, strict=True):
                 self._nesterov(name, mean)
-        alpha = self.cfg.mix if self.cfg.variant == "streaming_diloco" else 0.0
+        alpha = self.mix
         for name in names:
             if alpha == 0.0:
                 self.replica[name].copy_(self.theta[name].expand_as(self.replica[name]))
@@ -256,6 +271,10 @@ class LocalSGD:
         self.pending = {
             int(p): [t.to(device).clone() for t in means] for p, means in state["pending"].items()
         }
+
+    @staticmethod
+    def merge_states(states: list[dict]) -> dict:
+        return merge_states(states)
 
 
 def merge_states(states: list[dict]) -> dict:

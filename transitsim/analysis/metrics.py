@@ -26,7 +26,7 @@ LADDER_COLUMNS = (
     "payload_bytes",
     "wire_bytes",
 )
-TIMELINE_COLUMNS = (
+METRIC_COLUMNS = (
     "run",
     "config",
     "variant",
@@ -257,7 +257,7 @@ def check_target(value: object) -> float:
 
 def _grid_params(timeline: pd.DataFrame) -> list[str]:
     """Extra timeline columns that are constant within each (run, network): grid parameters."""
-    extra = [c for c in timeline.columns if c not in TIMELINE_COLUMNS]
+    extra = [c for c in timeline.columns if c not in METRIC_COLUMNS]
     if not extra:
         return []
     distinct = timeline.groupby(["run", "network"], sort=False)[extra].nunique(dropna=False)
@@ -269,13 +269,13 @@ def time_to_target(
 ) -> pd.DataFrame:
     """Steps, wall-clock and wire bytes to each target, per (config, network[, grid params]).
 
-    timeline: one row per (run, network, step) with TIMELINE_COLUMNS (time_s and wire_bytes
+    timeline: one row per (run, network, step) with METRIC_COLUMNS (time_s and wire_bytes
     cumulative) and possibly grid-parameter columns, which are carried into the summary. A figure
     is the mean over seeds, NaN unless every seed reaches. speedup_vs_baseline is the baseline
     configuration's time divided by this one's on the same network and target; the baseline is
     named by variant id (with one configuration) or by configuration name.
     """
-    missing = [c for c in TIMELINE_COLUMNS if c not in timeline.columns]
+    missing = [c for c in METRIC_COLUMNS if c not in timeline.columns]
     if missing:
         raise TransitsimError(f"timeline lacks column(s) {', '.join(missing)}")
     params = _grid_params(timeline)

@@ -6,7 +6,7 @@ import re
 _BREAKS = re.compile("[\x00-\x1f\x7f\x85\u2028\u2029]")
 
 
-def one_line(text: object) -> str:
+def escaped_line(text: object) -> str:
     """A message as one printable line: a file's own text (a key holding a newline) is shown
     escaped, as repr would, never as a line break or a terminal control."""
     return _BREAKS.sub(lambda m: repr(m.group())[1:-1], str(text))
@@ -18,3 +18,12 @@ class TransitsimError(Exception):
 
 class TraceError(TransitsimError):
     """A file that is not a valid trace of a known format version."""
+
+
+def error_line(exc: BaseException) -> str:
+    """An exception as one line: our own errors as they are, anything else with its type (a
+    failed job's reason, beside the jobs that ran)."""
+    text = " ".join(str(exc).split()) if str(exc).strip() else ""
+    if isinstance(exc, TransitsimError):
+        return text or type(exc).__name__
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

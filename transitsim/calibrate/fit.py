@@ -111,7 +111,7 @@ def measured_time_s(row: Row, place: str, where: str) -> float:
     return row.in_time_s if place == "in" else min(row.time_s, row.in_time_s)
 
 
-def _points(tables: list[Table], place: str, min_size: int, holdout: list[int]) -> list[Point]:
+def fit_points(tables: list[Table], place: str, min_size: int, holdout: list[int]) -> list[Point]:
     sizes = {row.size_bytes for table in tables for row in table.rows}
     for size in holdout:
         if size not in sizes:
@@ -145,7 +145,7 @@ def _solve(design: np.ndarray, weights: np.ndarray) -> np.ndarray | None:
     return np.array([0.0, inverse_rate]) if inverse_rate > 0 else None
 
 
-def _fit_group(design: np.ndarray, minimax: bool) -> tuple[np.ndarray, float] | None:
+def fit_group(design: np.ndarray, minimax: bool) -> tuple[np.ndarray, float] | None:
     """(L, 1/B) and the worst |relative error|: least squares, then Lawson's iteration."""
     weights = np.full(len(design), 1.0 / len(design))
     best = _solve(design, weights)
@@ -187,7 +187,7 @@ def _best_split(design: np.ndarray, sizes: list[int], max_regimes: int, min_rows
 
     def group(a: int, b: int):
         if (a, b) not in cache:
-            cache[(a, b)] = _fit_group(design[a:b], minimax=False)
+            cache[(a, b)] = fit_group(design[a:b], minimax=False)
         return cache[(a, b)]
 
     overall = None
@@ -239,7 +239,7 @@ def calibrate(
         raise TransitsimError(f"the tolerance must lie in (0, 1), got {tolerance:g}")
     shape = table_shape(tables, topology)
     algo = check_algo(collective, algo)
-    points = _points(tables, place, min_size, holdout or [])
+    points = fit_points(tables, place, min_size, holdout or [])
     fitted = [p for p in points if p.role == "fit"]
     if len(fitted) < 2:
         raise TransitsimError(
@@ -255,7 +255,7 @@ def calibrate(
     edges = _best_split(design, sizes, max_regimes, min_rows, tolerance)
     regimes = []
     for a, b in itertools.pairwise(edges):
-        solved = _fit_group(design[a:b], minimax=True)
+        solved = fit_group(design[a:b], minimax=True)
         assert solved is not None  # the split search kept only groups with a positive rate
         (latency, inverse_rate), worst = solved
         payload = 1.0 / inverse_rate

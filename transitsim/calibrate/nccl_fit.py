@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from transitsim.base.errors import TransitsimError
-from transitsim.calibrate.fit import MIN_ROWS, PLACES, TOLERANCE, Point, _fit_group, _points
+from transitsim.calibrate.fit import MIN_ROWS, PLACES, TOLERANCE, Point, fit_group, fit_points
 from transitsim.calibrate.fit import table_shape as _table_shape
 from transitsim.calibrate.model import Link, Shape, check_algo, coefficients, exchange_for
 from transitsim.calibrate.model import flat_network as _flat_network
@@ -144,7 +144,7 @@ def _group_options(cl, cb, times, sizes, a, b, channels) -> list[tuple[int, floa
     for m in sorted(candidates):
         share = _channels(sizes[a:b], m, channels)
         design = np.stack([cl[a:b] / times[a:b], cb[a:b] / share / times[a:b]], axis=1)
-        solved = _fit_group(design, minimax=True)
+        solved = fit_group(design, minimax=True)
         if solved is not None:
             (latency, inverse_rate), _ = solved
             out.append((m, float(latency), float(inverse_rate)))
@@ -222,7 +222,7 @@ def calibrate_nccl(
         raise TransitsimError(f"--channels must lie in 1..64, got {channels}")
     shape = _table_shape(tables, topology)
     algo = check_algo(collective, algo)
-    points = _points(tables, place, min_size, holdout or [])
+    points = fit_points(tables, place, min_size, holdout or [])
     fitted = [p for p in points if p.role == "fit"]
     if len(fitted) < 2:
         raise TransitsimError(

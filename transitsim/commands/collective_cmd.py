@@ -143,7 +143,7 @@ def with_host(
 
 def named_network(network: str, workers: int | None, settings: list[str]) -> NetworkSpec:
     """A preset or YAML network (as `transitsim replay --network` takes it), --set applied."""
-    from transitsim.commands.replay_cmd import network_description
+    from transitsim.scenario.network_arg import network_description
     from transitsim.scenario import network_from_dict
 
     spec = network_from_dict(network_description(network, settings))

@@ -8,7 +8,7 @@ import pandas as pd
 import typer
 
 from transitsim.analysis.metrics import run_sort_key, wire_bytes_per_step
-from transitsim.base.errors import TransitsimError, one_line
+from transitsim.base.errors import TransitsimError, escaped_line
 from transitsim.base.tables import emit_json, emit_table, format_cell, output_format, variant_label
 from transitsim.commands import QUIET_HELP
 from transitsim.traces.experiment_logs import import_logs
@@ -163,7 +163,7 @@ def import_command(
         return 0
     for result in results:
         for warning in result.warnings:
-            print(f"transitsim: warning: {one_line(warning)}", file=sys.stderr)
+            print(f"transitsim: warning: {escaped_line(warning)}", file=sys.stderr)
     table = pd.DataFrame(
         [
             {
@@ -201,7 +201,7 @@ def _import_profile(
     if quiet:
         return 0
     for note in result.notes:
-        print(f"transitsim: note: {one_line(note)}", file=sys.stderr)
+        print(f"transitsim: note: {escaped_line(note)}", file=sys.stderr)
     emit_table(
         profile_summary(result, fmt_raw=fmt in ("csv", "json")),
         fmt,

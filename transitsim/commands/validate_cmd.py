@@ -9,7 +9,7 @@ from pathlib import Path
 import typer
 
 from transitsim.base.atomic import check_writable_file, write_text_atomic
-from transitsim.base.errors import TransitsimError, one_line
+from transitsim.base.errors import TransitsimError, escaped_line
 from transitsim.outputs import check_outputs_writable
 from transitsim.run import check_jobs, load_traces, scenario_jobs
 from transitsim.scenario import (
@@ -61,7 +61,7 @@ def validate_command(
             results.append(_describe(path))
         except TransitsimError as exc:
             failed = True
-            print(f"transitsim: error: {one_line(exc)}", file=sys.stderr)
+            print(f"transitsim: error: {escaped_line(exc)}", file=sys.stderr)
     if json_:
         print(json.dumps(results, indent=2))
     elif not quiet:

@@ -18,16 +18,16 @@ import numpy as np
 import pandas as pd
 
 from transitsim.findings.runs import ConfigResult, RunScale
-from transitsim.findings.sections import _status
+from transitsim.findings.sections import config_status
 from transitsim.findings.selection import (
-    _exact_band,
-    _finals,
-    _framed,
-    _n1,
-    _text,
-    _topk,
     compare,
+    exact_band_result,
+    few_seeds_mark,
+    final_stats,
+    framed,
+    stats_text,
     to_target,
+    topk_result,
 )
 
 LOCAL_SGD = ("H", "H-s", "L")
@@ -42,7 +42,7 @@ QUESTIONS = (
 
 def _best_g(results: list[ConfigResult]) -> ConfigResult | None:
     moving = [r for r in results if r.key.variant == "G"]
-    return min(moving, key=lambda r: _finals(r)[0]) if moving else None
+    return min(moving, key=lambda r: final_stats(r)[0]) if moving else None
 
 
 def _adamw(results: list[ConfigResult]) -> ConfigResult | None:
@@ -51,7 +51,7 @@ def _adamw(results: list[ConfigResult]) -> ConfigResult | None:
 
 
 def _shown(results: list[ConfigResult]) -> list[ConfigResult]:
-    every = [_adamw(results), _topk(results), _exact_band(results), _best_g(results)]
+    every = [_adamw(results), topk_result(results), exact_band_result(results), _best_g(results)]
     local = sorted(
         (r for r in results if r.key.variant in LOCAL_SGD), key=lambda r: (r.key.variant, r.label)
     )
@@ -67,13 +67,13 @@ def local_sgd_table(results: list[ConfigResult], scale: RunScale) -> pd.DataFram
     """Every local-SGD configuration beside A, B, C 1-D 256 and the best G (empty without a
     local-SGD run at this scale)."""
     if not any(r.key.variant in LOCAL_SGD for r in results):
-        return _framed([], scale)
-    topk, exact, adamw = _topk(results), _exact_band(results), _adamw(results)
-    b_stats, c_stats = _finals(topk), _finals(exact)
+        return framed([], scale)
+    topk, exact, adamw = topk_result(results), exact_band_result(results), _adamw(results)
+    b_stats, c_stats = final_stats(topk), final_stats(exact)
     a_to_c = to_target(adamw, c_stats[0]) if adamw else None
     rows = []
     for result in _shown(results):
-        stats = _finals(result)
+        stats = final_stats(result)
         above, verdict = compare(stats, b_stats) if topk else (math.nan, "no top-k run")
         to_c, to_b = to_target(result, c_stats[0]), to_target(result, b_stats[0])
         rows.append(
@@ -97,10 +97,10 @@ def local_sgd_table(results: list[ConfigResult], scale: RunScale) -> pd.DataFram
                 "payload_to_topk_bytes": to_b["payload_bytes"],
                 "sync_steps": _syncs(result),
                 "steps": float(np.mean([len(run.steps) for run in result.runs])),
-                "status": _status(result),  # a run still recording says "incomplete"
+                "status": config_status(result),  # a run still recording says "incomplete"
             }
         )
-    return _framed(rows, scale)
+    return framed(rows, scale)
 
 
 def local_sgd_claims(results: list[ConfigResult], scale: RunScale) -> pd.DataFrame:
@@ -125,10 +125,10 @@ def local_sgd_claims(results: list[ConfigResult], scale: RunScale) -> pd.DataFra
         row(
             QUESTIONS[0],
             f"lowest: {best.configuration} "
-            f"{_text((best.final_loss, best.final_loss_sd, best.seeds))} vs top-k "
-            f"{_text((b.final_loss, b.final_loss_sd, b.seeds))}: {best.above_topk:+.3f} "
+            f"{stats_text((best.final_loss, best.final_loss_sd, best.seeds))} vs top-k "
+            f"{stats_text((b.final_loss, b.final_loss_sd, b.seeds))}: {best.above_topk:+.3f} "
             f"({best.vs_topk})",
-            ("yes" if reaches else "no") + _n1(best.seeds, b.seeds),
+            ("yes" if reaches else "no") + few_seeds_mark(best.seeds, b.seeds),
         )
     paid_local = local.dropna(subset=["payload_to_c_bytes"]).sort_values("payload_to_c_bytes")
     paid_every = every.dropna(subset=["payload_to_c_bytes"]).sort_values("payload_to_c_bytes")
@@ -143,7 +143,7 @@ def local_sgd_claims(results: list[ConfigResult], scale: RunScale) -> pd.DataFra
             f"({least.reached_c}) vs {rival.configuration} {rival.payload_to_c_bytes / 1e6:.2f} "
             f"MB ({rival.reached_c}): {least.payload_to_c_bytes / rival.payload_to_c_bytes:.3f}x",
             ("yes" if least.payload_to_c_bytes < rival.payload_to_c_bytes else "no")
-            + _n1(least.seeds, rival.seeds),
+            + few_seeds_mark(least.seeds, rival.seeds),
         )
     a = table[table["variant"] == "A"]
     stepped = local.dropna(subset=["steps_to_c"]).sort_values("steps_to_c", kind="stable")
@@ -157,9 +157,10 @@ def local_sgd_claims(results: list[ConfigResult], scale: RunScale) -> pd.DataFra
             QUESTIONS[2],
             f"fastest: {first.configuration} {first.steps_to_c:.0f} steps ({first.reached_c}) "
             f"vs AdamW {a.steps_to_c:.0f} ({a.reached_c})",
-            ("yes" if first.steps_to_c < a.steps_to_c else "no") + _n1(first.seeds, a.seeds),
+            ("yes" if first.steps_to_c < a.steps_to_c else "no")
+            + few_seeds_mark(first.seeds, a.seeds),
         )
-    return _framed(rows, scale)
+    return framed(rows, scale)
 
 
 BUILDERS = {"local_sgd": local_sgd_table, "local_sgd_claims": local_sgd_claims}

@@ -68,7 +68,7 @@ from transitsim.findings.runs import (
 # --- (a) final validation loss --------------------------------------------------------------
 
 
-def _status(result: ConfigResult) -> str:
+def config_status(result: ConfigResult) -> str:
     if result.diverged:
         return f"diverged {result.diverged}/{result.seeds}"
     if result.incomplete:
@@ -105,7 +105,7 @@ def final_loss_table(results: list[ConfigResult], scale: RunScale) -> pd.DataFra
                 "seeds": result.seeds,
                 "final_loss": result.mean,
                 "final_loss_sd": result.sd,
-                "status": _status(result),
+                "status": config_status(result),
                 "above_topk": result.mean - topk_loss,
                 **_published_losses(result.key if result.comparable else None),
                 "_sort": run_sort_key(result.runs[0].meta),

@@ -39,7 +39,7 @@ OWN_SELECTOR = {"B": "topk", "C": "low", "D": "calib", "G": "current"}
 SEPARATION_SE = 2.0  # "differ": more than two standard errors apart
 
 
-def _framed(rows: list[dict[str, Any]], scale: RunScale) -> pd.DataFrame:
+def framed(rows: list[dict[str, Any]], scale: RunScale) -> pd.DataFrame:
     df = pd.DataFrame(rows)
     df.insert(0, "scale", scale_label(scale))
     return df
@@ -69,14 +69,14 @@ def compare(a: tuple[float, float, int], b: tuple[float, float, int]) -> tuple[f
     return diff, "lower" if diff < 0 else "higher"
 
 
-def _text(stats: tuple[float, float, int]) -> str:
+def stats_text(stats: tuple[float, float, int]) -> str:
     mean, sd, n = stats
     if n == 0:
         return "not recorded"
     return f"{mean:.3f} ± {sd:.3f} (n={n})" if n > 1 else f"{mean:.3f} (n=1)"
 
 
-def _finals(result: ConfigResult | None) -> tuple[float, float, int]:
+def final_stats(result: ConfigResult | None) -> tuple[float, float, int]:
     if result is None:
         return math.nan, math.nan, 0
     return mean_sd(math.inf if _diverged(r) else r.final_val_loss for r in result.runs)
@@ -96,11 +96,11 @@ def _pick(results: list[ConfigResult], variant: str, **params: Any) -> ConfigRes
     return max(found, key=lambda r: r.seeds) if found else None
 
 
-def _topk(results: list[ConfigResult]) -> ConfigResult | None:
+def topk_result(results: list[ConfigResult]) -> ConfigResult | None:
     return _pick(results, "B", chunk_mode="2d", chunk=64) or _pick(results, "B")
 
 
-def _exact_band(results: list[ConfigResult]) -> ConfigResult | None:
+def exact_band_result(results: list[ConfigResult]) -> ConfigResult | None:
     return next((r for r in results if r.key == C_1D256), None)
 
 
@@ -142,10 +142,10 @@ def _kept_share(result: ConfigResult) -> tuple[float, float]:
 
 def _selection_results(results: list[ConfigResult]) -> list[ConfigResult]:
     shown = []
-    topk = _topk(results)
+    topk = topk_result(results)
     if topk is not None:
         shown.append(topk)
-    exact = _exact_band(results)
+    exact = exact_band_result(results)
     for result in results:
         if result is topk:
             continue
@@ -162,13 +162,13 @@ def _selection_results(results: list[ConfigResult]) -> list[ConfigResult]:
 def selection_table(results: list[ConfigResult], scale: RunScale) -> pd.DataFrame:
     """B, C 1-D 256, D, F random and every G: final loss, gap closed, steps and payload to C 1-D
     256's and top-k's final loss, payload per step and the momentum share each keeps."""
-    topk, exact = _topk(results), _exact_band(results)
-    b_stats, c_stats = _finals(topk), _finals(exact)
+    topk, exact = topk_result(results), exact_band_result(results)
+    b_stats, c_stats = final_stats(topk), final_stats(exact)
     b_final, c_final = b_stats[0], c_stats[0]
     b_to_c = to_target(topk, c_final) if topk else None
     rows = []
     for result in _selection_results(results):
-        stats = _finals(result)
+        stats = final_stats(result)
         above, verdict = compare(stats, b_stats)
         to_c, to_b = to_target(result, c_final), to_target(result, b_final)
         kept, topk_kept = _kept_share(result)
@@ -199,14 +199,14 @@ def selection_table(results: list[ConfigResult], scale: RunScale) -> pd.DataFram
                 "momentum_kept_topk": topk_kept,
             }
         )
-    return _framed(rows, scale)
+    return framed(rows, scale)
 
 
 def selection_claims(results: list[ConfigResult], scale: RunScale) -> pd.DataFrame:
     """Does any comparison-free selection close the gap to top-k: final loss, steps to a loss,
     payload to a loss (loss per byte)?"""
     table = selection_table(results, scale)
-    topk = _topk(results)
+    topk = topk_result(results)
     free = table[table["comparison_free"]] if len(table) else table
     rows = []
 
@@ -217,17 +217,18 @@ def selection_claims(results: list[ConfigResult], scale: RunScale) -> pd.DataFra
         missing = "top-k (B)" if topk is None else "a comparison-free selection"
         for question in _SELECTION_QUESTIONS:
             row(question, f"not recorded: no {missing} at this scale", "not recorded")
-        return _framed(rows, scale)
+        return framed(rows, scale)
     b = table[table["variant"] == "B"].iloc[0]
     best = free.sort_values("final_loss", kind="stable").iloc[0]
-    b_text = _text((b.final_loss, b.final_loss_sd, b.seeds))
+    b_text = stats_text((b.final_loss, b.final_loss_sd, b.seeds))
     closes = best.vs_topk in ("lower", "within noise") or best.vs_topk.startswith("lower")
     row(
         _SELECTION_QUESTIONS[0],
-        f"lowest: {best.configuration} {_text((best.final_loss, best.final_loss_sd, best.seeds))}"
+        f"lowest: {best.configuration} "
+        f"{stats_text((best.final_loss, best.final_loss_sd, best.seeds))}"
         f" vs top-k {b_text}: {best.above_topk:+.3f} ({best.vs_topk}); "
         f"gap from C 1-D 256 closed {_percent(best.gap_closed)}",
-        ("yes" if closes else "no") + _n1(best.seeds, b.seeds),
+        ("yes" if closes else "no") + few_seeds_mark(best.seeds, b.seeds),
     )
     steps = free.dropna(subset=["steps_to_c"]).sort_values("steps_to_c", kind="stable")
     if steps.empty or math.isnan(b.steps_to_c):
@@ -238,7 +239,8 @@ def selection_claims(results: list[ConfigResult], scale: RunScale) -> pd.DataFra
             _SELECTION_QUESTIONS[1],
             f"to C 1-D 256's final loss: fastest {first.configuration} {first.steps_to_c:.0f} "
             f"steps ({first.reached_c}) vs top-k {b.steps_to_c:.0f} ({b.reached_c})",
-            ("yes" if first.steps_to_c <= b.steps_to_c else "no") + _n1(first.seeds, b.seeds),
+            ("yes" if first.steps_to_c <= b.steps_to_c else "no")
+            + few_seeds_mark(first.seeds, b.seeds),
         )
     paid = free.dropna(subset=["payload_to_c_bytes"]).sort_values(
         "payload_to_c_bytes", kind="stable"
@@ -253,9 +255,9 @@ def selection_claims(results: list[ConfigResult], scale: RunScale) -> pd.DataFra
             f"{cheapest.payload_to_c_bytes / 1e6:.2f} MB vs top-k "
             f"{b.payload_to_c_bytes / 1e6:.2f} MB ({cheapest.payload_to_c_vs_topk:.2f}x)",
             ("yes" if cheapest.payload_to_c_bytes <= b.payload_to_c_bytes else "no")
-            + _n1(cheapest.seeds, b.seeds),
+            + few_seeds_mark(cheapest.seeds, b.seeds),
         )
-    return _framed(rows, scale)
+    return framed(rows, scale)
 
 
 _SELECTION_QUESTIONS = (
@@ -271,7 +273,7 @@ def _unreached(none_free: bool, topk_reached: str) -> str:
     return f"top-k did not reach C 1-D 256's final loss on every seed ({topk_reached})"
 
 
-def _n1(*seeds: int) -> str:
+def few_seeds_mark(*seeds: int) -> str:
     return f" (n={min(seeds)})" if min(seeds) < 3 else ""
 
 
@@ -296,11 +298,11 @@ def _sent_results(results: list[ConfigResult]) -> list[ConfigResult]:
 def optics_oob_table(results: list[ConfigResult], scale: RunScale) -> pd.DataFrame:
     """C 1-D 256 and every E with feedback sent: final loss against C over seeds, and per-step
     out-of-band diagnostics (means over the steps the optics ran, then over seeds)."""
-    exact = _exact_band(results)
-    c_stats = _finals(exact)
+    exact = exact_band_result(results)
+    c_stats = final_stats(exact)
     rows = []
     for result in ([exact] if exact else []) + _sent_results(results):
-        stats = _finals(result)
+        stats = final_stats(result)
         above, verdict = compare(stats, c_stats)
         row = {
             "configuration": result.label,
@@ -315,13 +317,13 @@ def optics_oob_table(results: list[ConfigResult], scale: RunScale) -> pd.DataFra
             mean, sd, n = mean_sd(_run_column_mean(run, column) for run in result.runs)
             row[column], row[f"{column}_sd"], row[f"{column}_seeds"] = mean, sd, n
         rows.append(row)
-    return _framed(rows, scale)
+    return framed(rows, scale)
 
 
 def optics_oob_claims(results: list[ConfigResult], scale: RunScale) -> pd.DataFrame:
     """Does E (feedback of the values sent) beat the exact band over seeds, and does the
     out-of-band energy the values sent carry explain it?"""
-    exact = _exact_band(results)
+    exact = exact_band_result(results)
     sent = _sent_results(results)
     rows = []
     if exact is None or not sent:
@@ -330,17 +332,17 @@ def optics_oob_claims(results: list[ConfigResult], scale: RunScale) -> pd.DataFr
             rows.append(
                 {"question": question, "measured": f"not recorded: no {missing}", "verdict": "-"}
             )
-        return _framed(rows, scale)
-    c_stats = _finals(exact)
+        return framed(rows, scale)
+    c_stats = final_stats(exact)
     parts, beats = [], 0
     for result in sent:
-        diff, verdict = compare(_finals(result), c_stats)
+        diff, verdict = compare(final_stats(result), c_stats)
         parts.append(f"{result.label} {diff:+.3f} ({verdict}, n={result.seeds})")
         beats += verdict == "lower"
     rows.append(
         {
             "question": _OOB_QUESTIONS[0],
-            "measured": f"vs C 1-D 256 {_text(c_stats)}: " + "; ".join(parts),
+            "measured": f"vs C 1-D 256 {stats_text(c_stats)}: " + "; ".join(parts),
             "verdict": f"{beats} of {len(sent)} configurations lower by more than "
             f"{SEPARATION_SE:g} standard errors",
         }
@@ -394,7 +396,7 @@ def optics_oob_claims(results: list[ConfigResult], scale: RunScale) -> pd.DataFr
                 "verdict": "-",
             }
         )
-    return _framed(rows, scale)
+    return framed(rows, scale)
 
 
 _OOB_QUESTIONS = (

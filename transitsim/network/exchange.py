@@ -17,7 +17,7 @@ carried by the DES alone: every method but "fast" takes it.
 Host endpoints (`NetworkSpec.host`): one rank a host, each fast path takes them as it takes a
 pluggable's lanes (the rank's own Resources in series with its links), exactly. Ranks sharing a
 host share its two Resources: the ring and the switch sum stay fast where every phase (piece)
-runs in step (`fast/in_step.py`); the hierarchical exchange and, where a host side carries
+runs in step (`fast/shared/in_step.py`); the hierarchical exchange and, where a host side carries
 several senders' transfers to several receivers, the trees run on the DES, as does any ring or
 sum whose phases do not start together (stragglers, faults); the max-plus forms are None there.
 
@@ -46,18 +46,19 @@ from transitsim.network.des.engine import Timing, assign_paths, run_des, unshare
 from transitsim.network.exchange_spec import Exchange, validate_exchange
 from transitsim.network.fabric import PLAIN, XFORM_PLUGGABLE, XFORM_SWITCH, Fabric, Path, Weights
 from transitsim.network.failover import with_failover
-from transitsim.network.fast import hier_lean
-from transitsim.network.fast.hierarchical import MessageTable, run_fast_hier
-from transitsim.network.fast.in_step import host_shares, switch_shares
-from transitsim.network.fast.ring import (
+from transitsim.network.fast import NotExact
+from transitsim.network.fast.hierarchical import lean as hier_lean
+from transitsim.network.fast.hierarchical.stages import MessageTable, run_fast_hier
+from transitsim.network.fast.ring.lean import LeanDag, LeanRing, LeanTiming
+from transitsim.network.fast.ring.recurrence import (
     disjoint_reason,
     ring_finish,
     ring_line_bytes,
     ring_paths,
     run_fast_ring,
 )
-from transitsim.network.fast.ring_lean import LeanDag, LeanRing, LeanTiming
-from transitsim.network.fast.switch import (
+from transitsim.network.fast.shared.in_step import host_shares, switch_shares
+from transitsim.network.fast.switch_sum.recurrence import (
     SwitchPlan,
     run_fast_switch,
     switch_finish,
@@ -65,8 +66,8 @@ from transitsim.network.fast.switch import (
     switch_paths,
     switch_reason,
 )
-from transitsim.network.fast.tree import run_fast_tree
-from transitsim.network.fast.tree_shared import run_split_tree, tree_parts
+from transitsim.network.fast.trees.fixed import run_fast_tree
+from transitsim.network.fast.trees.split import run_split_tree, tree_parts
 from transitsim.network.faults import LinkFault, resolve_faults
 from transitsim.network.limits import MAX_MESSAGES
 from transitsim.network.nccl import applies as nccl_applies
@@ -313,13 +314,13 @@ def simulate_exchange(
         fast = _fast_failover(fabric, exchange, weights, start, resource_faults, record_utilisation)
         if isinstance(fast, ExchangeResult):
             return fast
-        reason = fast
+        reason = fast.reason
     if method == "fast":
         raise TransitsimError(f"method 'fast' would not be exact here: {reason}; use 'des'")
     return _des(fabric, exchange, weights, start, resource_faults, record_utilisation)
 
 
-def _fast_failover(fabric, exchange, weights, start, faults, record) -> "ExchangeResult | str":
+def _fast_failover(fabric, exchange, weights, start, faults, record) -> "ExchangeResult | NotExact":
     """The fast path with parallel links down for the whole exchange left out (failover.py)."""
 
     def same_plan(reduced: Fabric) -> bool:  # a tree's chunk spacing is planned all links up
@@ -340,7 +341,7 @@ def _fast_failover(fabric, exchange, weights, start, faults, record) -> "Exchang
     )
 
 
-def _fast(fabric, exchange, weights, start, faults, record) -> "ExchangeResult | str":
+def _fast(fabric, exchange, weights, start, faults, record) -> "ExchangeResult | NotExact":
     """The collective's fast path, or why it would not be exact."""
     if exchange.algo in ("ring_allreduce", "ring_allgather"):
         return _fast_ring(fabric, exchange, weights, start, faults, record)
@@ -350,7 +351,7 @@ def _fast(fabric, exchange, weights, start, faults, record) -> "ExchangeResult |
         return _fast_hier(fabric, exchange, weights, start, faults, record)
     if exchange.algo in TREE_ALGOS:
         return _fast_tree(fabric, exchange, weights, start, faults, record)
-    return "no fast path for this collective"
+    return NotExact("no fast path for this collective")
 
 
 def exchange_time_s(network: NetworkSpec, exchange: Exchange) -> float:
@@ -424,10 +425,10 @@ def _nothing_sent(fabric: Fabric, start: np.ndarray) -> ExchangeResult:
     )
 
 
-def _fast_ring(fabric, exchange, weights, start, faults, record) -> ExchangeResult | str:
+def _fast_ring(fabric, exchange, weights, start, faults, record) -> ExchangeResult | NotExact:
     """The ring by its per-phase recurrence, or why that would not be exact."""
     if faults and record:
-        return "utilisation over time with link faults is recorded by the DES"
+        return NotExact("utilisation over time with link faults is recorded by the DES")
     transform = exchange.transform_at is not None
     plan = ring_plan(exchange.algo, fabric.network.workers, exchange.payload_bytes, transform)
     paths = ring_paths(fabric, plan, weights)
@@ -438,10 +439,10 @@ def _fast_ring(fabric, exchange, weights, start, faults, record) -> ExchangeResu
         if host is None or host.ranks_per_host == 1 or faults or record:
             return reason
         shares = host_shares(fabric, paths.first, paths.later, plan.pre)  # ranks sharing hosts
-        if isinstance(shares, str):
+        if isinstance(shares, NotExact):
             return shares
     timing = run_fast_ring(fabric, plan, paths, start, record, faults, shares)
-    if isinstance(timing, str):
+    if isinstance(timing, NotExact):
         return timing
     sent, received = ring_line_bytes(plan, paths)
     path_of = functools.partial(paths.of, plan)
@@ -473,18 +474,18 @@ def hier_dag(fabric: Fabric, exchange: Exchange, weights: Weights) -> tuple:
     return built
 
 
-def _fast_hier(fabric, exchange, weights, start, faults, record) -> ExchangeResult | str:
+def _fast_hier(fabric, exchange, weights, start, faults, record) -> ExchangeResult | NotExact:
     """hierarchical by its stage recurrences and a shared exchange, or why not exact."""
     if record:
-        return "utilisation over time is recorded by the DES"
+        return NotExact("utilisation over time is recorded by the DES")
     groups = equal_groups(fabric.network)
     if hier_lean.is_lean(groups.shape, exchange.transform_at == "pluggable"):
         if exchange.transform_at == "pluggable":
-            return "a pre-stage transform on hierarchical past its lean size"
+            return NotExact("a pre-stage transform on hierarchical past its lean size")
         key = (repr(fabric.network), fabric.excluded, exchange)
         parts = hier_lean.cached_parts(key, fabric, groups, exchange.payload_bytes, weights)
         lean = hier_lean.time_lean(fabric, parts, start, faults)
-        return lean if isinstance(lean, str) else _result(fabric, *lean, "fast")
+        return lean if isinstance(lean, NotExact) else _result(fabric, *lean, "fast")
     schedule, layout, path_ids, compiled, table = hier_dag(fabric, exchange, weights)
     timing = run_fast_hier(fabric, schedule, layout, path_ids, compiled, start, table, faults)
     if not isinstance(timing, Timing):
@@ -520,16 +521,16 @@ def tree_dag(fabric: Fabric, exchange: Exchange, weights: Weights) -> tuple:
     return built
 
 
-def _fast_tree(fabric, exchange, weights, start, faults, record) -> ExchangeResult | str:
+def _fast_tree(fabric, exchange, weights, start, faults, record) -> ExchangeResult | NotExact:
     """A pipelined tree by fixed transfer times (no link carries both halves) or by its links
     shared per link (the halves overlap), or why neither would be exact."""
     if record:
-        return "utilisation over time is recorded by the DES"
+        return NotExact("utilisation over time is recorded by the DES")
     schedule, path_ids, compiled, table, links = tree_dag(fabric, exchange, weights)
-    if isinstance(links, str):
+    if isinstance(links, NotExact):
         return links
     if not links.local and faults:
-        return "links shared max-min across a WAN or spine, with link faults (the DES's)"
+        return NotExact("links shared max-min across a WAN or spine, with link faults (the DES's)")
     if links.overlap:
         timing = run_split_tree(fabric, table, links, start, faults)
     else:
@@ -543,10 +544,10 @@ def _fast_tree(fabric, exchange, weights, start, faults, record) -> ExchangeResu
     return _result(fabric, schedule, path_of, timing, start, finish, sent, received, "fast")
 
 
-def _fast_switch(fabric, exchange, weights, start, faults, record) -> ExchangeResult | str:
+def _fast_switch(fabric, exchange, weights, start, faults, record) -> ExchangeResult | NotExact:
     """The in-network all-reduce by its per-piece recurrence, or why that would not be exact."""
     if record:
-        return "utilisation over time is recorded by the DES"
+        return NotExact("utilisation over time is recorded by the DES")
     plan = switch_plan(fabric, exchange)
     paths = switch_paths(fabric, plan, weights)
     reason = switch_reason(fabric, plan, paths)
@@ -556,7 +557,7 @@ def _fast_switch(fabric, exchange, weights, start, faults, record) -> ExchangeRe
         if host is None or host.ranks_per_host == 1 or faults:
             return reason
         shares = switch_shares(fabric, paths.ups, paths.downs, plan.workers)  # in step
-        if isinstance(shares, str):
+        if isinstance(shares, NotExact):
             return shares
     timing = run_fast_switch(fabric, plan, paths, start, faults, shares)
     if not isinstance(timing, Timing):

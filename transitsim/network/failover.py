@@ -18,6 +18,7 @@ from typing import Any
 
 from transitsim.network.des.engine import ResourceFault
 from transitsim.network.fabric import Fabric
+from transitsim.network.fast import NotExact
 
 Spans = list[tuple[float, float]]
 
@@ -53,7 +54,7 @@ def excluded_links(fabric: Fabric, faults: list[ResourceFault], t0_s: float) -> 
 
 def failover_reason(
     fabric: Fabric, faults: list[ResourceFault], excluded: frozenset[str], t0_s: float, t1_s: float
-) -> str | None:
+) -> NotExact | None:
     """Why timing the exchange over [t0, t1] with `excluded` left out is not the DES's failover
     (None: it is)."""
     spans = _spans(faults)
@@ -63,13 +64,15 @@ def failover_reason(
             continue
         for r in bundle:
             if r in gone and not any(b <= t0_s and e >= t1_s for b, e in spans[r]):
-                return "a parallel link comes back during the exchange (flows restripe onto it)"
+                return NotExact(
+                    "a parallel link comes back during the exchange (flows restripe onto it)"
+                )
         rest = [r for r in bundle if r not in gone]
         clipped = [[(b, e) for b, e in spans.get(r, []) if b < t1_s and e > t0_s] for r in rest]
         if gone and any(clipped):
-            return "a parallel link goes down while another is already down (failover)"
+            return NotExact("a parallel link goes down while another is already down (failover)")
         if any(c != clipped[0] for c in clipped):
-            return (
+            return NotExact(
                 "one of parallel links goes down during the exchange while another stays up: "
                 "its flows move onto the others at a new rate (failover, timed by the DES)"
             )
@@ -84,16 +87,16 @@ def with_failover(
     run: Callable[[Fabric], Any],
     same_plan: Callable[[Fabric], bool],
 ) -> Any:
-    """`run` (a fast path: a result with finish_s, or why not) on the fabric without the
-    parallel links down at t0, kept only where that is the DES's failover; else the reason."""
+    """`run` (a fast path: a result with finish_s, or NotExact) on the fabric without the
+    parallel links down at t0, kept only where that is the DES's failover; else NotExact."""
     if not striped_faults(fabric, faults):
         return run(fabric)
     excluded = excluded_links(fabric, faults, t0_s)
     reduced = reduced_for(excluded) if excluded else fabric
     if not same_plan(reduced):
-        return "the schedule is planned on the network with every link up"
+        return NotExact("the schedule is planned on the network with every link up")
     fast = run(reduced)
-    if isinstance(fast, str):
+    if isinstance(fast, NotExact):
         return fast
     reason = failover_reason(fabric, faults, excluded, t0_s, float(fast.finish_s.max()))
     return fast if reason is None else reason

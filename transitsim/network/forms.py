@@ -1,9 +1,9 @@
 """The max-plus forms of an exchange: what lets replay time many steps at once.
 
-An exchange whose transfer times do not depend on when workers start has a linear form
-(finish = max over start + constant, fast/maxplus.py); hierarchical has a stage-vectorised one
-(fast/maxplus_hier.py). Both are built from the same fabric, schedules and fast-path plans as
-`simulate_exchange`, and cached per (network, exchange).
+An exchange whose transfer times do not depend on when workers start has a linear form (finish = max
+over start + constant, fast/shared/maxplus.py); hierarchical has a stage-vectorised one
+(fast/hierarchical/maxplus.py). Both are built from the same fabric, schedules and fast-path plans
+as `simulate_exchange`, and cached per (network, exchange).
 """
 
 import numpy as np
@@ -19,11 +19,13 @@ from transitsim.network.exchange import (
     tree_dag,
 )
 from transitsim.network.exchange_spec import Exchange, validate_exchange
-from transitsim.network.fast import hier_lean
-from transitsim.network.fast.maxplus import Linear, ring_linear, switch_linear
-from transitsim.network.fast.maxplus_hier import HierForm, hier_form
-from transitsim.network.fast.tree import tree_linear
-from transitsim.network.fast.tree_shared import SplitLinks
+from transitsim.network.fast.hierarchical import lean as hier_lean
+from transitsim.network.fast.hierarchical.maxplus import HierForm, hier_form
+from transitsim.network.fast.ring.maxplus import ring_linear
+from transitsim.network.fast.shared.maxplus import Linear
+from transitsim.network.fast.switch_sum.maxplus import switch_linear
+from transitsim.network.fast.trees.fixed import tree_linear
+from transitsim.network.fast.trees.split import SplitLinks
 from transitsim.network.nccl import applies as nccl_applies
 from transitsim.network.nccl import nccl_choice
 from transitsim.network.schedules.dag import ring_plan
@@ -73,7 +75,7 @@ def linear_exchange(network: NetworkSpec, exchange: Exchange) -> Linear | None:
 
 def steps_form(network: NetworkSpec, exchange: Exchange) -> Linear | HierForm | None:
     """What times many steps of this exchange at once: its linear form, or hierarchical's
-    stage-vectorised form (fast/maxplus_hier.py); None: simulate step by step."""
+    stage-vectorised form (fast/hierarchical/maxplus.py); None: simulate step by step."""
     if nccl_applies(network, exchange):
         choice = nccl_choice(network, exchange, exchange_time_s)
         return steps_form(choice.network, choice.exchange)

@@ -6,7 +6,7 @@ Kept apart from `transitsim.scenario` so that `transitsim collective` need not i
 pandas and YAML to check its flags.
 """
 
-MAX_WORKERS = 65536  # a ring of 65,536 is timed lean (fast/ring_lean.py); see MAX_MESSAGES
+MAX_WORKERS = 65536  # a ring of 65,536 is timed lean (fast/ring/lean.py); see MAX_MESSAGES
 MAX_DATACENTRES = 64  # a full mesh of WAN links: 2,016 cables
 MAX_WAN_LINKS = 64
 MAX_GPUS_PER_NODE = 1024

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from transitsim.network import Exchange, NetworkSpec
-from transitsim.network.fast.maxplus import Linear
+from transitsim.network.fast.shared.maxplus import Linear
 from transitsim.network.forms import steps_form
 from transitsim.replay.compute import Stragglers
 

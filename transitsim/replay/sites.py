@@ -57,6 +57,12 @@ def trace_replicas(trace: Trace) -> int | None:
     return replicas
 
 
+def replicas_for(trace: Trace, asked: str) -> str:
+    """The layout a replay asked for `asked` replicas ("worker" or "site") gives this trace: a
+    replica per site applies to local-SGD traces, and the others are replayed as trained."""
+    return asked if trace_replicas(trace) is not None else "worker"
+
+
 def check_site_layout(trace: Trace, network: NetworkSpec) -> None:
     """Raise TransitsimError (one line) where `replicas: site` cannot place the trace's replicas
     one to a datacentre of `network`."""

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from transitsim.analysis.metrics import TIMELINE_COLUMNS
+from transitsim.analysis.metrics import METRIC_COLUMNS
 from transitsim.analysis.verdict import verdict_sentences
 from transitsim.base.atomic import write_text_atomic
 from transitsim.report.common import Panel, ReportContext, colours, ordered, require
@@ -72,7 +72,7 @@ def build_panels(
     """The report's panels in page order, the winner map first (a panel without data keeps its
     place with a note). link_stats: per-link totals over each run (run, network, link,
     busy_share), drawn where no step was recorded."""
-    require(timeline, TIMELINE_COLUMNS, "timeline")
+    require(timeline, METRIC_COLUMNS, "timeline")
     require(ladder, LADDER_COLUMNS, "ladder")
     if sweep is not None and len(sweep):
         require(sweep, SWEEP_COLUMNS, "sweep")

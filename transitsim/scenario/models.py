@@ -18,13 +18,13 @@ from transitsim.network.spec import NetworkSpec
 from transitsim.overlap import DDP_BUCKET_BYTES, OVERLAP_MODES
 from transitsim.replay.compute import JITTER_DISTRIBUTIONS, JITTER_MODES, ComputeModel, Stragglers
 from transitsim.scenario.network_models import GridModel, NetworkModel, PlacementModel
-from transitsim.scenario.quantities import Duration, FlopRate, Size, Target, _Strict
+from transitsim.scenario.quantities import Duration, FlopRate, Size, StrictModel, Target
 
 OUTPUT_FILES = ("timeline", "summary", "ladder", "sweep", "link_util", "report", "trace_events")
 MAX_SCALE_PARAMS = 10**15  # what-if model sizes beyond this are typos, not questions
 
 
-class FromTraceCompute(_Strict):
+class FromTraceCompute(StrictModel):
     """Compute seconds per step as measured in the trace."""
 
     model: Literal["from_trace"] = Field(
@@ -35,7 +35,7 @@ class FromTraceCompute(_Strict):
         return ComputeModel(kind="trace")
 
 
-class ScaledCompute(_Strict):
+class ScaledCompute(StrictModel):
     """Measured compute seconds times `factor` (e.g. 0.25 for a GPU four times faster)."""
 
     model: Literal["scaled"] = Field(description="the trace's compute seconds times factor")
@@ -49,7 +49,7 @@ class ScaledCompute(_Strict):
         return ComputeModel(kind="scaled", factor=self.factor)
 
 
-class FlopsCompute(_Strict):
+class FlopsCompute(StrictModel):
     """6 * params * tokens / (gpu_peak * mfu) seconds per step, on a target GPU.
 
     params and tokens per worker step (batch * context) come from the trace's metadata.
@@ -90,7 +90,7 @@ def _parse_params(value: object) -> int:
     return int(number)
 
 
-class ScaleModel(_Strict):
+class ScaleModel(StrictModel):
     """What-if scale: replay every trace as a model of `params` parameters.
 
     Bytes per step and compute (with compression and update) scale with params / the trace's
@@ -118,7 +118,7 @@ class ScaleModel(_Strict):
     ]
 
 
-class StragglersModel(_Strict):
+class StragglersModel(StrictModel):
     """Seeded per-step, per-worker compute jitter, plus fixed per-worker slowness.
 
     mode multiplicative: compute * (1 + X), `scale` a fraction (0.05); additive: compute + X,
@@ -184,7 +184,7 @@ class StragglersModel(_Strict):
         )
 
 
-class FaultModel(_Strict):
+class FaultModel(StrictModel):
     """A link outage on the replay clock: `link` carries nothing from down_at until up_at."""
 
     link: str = Field(
@@ -207,7 +207,7 @@ class FaultModel(_Strict):
         return LinkFault(link=self.link, down_from_s=self.down_at, down_until_s=self.up_at)
 
 
-class TraceEntry(_Strict):
+class TraceEntry(StrictModel):
     """A trace file or glob (relative to the scenario file); `label` renames its config."""
 
     path: str = Field(
@@ -231,7 +231,7 @@ class TraceEntry(_Strict):
         return {"path": data} if isinstance(data, str) else data
 
 
-class OutputsModel(_Strict):
+class OutputsModel(StrictModel):
     """Where a run's results go, and which files it writes."""
 
     dir: str | None = Field(
@@ -246,7 +246,7 @@ class OutputsModel(_Strict):
     )
 
 
-class VerdictModel(_Strict):
+class VerdictModel(StrictModel):
     """How the verdict decides a winner (transitsim.analysis.outcomes has the tie rule)."""
 
     tie_margin: float = Field(
@@ -288,7 +288,7 @@ class Placement:
 NetworkPoint = tuple[str, NetworkSpec, dict[str, Any], Placement]
 
 
-class Scenario(_Strict):
+class Scenario(StrictModel):
     """A whole scenario. `load_scenario` also resolves its trace files and networks."""
 
     name: str | None = Field(None, min_length=1, description="default: the file name's stem")

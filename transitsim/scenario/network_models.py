@@ -28,7 +28,6 @@ from transitsim.network.limits import (
     MAX_WAN_LINKS,
     MAX_WORKERS,
 )
-from transitsim.network.presets import preset_dict, preset_names
 from transitsim.network.spec import (
     COLLECTIVE_ALGOS,
     NCCL_DEFAULTS,
@@ -40,13 +39,14 @@ from transitsim.network.spec import (
     ProtocolSpec,
     TransformSpec,
 )
-from transitsim.scenario.quantities import Duration, Frequency, Length, Rate, Size, _Strict
+from transitsim.scenario.presets import preset_dict, preset_names
+from transitsim.scenario.quantities import Duration, Frequency, Length, Rate, Size, StrictModel
 
 # Beyond these a value is a typo, and it is refused with the limit (see transitsim.network.limits).
 MAX_GRID_POINTS = 4096
 
 
-class BackgroundModel(_Strict):
+class BackgroundModel(StrictModel):
     """Background traffic (network/background.py): a reserved share, constant (`share`) or a
     piecewise-constant series from a CSV (`csv`: a time_s column, seconds on the replay clock,
     increasing, and one of background_share, available_share or available_rate with units), and
@@ -97,7 +97,7 @@ def _checked_share(value: Any) -> Any:
     return value
 
 
-class LinkModel(_Strict):
+class LinkModel(StrictModel):
     """One direction of a cable."""
 
     rate: Rate = Field(description='line rate of one direction, e.g. "200 Gb/s"')
@@ -156,7 +156,7 @@ class LinkModel(_Strict):
         )
 
 
-class TransformModel(_Strict):
+class TransformModel(StrictModel):
     """An optical transform: `planes` passes per chunk of `size` inputs, at `rate` passes/s."""
 
     size: int = Field(256, ge=2, le=1 << 20, description="inputs per chunk (a power of 2)")
@@ -191,7 +191,7 @@ class TransformModel(_Strict):
         )
 
 
-class PluggableModel(_Strict):
+class PluggableModel(StrictModel):
     """The module at a host port: host-side lanes, the optical line, maybe a transform."""
 
     host_lane_rate: Rate = Field(description='the module\'s host-side lanes, e.g. "800 Gb/s"')
@@ -201,7 +201,7 @@ class PluggableModel(_Strict):
     )
 
 
-class SwitchModel(_Strict):
+class SwitchModel(StrictModel):
     """Every switch of the network: forwarding, and optionally summing (in-network aggregation)."""
 
     forwarding_latency: Duration = Field(
@@ -219,7 +219,7 @@ class SwitchModel(_Strict):
     )
 
 
-class HostModel(_Strict):
+class HostModel(StrictModel):
     """Each host's endpoint, in series with its links (LogGP's o and G at the host): what moving
     a message costs the machine (a gloo/TCP rank's CPU and kernel; on a GPU, its channels and
     copy engines), shared by the ranks placed on it. Absent: free, as the links alone."""
@@ -249,7 +249,7 @@ class HostModel(_Strict):
         )
 
 
-class ProtocolModel(_Strict):
+class ProtocolModel(StrictModel):
     """One NCCL protocol as the NCCL mode charges it; a key left out keeps NCCL's default
     (docs/engine.md "NCCL mode" gives them with their sources)."""
 
@@ -283,7 +283,7 @@ class ProtocolModel(_Strict):
         )
 
 
-class NcclModel(_Strict):
+class NcclModel(StrictModel):
     """NCCL's protocols and channels (docs/engine.md "NCCL mode"): each exchange runs on
     `channels` parallel rings with one protocol, its efficiency and latency applied to the
     links; `auto` takes the protocol of least time, as NCCL's tuner takes the fastest by its
@@ -319,7 +319,7 @@ class NcclModel(_Strict):
         )
 
 
-class PlacementModel(_Strict):
+class PlacementModel(StrictModel):
     """Where the transform is computed and where payloads are summed (absent = as the network).
 
     sum: "receivers" all-gathers reducible payloads (the fixed bands of C/D/E/F), "switch" sums
@@ -339,7 +339,7 @@ class PlacementModel(_Strict):
     )
 
 
-class NetworkModel(_Strict):
+class NetworkModel(StrictModel):
     """A network as YAML writes it; `preset: NAME` starts from a named one and overrides keys."""
 
     name: str | None = Field(
@@ -474,7 +474,7 @@ def _deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any
     return merged
 
 
-class GridModel(_Strict):
+class GridModel(StrictModel):
     """A base network and lists of values for some of its keys: every combination is a network."""
 
     network: NetworkModel = Field(description="the base network: a preset name or a mapping")

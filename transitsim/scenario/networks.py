@@ -6,12 +6,12 @@ from typing import Any
 from pydantic import ValidationError
 
 from transitsim.base.errors import TransitsimError
-from transitsim.network.presets import preset_dict
 from transitsim.network.spec import NetworkSpec
 from transitsim.network.topology import build_topology
 from transitsim.scenario.grid import expand_grid
 from transitsim.scenario.models import NetworkPoint, Placement, Scenario
 from transitsim.scenario.network_models import NetworkModel
+from transitsim.scenario.presets import preset_dict
 from transitsim.scenario.specs import network_spec, placement_of
 from transitsim.scenario.yaml_source import KeyPathIssue, first_error, format_path
 
@@ -183,6 +183,6 @@ def network_from_dict(raw: Any) -> NetworkSpec:
 
 
 def network_preset(name: str) -> NetworkSpec:
-    """A named preset (see `transitsim.network.presets`) as a NetworkSpec, for `--network`."""
+    """A named preset (see `transitsim.scenario.presets`) as a NetworkSpec, for `--network`."""
     preset_dict(name)  # unknown names: one clear line listing the known ones
     return network_from_dict(name)

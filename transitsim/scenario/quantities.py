@@ -102,7 +102,7 @@ Target = Annotated[
 ]
 
 
-class _Strict(BaseModel):
+class StrictModel(BaseModel):
     """No unknown keys, no silent type coercion ('yes' is not a bool), immutable."""
 
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)

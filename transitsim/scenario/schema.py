@@ -3,8 +3,8 @@
 import json
 from typing import Any
 
-from transitsim.network.presets import preset_names
 from transitsim.scenario.models import Scenario
+from transitsim.scenario.presets import preset_names
 
 
 def scenario_json_schema() -> dict[str, Any]:

@@ -145,7 +145,7 @@ def plan_points(
     return points
 
 
-def _stop(procs: list[subprocess.Popen]) -> None:
+def stop_all(procs: list[subprocess.Popen]) -> None:
     for proc in procs:
         if proc.poll() is None:
             try:
@@ -159,7 +159,7 @@ def _stop(procs: list[subprocess.Popen]) -> None:
             pass
 
 
-def _launch(testbed: Testbed, i: int, argv: list[str], env: dict, log: Path) -> subprocess.Popen:
+def launch_in(testbed: Testbed, i: int, argv: list[str], env: dict, log: Path) -> subprocess.Popen:
     """argv in host i's namespace, in a session of its own, recorded as the testbed's."""
     with log.open("w") as stream:
         proc = subprocess.Popen(
@@ -173,12 +173,12 @@ def _launch(testbed: Testbed, i: int, argv: list[str], env: dict, log: Path) -> 
     try:
         testbed.started(proc.pid)
     except BaseException:
-        _stop([proc])
+        stop_all([proc])
         raise
     return proc
 
 
-def _wait_all(procs: list[subprocess.Popen], deadline: float, logs: list[Path]) -> None:
+def wait_all(procs: list[subprocess.Popen], deadline: float, logs: list[Path]) -> None:
     """Wait (bounded) for every process; TestbedError with the first failure's last line."""
     while time.monotonic() < deadline:
         codes = [p.poll() for p in procs]
@@ -194,7 +194,7 @@ def _wait_all(procs: list[subprocess.Popen], deadline: float, logs: list[Path]) 
     raise TestbedError("testbed: ranks did not finish before the deadline")
 
 
-def _env(testbed: Testbed, rank: int, world: int, port: int) -> dict:
+def rank_env(testbed: Testbed, rank: int, world: int, port: int) -> dict:
     env = {k: v for k, v in os.environ.items() if k not in ("LOCAL_WORLD_SIZE", "LOCAL_RANK")}
     env.update(
         RANK=str(rank),
@@ -215,17 +215,17 @@ def measure_rtt(testbed: Testbed, port: int, count: int = 400, far: int = 1) -> 
     with tempfile.TemporaryDirectory(prefix="tsb-probe-") as tmp:
         logs = [Path(tmp) / "serve.log", Path(tmp) / "ping.log"]
         module = [sys.executable, "-m", "transitsim.testbed.probe"]
-        env = _env(testbed, 0, 1, port)
+        env = rank_env(testbed, 0, 1, port)
         addr = testbed.address(far)
         procs = [
-            _launch(testbed, far, [*module, "serve", addr, str(port), str(count)], env, logs[0])
+            launch_in(testbed, far, [*module, "serve", addr, str(port), str(count)], env, logs[0])
         ]
         try:
-            procs.append(_launch(testbed, 0, [*module, "ping", addr, str(port), str(count)], env,
+            procs.append(launch_in(testbed, 0, [*module, "ping", addr, str(port), str(count)], env,
                                  logs[1]))  # fmt: skip
-            _wait_all(procs, time.monotonic() + 60.0, logs)
+            wait_all(procs, time.monotonic() + 60.0, logs)
         finally:
-            _stop(procs)
+            stop_all(procs)
         return float(logs[1].read_text().split()[-1])
 
 
@@ -247,12 +247,12 @@ def run_ranks(testbed: Testbed, workers: int, points: list[Point], port: int) ->
         procs = []
         try:
             for r in range(workers):
-                env = _env(testbed, r, workers, port)
+                env = rank_env(testbed, r, workers, port)
                 host = testbed.rank_host(r, workers)
-                procs.append(_launch(testbed, host, [*argv, str(outs[r])], env, logs[r]))
-            _wait_all(procs, time.monotonic() + STARTUP_S + budget + 60, logs)
+                procs.append(launch_in(testbed, host, [*argv, str(outs[r])], env, logs[r]))
+            wait_all(procs, time.monotonic() + STARTUP_S + budget + 60, logs)
         finally:
-            _stop(procs)
+            stop_all(procs)
         ranks = [json.loads(o.read_text()) for o in outs]
     merged = []
     for k, point in enumerate(points):

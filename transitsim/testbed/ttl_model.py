@@ -31,7 +31,8 @@ import numpy as np
 import pandas as pd
 
 from transitsim.base.errors import TransitsimError
-from transitsim.replay.plan import replay
+from transitsim.replay.replay import replay
+from transitsim.replay.request import ReplayRequest
 from transitsim.testbed import gloo_algos
 from transitsim.testbed.ttl_compute import (
     Compute,
@@ -86,7 +87,7 @@ def predict(trace: Trace, rate_bps: float, net: Calibrated, compute_s: np.ndarra
                           alpha=alpha)  # fmt: skip
     steps = trace.steps.assign(compute_s=compute_s, compress_s=0.0, update_s=0.0)
     algo = gloo_algos.transitsim_algo(GLOO_COLLECTIVE[collective])
-    timeline = replay(replace(trace, steps=steps), network, collective=algo).timeline
+    timeline = replay(replace(trace, steps=steps), ReplayRequest(network, collective=algo)).timeline
     # gloo's all-gather rendezvous, which a replay starting every rank together leaves out;
     # the steps run one after another, so each exchange's wait delays every later step. A
     # legacy folder (alpha fitted without it, no host stage) is replayed as it was made.

@@ -28,13 +28,13 @@ import pandas as pd
 from transitsim.base.atomic import signals_raise
 from transitsim.testbed.measure import (
     Point,
-    _env,
-    _launch,
-    _stop,
-    _wait_all,
+    launch_in,
     measure_rtt,
+    rank_env,
     run_counted,
+    stop_all,
     summarise,
+    wait_all,
 )
 from transitsim.testbed.model import CALIBRATION_SIZES  # the endpoint fit's (ttl_network)
 from transitsim.testbed.netns import Shaping, Testbed, TestbedError, cleanup_leftovers
@@ -106,11 +106,11 @@ def train_ranks(testbed: Testbed, argv: list[str], out: Path, port: int, limit_s
     procs = []
     try:
         for r in range(hosts):
-            env = {**_env(testbed, r, hosts, port), "LOCAL_RANK": "0"}
-            procs.append(_launch(testbed, r, argv, env, logs[r]))
-        _wait_all(procs, time.monotonic() + limit_s, logs)
+            env = {**rank_env(testbed, r, hosts, port), "LOCAL_RANK": "0"}
+            procs.append(launch_in(testbed, r, argv, env, logs[r]))
+        wait_all(procs, time.monotonic() + limit_s, logs)
     finally:
-        _stop(procs)
+        stop_all(procs)
     traces = sorted(out.glob("*.parquet"), key=os.path.getmtime)
     if not traces:
         raise TestbedError(f"testbed: rank 0 wrote no trace in {out} (see {logs[0]})")

@@ -7,11 +7,11 @@ together until a resource is full, the flows through it freeze, and the rest kee
 link this is processor sharing: two flows each get half. A flow's rate is in bits/s of its line
 payload; a resource it crosses with weight w carries w bits per payload bit.
 
-Flows whose rates do not change keep their projected finish untouched, and events are scheduled
-at absolute times, so an uncontended transfer ends at exactly `start + bits / rate`: the same
-floating-point number the per-phase recurrence (`fast/ring.py`) computes. Callers pass logical
-times explicitly; a flow that would end within rounding (`SETTLE_REL`) of a new flow's start on
-a shared resource is settled at its projected finish first, so an overlap of a few ulps between
+Flows whose rates do not change keep their projected finish untouched, and events are scheduled at
+absolute times, so an uncontended transfer ends at exactly `start + bits / rate`: the same
+floating-point number the per-phase recurrence (`fast/ring/recurrence.py`) computes. Callers pass
+logical times explicitly; a flow that would end within rounding (`SETTLE_REL`) of a new flow's start
+on a shared resource is settled at its projected finish first, so an overlap of a few ulps between
 back-to-back transfers never turns into contention.
 
 Parallel links (a bundle, `bundles`): a flow striped over a bundle crosses only its links that

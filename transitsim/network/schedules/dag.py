@@ -262,10 +262,10 @@ def hierarchical_layout(
 ) -> tuple[Schedule, HierLayout]:
     """hierarchical's Schedule, and where its stages' messages are (for the fast path).
 
-    ring_phases: at most this many phases of the two ring stages inside the groups (the lean
-    form, fast/hier_lean.py, keeps one: every phase sends the same chunk over the same edges).
-    Between stages a worker is sent the next stage's first chunk only once it has received its
-    last chunk of the stage before (its receive is posted: a rendezvous, as NCCL's and MPI's
+    ring_phases: at most this many phases of the two ring stages inside the groups (the lean form,
+    fast/hierarchical/lean.py, keeps one: every phase sends the same chunk over the same edges).
+    Between stages a worker is sent the next stage's first chunk only once it has received its last
+    chunk of the stage before (its receive is posted: a rendezvous, as NCCL's and MPI's
     large-message protocols have), so the stages of one worker never share its links.
     """
     groups = np.asarray(groups, dtype=np.int64)

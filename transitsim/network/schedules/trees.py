@@ -16,7 +16,7 @@ a chain, transfers are one at a time in schedule order: the sends through `after
 through a JOIN at the receiver that waits for its previous incoming message of that half from
 another sender to have been sent (NCCL posts one send and one receive per peer and step).
 Messages are ordered by pipeline slot (chunk + spacing x level), so dependencies and all chains
-point to earlier messages: the ids are a topological order (`fast/tree.py` relies on it).
+point to earlier messages: the ids are a topological order (`fast/trees/fixed.py` relies on it).
 """
 
 import math

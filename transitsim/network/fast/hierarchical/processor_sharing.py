@@ -5,9 +5,9 @@ max-min fairness on that set is processor sharing: k flows each get min(cap, C /
 on a set then has the same rate at every instant, so one number per set, the bits each flow has
 been served, times them all: a flow is done when the served bits reach its target (served when
 it joined + its bits), and only the flow with the least target can depart next.
-`hierarchical.py` (the hierarchical exchange) drives it from its own event loop; a set that
+`stages.py` (the hierarchical exchange) drives it from its own event loop; a set that
 goes down (a link fault) stops all its flows until it is back. (The trees' halves share each
-rank's links per transfer, with rates that differ within a link: `tree_shared.py`.)
+rank's links per transfer, with rates that differ within a link: fast/trees/split.py.)
 """
 
 import heapq

@@ -1,8 +1,9 @@
-"""The compiled event loop behind fast/shared_events.py (imported only when it is first used).
+"""The compiled event loop behind fast/hierarchical/exchange_events.py (imported on first use).
 
-One step of hierarchical's exchange across groups: (time, sequence) events on a binary heap,
+One step of hierarchical's exchange across groups: (time, sequence) events on the fast paths'
+binary heap (fast/shared/heap.py; an entry's payload is phase * flows + flow),
 and per shared link the flows' targets (served bits at which each is done) on a heap keyed
-(target, phase * flows + flow), exactly as `hierarchical.exchange_stage` orders them with
+(target, phase * flows + flow), exactly as `stages.exchange_stage` orders them with
 heapq, so a tie is broken the same way and every time comes out the same float. A set's next
 departure is kept beside the heap, not on it: each reshare replaces it (with the sequence number
 the event loop's pushed departure would take), so the stale departures heapq skips are never
@@ -12,55 +13,11 @@ made.
 import numba
 import numpy as np
 
-START, DEPART = 0, 1
+from transitsim.network.fast.shared.heap import START, pop, push
+
+DEPART = 1  # a shared flow departs (kept beside the heap, never on it)
+END = 2  # on the heap: a flow that crosses nothing shared ends (a fixed time)
 _jit = numba.njit(cache=True, nogil=True)
-
-
-@_jit
-def _before(t, s, i, j):
-    return t[i] < t[j] or (t[i] == t[j] and s[i] < s[j])
-
-
-@_jit
-def _swap(t, s, kind, a, b, i, j):
-    t[i], t[j] = t[j], t[i]
-    s[i], s[j] = s[j], s[i]
-    kind[i], kind[j] = kind[j], kind[i]
-    a[i], a[j] = a[j], a[i]
-    b[i], b[j] = b[j], b[i]
-
-
-@_jit
-def _push(t, s, kind, a, b, size, time, seq, what, x, y):
-    """Adds event (time, seq, what, x, y); returns the heap's new size."""
-    i = size
-    t[i], s[i], kind[i], a[i], b[i] = time, seq, what, x, y
-    while i > 0:
-        parent = (i - 1) // 2
-        if not _before(t, s, i, parent):
-            break
-        _swap(t, s, kind, a, b, i, parent)
-        i = parent
-    return size + 1
-
-
-@_jit
-def _pop(t, s, kind, a, b, size):
-    """Moves the least event to index size - 1 and restores the heap on the rest."""
-    last = size - 1
-    _swap(t, s, kind, a, b, 0, last)
-    i = 0
-    while True:
-        child = 2 * i + 1
-        if child >= last:
-            break
-        if child + 1 < last and _before(t, s, child + 1, child):
-            child += 1
-        if not _before(t, s, child, i):
-            break
-        _swap(t, s, kind, a, b, i, child)
-        i = child
-    return last
 
 
 @_jit
@@ -113,7 +70,7 @@ def _one_step(ready0, members, pre, dur, post, bits, group, cap, capacity, free,
     s = np.empty(room, dtype=np.int64)
     kind = np.empty(room, dtype=np.int64)
     a = np.empty(room, dtype=np.int64)
-    b = np.empty(room, dtype=np.int64)
+    pos = np.empty(0, dtype=np.int64)  # no DEPART on this heap: nothing to track
     size = 0
     seq = 0
     pending = np.full((phases, flows), 2, dtype=np.int64)  # deps still missing (after, data)
@@ -132,7 +89,7 @@ def _one_step(ready0, members, pre, dur, post, bits, group, cap, capacity, free,
     tsize = np.zeros(groups, dtype=np.int64)
     for e in range(flows):
         pending[0, e] = 0
-        size = _push(t, s, kind, a, b, size, ready0[e] + pre[0, e], seq, START, 0, e)
+        size = push(t, s, kind, a, pos, size, ready0[e] + pre[0, e], seq, START, e)
         seq += 1
     gt = np.full(groups, np.inf)  # each set's pending departure (time, seq): kept off the heap
     gs = np.zeros(groups, dtype=np.int64)
@@ -153,12 +110,12 @@ def _one_step(ready0, members, pre, dur, post, bits, group, cap, capacity, free,
             active[g] -= 1
             k, e = key // flows, key % flows
         else:
-            size = _pop(t, s, kind, a, b, size)
-            now, what, x, y = t[size], kind[size], a[size], b[size]
+            size = pop(t, s, kind, a, pos, size)
+            now, what, x = t[size], kind[size], a[size]
+            k, e = x // flows, x % flows  # (phase, flow), for a start and an end alike
             if what == START:
-                k, e = x, y
                 if group[e] < 0:  # crosses nothing shared: a fixed time
-                    size = _push(t, s, kind, a, b, size, now + dur[k, e], seq, DEPART, e, k)
+                    size = push(t, s, kind, a, pos, size, now + dur[k, e], seq, END, x)
                     seq += 1
                     continue
                 g = group[e]
@@ -168,8 +125,6 @@ def _one_step(ready0, members, pre, dur, post, bits, group, cap, capacity, free,
                 tsize[g] = _target_push(
                     tv, tk, base[g], tsize[g], served[g] + bits[k, e], k * flows + e
                 )
-            else:  # a fixed-time flow ends
-                e, k = x, y
         if g >= 0:  # reshare set g (before the departed flow's successors, as heapq sees it)
             if active[g] == 0:
                 rate[g] = 0.0
@@ -192,7 +147,7 @@ def _one_step(ready0, members, pre, dur, post, bits, group, cap, capacity, free,
                 pending[k + 1, q] -= 1
                 if pending[k + 1, q] == 0:
                     start = due[k + 1, q] + pre[k + 1, q]
-                    size = _push(t, s, kind, a, b, size, start, seq, START, k + 1, q)
+                    size = push(t, s, kind, a, pos, size, start, seq, START, (k + 1) * flows + q)
                     seq += 1
 
 

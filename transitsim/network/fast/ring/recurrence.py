@@ -14,7 +14,7 @@ must not overlap chunks arriving on the same host lanes (both up to rounding, as
 settles them). If any fails, the caller runs the DES instead. A link fault holds up the
 transfers that cross the link while it is down (`fault_delay`): alone on their links, they
 wait out the window as the DES's flows do. Edges that share only host endpoints (several ranks
-a host) are timed here too where every phase runs in step (`in_step.py`): then each edge
+a host) are timed here too where every phase runs in step (fast/shared/in_step.py): then each edge
 takes bits over its in-step max-min rate, checked a posteriori.
 """
 
@@ -25,9 +25,10 @@ import numpy as np
 from transitsim.network.des.engine import ResourceFault, Timing, unshared_timing
 from transitsim.network.des.fluid import SETTLE_REL, ExactEnvironment
 from transitsim.network.fabric import LOCAL_XFORM, PLAIN, Fabric, Path, Weights
-from transitsim.network.fast.fault_delay import HopFaults, down_windows
-from transitsim.network.fast.in_step import HostShares
-from transitsim.network.fast.ring_lean import LEAN_MESSAGES, LeanRing, LeanTimes, next_ready
+from transitsim.network.fast.ring.lean import LEAN_MESSAGES, LeanRing, LeanTimes, next_ready
+from transitsim.network.fast.shared.fault_delay import HopFaults, down_windows
+from transitsim.network.fast.shared.in_step import HostShares
+from transitsim.network.fast.shared.not_exact import NotExact
 from transitsim.network.schedules.dag import RingPlan
 
 
@@ -72,7 +73,7 @@ def _hop_table(paths: list[Path], bits: float, hops: int) -> tuple[np.ndarray, .
     return pre, dur, post
 
 
-def disjoint_reason(fabric: Fabric, plan: RingPlan, paths: RingPaths) -> str | None:
+def disjoint_reason(fabric: Fabric, plan: RingPlan, paths: RingPaths) -> NotExact | None:
     """Why the recurrence cannot be exact for this ring a priori (None: it can be tried)."""
     if plan.phases == 0:
         return None
@@ -82,7 +83,7 @@ def disjoint_reason(fabric: Fabric, plan: RingPlan, paths: RingPaths) -> str | N
         resources = fabric.path_resources(paths.first[i]) | fabric.path_resources(paths.later[i])
         used |= resources
         total += len(resources)
-    return None if len(used) == total else "ring edges share a resource (contention)"
+    return None if len(used) == total else NotExact("ring edges share a resource (contention)")
 
 
 class _Usage:
@@ -115,14 +116,14 @@ def run_fast_ring(
     faults: list[ResourceFault] | None = None,
     shares: HostShares | None = None,
     lean: bool | None = None,
-) -> Timing | LeanRing | str:
+) -> Timing | LeanRing | NotExact:
     """Evaluate a ring by the recurrence. Returns a Timing, or why it would not be exact.
     shares: the in-step rates of edges sharing host endpoints (no faults, no recording).
-    lean: keep checkpoints, not every message's times (ring_lean.py); None: past LEAN_MESSAGES."""
+    lean: keep checkpoints, not every message's times (lean.py); None: past LEAN_MESSAGES."""
     n, phases, offset = plan.workers, plan.phases, plan.offset
     lean = plan.count > LEAN_MESSAGES if lean is None else lean
     if lean and record:
-        return f"utilisation over time of {plan.count:,} messages is recorded by the DES"
+        return NotExact(f"utilisation over time of {plan.count:,} messages is recorded by the DES")
     stored = 0 if lean else plan.count  # lean: checkpoints (kept), one phase's stalls
     ready, free, arrive = (np.full(stored, np.nan) for _ in range(3))
     stall, stall0 = np.zeros(n if lean else plan.count), np.zeros(n if lean else plan.count)
@@ -260,7 +261,7 @@ def run_fast_ring(
     env.process(phases_process())
     env.run()
     if failure:
-        return failure[0]
+        return NotExact(failure[0])
     if phases:
         account(usages[0], tables[0], 1)
     if phases > 1:

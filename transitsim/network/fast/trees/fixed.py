@@ -8,7 +8,7 @@ each takes its fixed time, and one pass in id order gives the DES's ready / sent
 times (the same operations: ready + pre + bits / rate, + post), and the finish is max-plus
 linear in the start times (`tree_linear`). A link fault holds up the transfers crossing the link
 while it is down (`fault_delay`); they are still alone on their links, so the pass stays exact
-(but no longer linear). Where the halves overlap, `fast/tree_shared.py` shares the links.
+(but no longer linear). Where the halves overlap, `fast/trees/split.py` shares the links.
 """
 
 from dataclasses import dataclass
@@ -17,8 +17,8 @@ import numpy as np
 
 from transitsim.network.des.engine import ResourceFault, Timing, unshared_timing
 from transitsim.network.fabric import Fabric, Path
-from transitsim.network.fast.fault_delay import delayed_one, down_windows, route_windows
-from transitsim.network.fast.maxplus import Linear
+from transitsim.network.fast.shared.fault_delay import delayed_one, down_windows, route_windows
+from transitsim.network.fast.shared.maxplus import Linear
 from transitsim.network.schedules.dag import Schedule
 
 

@@ -7,7 +7,7 @@ phase of each (and the exchange across groups whole: 2 (D - 1) N messages) holds
 transfer time and byte there is. Here the ring stages are timed phase by phase on per-edge
 arrays, keeping each SEGMENT-th phase's ready times and, per worker, its latest arrival and the
 earliest message that brought it; the critical-path walk runs a segment again from its
-checkpoint when it reaches it (as fast/ring_lean.py does for one ring).
+checkpoint when it reaches it (as fast/ring/lean.py does for one ring).
 
 Messages keep the full schedule's numbering (`schedules.dag.hierarchical_layout`), so the deps,
 own sends and last arrivals the walk follows are the full schedule's, and every time is computed
@@ -24,14 +24,15 @@ import numpy as np
 
 from transitsim.network.des.engine import assign_paths
 from transitsim.network.fabric import Fabric, Path
-from transitsim.network.fast.hierarchical import (
+from transitsim.network.fast.hierarchical.maxplus import HierForm, hier_form
+from transitsim.network.fast.hierarchical.stages import (
     MessageTable,
     exchange_groups,
     exchange_stage,
     exclusive_reason,
     stage_reason,
 )
-from transitsim.network.fast.maxplus_hier import HierForm, hier_form
+from transitsim.network.fast.shared.not_exact import NotExact
 from transitsim.network.schedules.dag import HierLayout, RingStage, Schedule, hierarchical_layout
 
 # the full schedule's size past which it is lean: 32 Mi messages is about 5,800 workers in 2
@@ -93,10 +94,10 @@ class LeanParts:
     paths: list[Path]
     table: MessageTable
     stages: list[_Stage]
-    reason: str | None  # why the fast path would not be exact (None: it is)
+    reason: NotExact | None  # why the fast path would not be exact (None: it is)
 
     def form(self, fabric: Fabric) -> HierForm | None:
-        """hierarchical's stage-vectorised form for many steps (fast/maxplus_hier.py)."""
+        """hierarchical's stage-vectorised form for many steps (fast/hierarchical/maxplus.py)."""
         if self.reason is not None:
             return None
         inside = [s.phases for s in self.stages if s.fixed] or None  # groups of one: none
@@ -393,13 +394,13 @@ def line_bytes_lean(parts: LeanParts) -> tuple[np.ndarray, np.ndarray]:
     return sent, received
 
 
-def time_lean(fabric: Fabric, parts: LeanParts, start_s: np.ndarray, faults) -> tuple | str:
+def time_lean(fabric: Fabric, parts: LeanParts, start_s: np.ndarray, faults) -> tuple | NotExact:
     """(dag, path_of, timing, start, finish, sent, received) of one lean exchange (what
     `exchange._result` takes), or why it would not be exact."""
     if parts.reason is not None:
         return parts.reason
     if faults:
-        return (
+        return NotExact(
             f"link faults on hierarchical past {LEAN_MESSAGES:,} messages "
             "(its lean form times fault-free exchanges)"
         )

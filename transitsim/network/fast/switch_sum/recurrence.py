@@ -17,8 +17,9 @@ import numpy as np
 from transitsim.network.des.engine import ResourceFault, Timing, fifo_rate, unshared_timing
 from transitsim.network.des.fluid import ExactEnvironment
 from transitsim.network.fabric import PLAIN, Fabric, Path, Weights
-from transitsim.network.fast.fault_delay import HopFaults, down_windows
-from transitsim.network.fast.in_step import HostShares
+from transitsim.network.fast.shared.fault_delay import HopFaults, down_windows
+from transitsim.network.fast.shared.in_step import HostShares
+from transitsim.network.fast.shared.not_exact import NotExact
 
 
 @dataclass(frozen=True)
@@ -100,11 +101,11 @@ def switch_paths(fabric: Fabric, plan: SwitchPlan, weights: Weights) -> SwitchPa
     return SwitchPaths(ups, downs)
 
 
-def switch_reason(fabric: Fabric, plan: SwitchPlan, paths: SwitchPaths) -> str | None:
+def switch_reason(fabric: Fabric, plan: SwitchPlan, paths: SwitchPaths) -> NotExact | None:
     """Why the recurrence would not be exact (None: it is)."""
     every = paths.ups + paths.downs
     if any(len(p.hops) != 1 for p in every):
-        return "routes of more than one hop (store-and-forward through several switches)"
+        return NotExact("routes of more than one hop (store-and-forward through several switches)")
     aggregator = {
         r
         for p in paths.ups
@@ -118,12 +119,12 @@ def switch_reason(fabric: Fabric, plan: SwitchPlan, paths: SwitchPaths) -> str |
         used |= resources
         total += len(resources)
     if len(used) != total:
-        return "workers' routes share a resource (contention)"
+        return NotExact("workers' routes share a resource (contention)")
     if aggregator:
         rates = {p.hops[0].rate_bps for p in paths.ups}
         capacity = fabric.resources[next(iter(aggregator))].rate_bps
         if len(rates) != 1 or plan.workers * rates.pop() > capacity:
-            return "the aggregator's summing rate can bind"
+            return NotExact("the aggregator's summing rate can bind")
     return None
 
 
@@ -134,7 +135,7 @@ def run_fast_switch(
     start_s: np.ndarray,
     faults: list[ResourceFault] | None = None,
     shares: HostShares | None = None,
-) -> Timing | str:
+) -> Timing | NotExact:
     """Evaluate the in-network all-reduce piece by piece (call switch_reason first), or say why
     it would not be exact. shares: the in-step rates of workers sharing host endpoints (no
     faults): then every piece's uploads, and its results, must start together."""
@@ -267,7 +268,7 @@ def run_fast_switch(
     env.process(pieces())
     env.run()
     if apart:
-        return apart[0]
+        return NotExact(apart[0])
     settle_accounts()
     if shared_spans:  # the aggregator is busy while any upload runs: the union of their spans
         began, ended = (np.concatenate(c) for c in zip(*shared_spans, strict=True))

@@ -1,15 +1,16 @@
 """The trees' step where a few transfers meet: the event pass over those few, the one pass
 over the rest, until the two agree.
 
-fast/tree_alone.py times a step in one longest-path pass where every transfer moves alone on
-its link groups. Across two datacentres a step of the double binary tree at 1,024 workers often
-has a handful of pairs that meet (measured: 3 pairs in 7 to 11 % of straggler steps, out of
-261,888 transfers), and each such step used to go whole to the event pass (0.65 s against
-0.009 s). Here only the transfers that met are simulated event by event, from the starts the
-one pass gave them (`cluster_pass`: the event pass's own sharing, heap and floats, over those
-flows alone); their finishes are fixed, and the one pass runs again from the first message they
-can change. The new times may move other starts, part the ones that met or make new meetings,
-so this repeats until the meetings found are the ones simulated, from the same starts.
+fast/trees/alone.py times a step in one longest-path pass where every transfer moves alone on its
+link groups. Across two datacentres a step of the double binary tree at 1,024 workers often has a
+handful of pairs that meet (measured: 3 pairs in 7 to 11 % of straggler steps, out of 261,888
+transfers), and each such step used to go whole to the event pass (0.65 s against 0.009 s). Here
+only the transfers that met are simulated event by event, from the starts the one pass gave them
+(`cluster_pass`: the event pass's own start, departure, sharing, heap and floats,
+fast/trees/kernel.py's `begin` and `leave`, over those flows alone); their finishes are fixed, and
+the one pass runs again from the first message they can change. The new times may move other starts,
+part the ones that met or make new meetings, so this repeats until the meetings found are the ones
+simulated, from the same starts.
 
 Why that is the event pass's answer: at that point every transfer that met another is timed by
 the event pass's own arithmetic over every flow it shared a group with, and every other one
@@ -24,21 +25,9 @@ to the event pass bit for bit).
 import numba
 import numpy as np
 
-from transitsim.network.fast.tree_alone import overlaps, timed_pass
-from transitsim.network.fast.tree_kernel import (
-    DEPART,
-    HEAP,
-    PUSHES,
-    SEQ,
-    START,
-    _join,
-    _push,
-    _remove,
-    _settled_on,
-    _share,
-    _sift,
-    _swap,
-)
+from transitsim.network.fast.shared.heap import START, pop
+from transitsim.network.fast.trees.alone import overlaps, timed_pass
+from transitsim.network.fast.trees.kernel import HEAP, PUSHES, SEQ, begin, leave, push_event
 
 MAX_ROUNDS = 12  # one pass and its check per round
 PAIRS_ROOM = 4096  # pairs that met, at most, before the whole event pass is cheaper
@@ -47,25 +36,9 @@ _jit = numba.njit(cache=True, nogil=True)
 
 
 @_jit
-def _leave(f, now, fl, heap, st, alive, lk, grp, scratch, capacity, local, out):
-    """Off its groups, the others reshared; its finish and binding link into out."""
-    finish, bound, pos = fl[3], fl[4], fl[5]
-    t, s, kind, a = heap
-    gptr, gidx = lk[0], lk[1]
-    members, mbase, msize = grp[0], grp[1], grp[2]
-    alive[f] = False
-    if pos[f] >= 0:  # settled by a later start: its departure comes off the heap
-        _remove(t, s, kind, a, pos, st, pos[f])
-    groups = gidx[gptr[f] : gptr[f + 1]]
-    for g in groups:
-        base = mbase[g]
-        for w in range(msize[g]):
-            if members[base + w] == f:
-                for x in range(w, msize[g] - 1):
-                    members[base + x] = members[base + x + 1]
-                msize[g] -= 1
-                break
-    _share(groups, now, fl, heap, st, lk, grp, scratch, capacity, local)
+def _record(f, now, fl, out):
+    """A flow that left its groups at now: its finish, binding link and now into out."""
+    finish, bound = fl[3], fl[4]
     out[0][f] = max(finish[f], now)
     out[1][f] = bound[f]
     out[2][f] = now  # when it left its groups (before its finish where a start settled it)
@@ -101,6 +74,7 @@ def cluster_pass(
     a = np.empty(room, dtype=np.int64)
     heap = (t, s, kind, a)
     others = np.empty(n + 1, dtype=np.int64)
+    gone = np.empty(n + 1, dtype=np.int64)
     by_release = np.sort(released[flows])
     st[HEAP] = 0
     st[PUSHES] = 0
@@ -111,17 +85,13 @@ def cluster_pass(
     for f in flows:
         rank = np.searchsorted(by_release, released[f], side="left")  # equal: refused below
         st[SEQ] = (rank + 1) * SPACING
-        _push(t, s, kind, a, pos, st, began[f], START, f)
+        push_event(t, s, kind, a, pos, st, began[f], START, f)
     st[SEQ] = 1
     tie = False
     while st[HEAP] > 0:
-        last = st[HEAP] - 1
-        _swap(t, s, kind, a, pos, 0, last)
-        now, what, f = t[last], kind[last], a[last]
-        if what == DEPART:
-            pos[f] = -1
+        last = pop(t, s, kind, a, pos, st[HEAP])
         st[HEAP] = last
-        _sift(t, s, kind, a, pos, 0, last)
+        now, what, f = t[last], kind[last], a[last]
         if last > 0 and t[0] == now and (what == START or kind[0] == START):
             mine = released[f] if what == START else since[f]
             theirs = released[a[0]] if kind[0] == START else since[a[0]]
@@ -131,30 +101,15 @@ def cluster_pass(
         floor = np.searchsorted(by_release, now, side="right") * SPACING + 1
         if st[SEQ] < floor:
             st[SEQ] = floor
-        groups = gidx[gptr[f] : gptr[f + 1]]
-        if what == START:
-            for g in groups:  # those over by now (to rounding) leave before this one joins
-                k = _settled_on(g, now, grp, finish, others)
-                for x in range(k):
-                    if alive[others[x]]:
-                        _leave(
-                            others[x],
-                            now,
-                            fl,
-                            heap,
-                            st,
-                            alive,
-                            lk,
-                            grp,
-                            scratch,
-                            capacity,
-                            local,
-                            out,
-                        )
-            _join(f, now, groups, fl, bits, alive, grp)
-            _share(groups, now, fl, heap, st, lk, grp, scratch, capacity, local)
+        if what == START:  # those over by now (to rounding) leave before this one joins
+            k = begin(
+                f, now, fl, heap, st, alive, bits, lk, grp, scratch, capacity, local, others, gone
+            )
+            for x in range(k):
+                _record(gone[x], now, fl, out)
         else:
-            _leave(f, now, fl, heap, st, alive, lk, grp, scratch, capacity, local, out)
+            leave(f, now, fl, heap, st, alive, lk, grp, scratch, capacity, local)
+            _record(f, now, fl, out)
     if tie:
         for f in flows:
             pos[f] = -1

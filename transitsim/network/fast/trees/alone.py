@@ -1,13 +1,13 @@
 """The trees' step where transfers mostly move alone: one longest-path pass, no heap.
 
-fast/tree_kernel.py walks a tree all-reduce's events in time order because the overlapping
+fast/trees/kernel.py walks a tree all-reduce's events in time order because the overlapping
 halves may share a link group, and then every rate depends on what else is moving. Often
 nothing else is: across two datacentres 1,000 km apart (benchmarks/bench_engine.py 1b) every
 one of the double binary tree's 261,888 transfers a step moved alone on all its groups, and the
 heap, not the sharing, cost the 0.65 s a step. A transfer that is alone moves at its own rate
 for its whole life (C where the sharing is per link, else its slowest group's), so its times
 are fixed and the step is a longest-path pass over the schedule in a topological order
-(`timed_pass`). A transfer whose finish is known otherwise (`fixed_free`: fast/tree_repair.py
+(`timed_pass`). A transfer whose finish is known otherwise (`fixed_free`: fast/trees/repair.py
 simulated the few that met) takes that finish instead.
 
 `overlaps` checks the claim on the times the pass computed, on each group in start order: a

@@ -29,14 +29,15 @@ import numpy as np
 from transitsim.network.des.engine import ResourceFault, Timing
 from transitsim.network.des.fluid import SETTLE_REL
 from transitsim.network.fabric import Fabric, Path
-from transitsim.network.fast.fault_delay import (
+from transitsim.network.fast.hierarchical.processor_sharing import ProcessorSharing, overlap_s
+from transitsim.network.fast.shared.fault_delay import (
     Window,
     delayed,
     delayed_one,
     down_windows,
     route_windows,
 )
-from transitsim.network.fast.sharing import ProcessorSharing, overlap_s
+from transitsim.network.fast.shared.not_exact import NotExact
 from transitsim.network.schedules.dag import HierLayout, RingStage, Schedule
 
 
@@ -91,7 +92,7 @@ class MessageFaults:
         return out.reshape(ended.shape)
 
 
-def stage_reason(fabric: Fabric, stage: RingStage, paths: list[Path], path_ids) -> str | None:
+def stage_reason(fabric: Fabric, stage: RingStage, paths: list[Path], path_ids) -> NotExact | None:
     """Why a ring stage's edges could share a resource (None: they cannot)."""
     first = stage.ids[0].ravel()
     used: set[int] = set()
@@ -100,14 +101,14 @@ def stage_reason(fabric: Fabric, stage: RingStage, paths: list[Path], path_ids) 
         resources = fabric.path_resources(paths[path_ids[m]])
         used |= resources
         total += len(resources)
-    return None if len(used) == total else "ring edges of a stage share a resource"
+    return None if len(used) == total else NotExact("ring edges of a stage share a resource")
 
 
 class ExchangeGroups:
     """The cross-group stage's flows grouped by the one shared link they cross, if they do."""
 
     def __init__(self, fabric: Fabric, stage: RingStage, paths: list[Path], path_ids):
-        self.reason: str | None = None
+        self.reason: NotExact | None = None
         edges = stage.ids[0].ravel()
         hops = [paths[path_ids[m]].hops[0] for m in edges.tolist()]
         count: dict[int, int] = {}
@@ -132,7 +133,7 @@ class ExchangeGroups:
             if any(
                 w != 1.0 for r, w in zip(hop.resources, hop.weights, strict=True) if r in shared
             ):
-                self.reason = "a shared link carries weighted (transformed) bytes"
+                self.reason = NotExact("a shared link carries weighted (transformed) bytes")
                 return
             if shared not in keys:
                 keys[shared] = len(self.capacity)
@@ -142,17 +143,17 @@ class ExchangeGroups:
         seen: set[int] = set()
         for shared in self.resources:
             if seen & set(shared):
-                self.reason = "flows share links in overlapping sets"
+                self.reason = NotExact("flows share links in overlapping sets")
                 return
             seen |= set(shared)
         for g in range(len(self.capacity)):
             caps = self.cap[self.group == g]
             if not np.all(caps == caps[0]):
-                self.reason = "flows sharing a link have different rates of their own"
+                self.reason = NotExact("flows sharing a link have different rates of their own")
                 return
 
 
-def exclusive_reason(layout: HierLayout, paths: list[Path], path_ids, exchange) -> str | None:
+def exclusive_reason(layout: HierLayout, paths: list[Path], path_ids, exchange) -> NotExact | None:
     """Why the exchange's shared links are not its alone (None: they are). A WAN or rack uplink
     carries nothing but the exchange; a host endpoint whose ranks lie in several groups (one
     machine holding two sites) is shared by the exchange and by the other stages too, whose
@@ -168,7 +169,9 @@ def exclusive_reason(layout: HierLayout, paths: list[Path], path_ids, exchange) 
     used = np.unique(path_ids[np.concatenate(ids)])
     for p in used[used >= 0].tolist():
         if shared & set(paths[p].hops[0].resources):
-            return "a resource the exchange's flows share carries other stages' transfers too"
+            return NotExact(
+                "a resource the exchange's flows share carries other stages' transfers too"
+            )
     return None
 
 
@@ -314,7 +317,7 @@ def run_fast_hier(
     start_s: np.ndarray,
     table: MessageTable | None = None,
     faults: list[ResourceFault] | None = None,
-) -> Timing | str:
+) -> Timing | NotExact:
     """Time every message of hierarchical's schedule, or say why that would not be exact."""
     table = table if table is not None else MessageTable(schedule, path_ids, paths)
     windows = down_windows(faults or [])
@@ -376,7 +379,7 @@ def run_fast_hier(
         began = ready_s[into] + table.pre[into]
         owner = first.rings
         if np.any(began < pre_free[owner] - SETTLE_REL * np.abs(pre_free[owner])):
-            return "a chunk arrives while the own transform runs"
+            return NotExact("a chunk arrives while the own transform runs")
     shared_by = np.full(count, -1, dtype=np.int64)
     if exchange is not None and len(slowed):
         cross = next(s for s in layout.stages if s.across)
@@ -401,7 +404,9 @@ def run_fast_hier(
     )
 
 
-def _private_fault(stage: RingStage, paths, path_ids, exchange: ExchangeGroups, windows):
+def _private_fault(
+    stage: RingStage, paths, path_ids, exchange: ExchangeGroups, windows
+) -> NotExact | None:
     """Why a fault would make the exchange's shares uneven (None: it would not)."""
     shared = {r for resources in exchange.resources for r in resources}
     for e, m in enumerate(stage.ids[0].ravel().tolist()):
@@ -409,7 +414,7 @@ def _private_fault(stage: RingStage, paths, path_ids, exchange: ExchangeGroups, 
             continue
         own = [r for r in paths[path_ids[m]].hops[0].resources if r not in shared]
         if route_windows(windows, own):
-            return "a link fault on an exchange flow's own link (uneven max-min shares)"
+            return NotExact("a link fault on an exchange flow's own link (uneven max-min shares)")
     return None
 
 

@@ -1,4 +1,4 @@
-"""The trees' event pass of fast/tree_shared.py compiled with numba (imported on first use).
+"""The trees' event pass of fast/trees/split.py compiled with numba (imported on first use).
 
 `run_split_tree` walks a tree all-reduce's messages one Python event at a time: 1.4 s a step
 for the tree and 4.1 s for the double binary tree on one switch of 1,024 workers (331,000 and
@@ -11,15 +11,20 @@ One change of bookkeeping, not of result: where the Python pass leaves a flow's 
 the heap when its rate changes (and skips it later as stale), here the flow's one departure is
 moved to its new (time, sequence) key, and one that ends early is taken off. The live events
 come off the heap in the same order; `events` still counts every departure that was pushed.
+
+The heap is the fast paths' one (fast/shared/heap.py, as hierarchical's exchange uses). A
+start (`begin`: the transfers it finds settled leave, then it joins and its groups are
+reshared) and a departure (`leave`) are written once here, for this whole pass and for the
+repair's pass over a few flows (fast/trees/repair.py `cluster_pass`), which differ only in
+what they do with a finish.
 """
 
 import numba
 import numpy as np
 
 from transitsim.network.des.fluid import SETTLE_REL
-from transitsim.network.fast.shared_kernel import _before  # (time, seq) order, as there
+from transitsim.network.fast.shared.heap import DEPART, START, pop, push, remove, sift
 
-START, DEPART = 0, 1
 # scalar state kept in one int64 array: heap size, next sequence, todo size, pushes, stamp
 HEAP, SEQ, TODO, PUSHES, STAMP = 0, 1, 2, 3, 4
 _jit = numba.njit(cache=True, nogil=True)
@@ -28,63 +33,11 @@ _inline = numba.njit(cache=True, nogil=True, inline="always")
 
 
 @_inline
-def _swap(t, s, kind, a, pos, i, j):
-    t[i], t[j] = t[j], t[i]
-    s[i], s[j] = s[j], s[i]
-    kind[i], kind[j] = kind[j], kind[i]
-    a[i], a[j] = a[j], a[i]
-    if kind[i] == DEPART:
-        pos[a[i]] = i
-    if kind[j] == DEPART:
-        pos[a[j]] = j
-
-
-@_inline
-def _sift(t, s, kind, a, pos, i, size):
-    """Restores the heap around index i (its key may have moved either way)."""
-    while i > 0:
-        parent = (i - 1) // 2
-        if not _before(t, s, i, parent):
-            break
-        _swap(t, s, kind, a, pos, i, parent)
-        i = parent
-    while True:
-        child = 2 * i + 1
-        if child >= size:
-            break
-        if child + 1 < size and _before(t, s, child + 1, child):
-            child += 1
-        if not _before(t, s, child, i):
-            break
-        _swap(t, s, kind, a, pos, i, child)
-        i = child
-
-
-@_inline
-def _push(t, s, kind, a, pos, st, time, what, m):
-    i = st[HEAP]
-    t[i], s[i], kind[i], a[i] = time, st[SEQ], what, m
-    if what == DEPART:
-        pos[m] = i
+def push_event(t, s, kind, a, pos, st, time, what, m):
+    """Pushes (time, the next sequence number, what, m) on the heap, counted."""
+    st[HEAP] = push(t, s, kind, a, pos, st[HEAP], time, st[SEQ], what, m)
     st[SEQ] += 1
     st[PUSHES] += 1
-    st[HEAP] += 1
-    _sift(t, s, kind, a, pos, i, st[HEAP])
-
-
-@_inline
-def _remove(t, s, kind, a, pos, st, i):
-    """Takes entry i off the heap."""
-    last = st[HEAP] - 1
-    if kind[i] == DEPART:
-        pos[a[i]] = -1
-    if i != last:
-        t[i], s[i], kind[i], a[i] = t[last], s[last], kind[last], a[last]
-        if kind[i] == DEPART:
-            pos[a[i]] = i
-    st[HEAP] = last
-    if i < last:
-        _sift(t, s, kind, a, pos, i, last)
 
 
 @_inline
@@ -181,15 +134,15 @@ def _apply(f, new, now, fl, heap, st):
         t[i], s[i] = finish[f], st[SEQ]
         st[SEQ] += 1
         st[PUSHES] += 1
-        _sift(t, s, kind, a, pos, i, st[HEAP])
+        sift(t, s, kind, a, pos, i, st[HEAP])
     else:
-        _push(t, s, kind, a, pos, st, finish[f], DEPART, f)
+        push_event(t, s, kind, a, pos, st, finish[f], DEPART, f)
 
 
 @_inline
 def _share_local(seeds, now, fl, heap, st, lk, grp, scratch, capacity):
     """One capacity, one-sided groups: a moving transfer gets C / k, k the most transfers on
-    one of its groups (fast/tree_shared.py's proof)."""
+    one of its groups (fast/trees/split.py's proof)."""
     gptr, gidx, bptr, br, bg = lk
     msize = grp[2]
     bound = fl[4]
@@ -298,15 +251,17 @@ def _share(seeds, now, fl, heap, st, lk, grp, scratch, capacity, local):
 
 
 @_inline
-def _complete(f, now, fl, heap, st, alive, lk, grp, scratch, capacity, local, msg, shared_by):
-    """Off its groups, the others reshared, then sent (des.fluid.FluidEngine._complete)."""
-    finish, bound, pos = fl[3], fl[4], fl[5]
+def leave(f, now, fl, heap, st, alive, lk, grp, scratch, capacity, local):
+    """A transfer is over: off the heap (where a later start settled it first) and off its
+    groups, each group's busy spell counted where it empties, the others on them reshared
+    (des.fluid.FluidEngine._complete). The caller then takes its finish, max(finish, now)."""
+    pos = fl[5]
     t, s, kind, a = heap
     gptr, gidx = lk[0], lk[1]
     members, mbase, msize, busy_g, busy_from = grp[0], grp[1], grp[2], grp[4], grp[5]
     alive[f] = False
     if pos[f] >= 0:  # ended early (settled by a later start): its departure is off the heap
-        _remove(t, s, kind, a, pos, st, pos[f])
+        st[HEAP] = remove(t, s, kind, a, pos, st[HEAP], pos[f])
     groups = gidx[gptr[f] : gptr[f + 1]]
     for g in groups:
         base = mbase[g]
@@ -319,6 +274,35 @@ def _complete(f, now, fl, heap, st, alive, lk, grp, scratch, capacity, local, ms
         if msize[g] == 0:
             busy_g[g] += now - busy_from[g]
     _share(groups, now, fl, heap, st, lk, grp, scratch, capacity, local)
+
+
+@_inline
+def begin(f, now, fl, heap, st, alive, bits, lk, grp, scratch, capacity, local, others, gone):
+    """A transfer starts: the transfers on its groups over by now (to rounding) leave first,
+    into gone in the order they left (returns how many), then it joins, its groups reshared.
+    The event loop's start, for the whole pass (`tree_pass`) and the repair's
+    (fast/trees/repair.py) alike; each takes the finishes of those gone its own way."""
+    gptr, gidx = lk[0], lk[1]
+    finish = fl[3]
+    groups = gidx[gptr[f] : gptr[f + 1]]
+    n = 0
+    for g in groups:
+        k = _settled_on(g, now, grp, finish, others)
+        for x in range(k):
+            o = others[x]
+            if alive[o]:
+                leave(o, now, fl, heap, st, alive, lk, grp, scratch, capacity, local)
+                gone[n] = o
+                n += 1
+    _join(f, now, groups, fl, bits, alive, grp)
+    _share(groups, now, fl, heap, st, lk, grp, scratch, capacity, local)
+    return n
+
+
+@_inline
+def _done(f, now, fl, msg, st, shared_by):
+    """A transfer that left its groups at now is sent: its binding link, and what it releases."""
+    finish, bound = fl[3], fl[4]
     if bound[f] >= 0:
         shared_by[f] = bound[f]
     _sent(f, max(finish[f], now), msg, st)
@@ -352,7 +336,6 @@ def tree_pass(
     groups_count = len(grp[2])
     due, todo, free, arrive = msg[1], msg[2], msg[3], msg[4]
     sptr, snext, aptr, anext = msg[6], msg[7], msg[8], msg[9]
-    gptr, gidx = lk[0], lk[1]
     st = np.zeros(5, dtype=np.int64)
     room = 2 * count + 8
     t = np.empty(room)
@@ -379,6 +362,7 @@ def tree_pass(
         np.zeros(count),  # new rates
     )
     others = np.empty(count + 1, dtype=np.int64)
+    gone = np.empty(count + 1, dtype=np.int64)
 
     initial = 0.0
     if len(start) > 0:
@@ -391,41 +375,31 @@ def tree_pass(
     first = True
     while first or st[HEAP] > 0:
         if not first:
-            last = st[HEAP] - 1
-            _swap(t, s, kind, a, pos, 0, last)  # the least event to the end, then off
-            now, what, f = t[last], kind[last], a[last]
-            if what == DEPART:
-                pos[f] = -1
+            last = pop(t, s, kind, a, pos, st[HEAP])  # the least event, off the heap
             st[HEAP] = last
-            _sift(t, s, kind, a, pos, 0, last)
-            groups = gidx[gptr[f] : gptr[f + 1]]
+            now, what, f = t[last], kind[last], a[last]
             if what == START:
-                # transfers over by now (to rounding) leave before this one joins
-                for g in groups:
-                    n = _settled_on(g, now, grp, finish, others)
-                    for x in range(n):
-                        if alive[others[x]]:
-                            _complete(
-                                others[x],
-                                now,
-                                fl,
-                                heap,
-                                st,
-                                alive,
-                                lk,
-                                grp,
-                                scratch,
-                                capacity,
-                                local,
-                                msg,
-                                shared_by,
-                            )
-                _join(f, now, groups, fl, bits, alive, grp)
-                _share(groups, now, fl, heap, st, lk, grp, scratch, capacity, local)
-            else:
-                _complete(
-                    f, now, fl, heap, st, alive, lk, grp, scratch, capacity, local, msg, shared_by
+                n = begin(
+                    f,
+                    now,
+                    fl,
+                    heap,
+                    st,
+                    alive,
+                    bits,
+                    lk,
+                    grp,
+                    scratch,
+                    capacity,
+                    local,
+                    others,
+                    gone,
                 )
+                for x in range(n):
+                    _done(gone[x], now, fl, msg, st, shared_by)
+            else:
+                leave(f, now, fl, heap, st, alive, lk, grp, scratch, capacity, local)
+                _done(f, now, fl, msg, st, shared_by)
         first = False
         while st[TODO] > 0:  # the released messages, last released first
             st[TODO] -= 1
@@ -442,5 +416,5 @@ def tree_pass(
             elif is_local[m]:  # the own transform: alone on its lanes
                 _sent(m, time + pre[m] + dur[m], msg, st)
             else:
-                _push(t, s, kind, a, pos, st, time + pre[m], START, m)
+                push_event(t, s, kind, a, pos, st, time + pre[m], START, m)
     return st[PUSHES]

@@ -1,11 +1,11 @@
 """The trees' fault-free step, compiled: the one pass, the repair, or the whole event pass.
 
-`fast/tree_shared.py` groups a tree all-reduce's links and proves where sharing them is exact;
+`fast/trees/split.py` groups a tree all-reduce's links and proves where sharing them is exact;
 without link faults its steps are timed here, cheapest first: where every transfer moves alone
-on its groups, one longest-path pass (`fast/tree_alone.py`); where a few meet, those few by the
-event pass and the rest by that pass (`fast/tree_repair.py`); else the whole event pass
-(`fast/tree_kernel.py`). The schedule's columns are laid out once per tree (`links.arrays`),
-with the work arrays the passes reuse from step to step. `links` is tree_shared's SplitLinks.
+on its groups, one longest-path pass (`fast/trees/alone.py`); where a few meet, those few by the
+event pass and the rest by that pass (`fast/trees/repair.py`); else the whole event pass
+(`fast/trees/kernel.py`). The schedule's columns are laid out once per tree (`links.arrays`),
+with the work arrays the passes reuse from step to step. `links` is split.py's SplitLinks.
 """
 
 import collections
@@ -14,7 +14,7 @@ import numpy as np
 
 from transitsim.network.des.engine import Timing
 from transitsim.network.fabric import LOCAL_XFORM, Fabric
-from transitsim.network.fast.tree import TreeTable
+from transitsim.network.fast.trees.fixed import TreeTable
 from transitsim.network.schedules.dag import Schedule
 
 
@@ -49,7 +49,7 @@ def schedule_lists(schedule: Schedule, table: TreeTable) -> dict[str, list]:
 
 def _arrays(schedule: Schedule, table: TreeTable, links) -> dict[str, np.ndarray]:
     """The event pass's columns as arrays, and each message's link groups and binding links
-    (those at their group's capacity) in CSR form, for tree_kernel.tree_pass; where each group's
+    (those at their group's capacity) in CSR form, for kernel.tree_pass; where each group's
     room for the transfers on it at once (at most all that cross it) begins."""
     lists = links.lists if links.lists is not None else schedule_lists(schedule, table)
     kinds = {"pre": np.float64, "dur": np.float64, "post": np.float64, "bits": np.float64}
@@ -74,10 +74,10 @@ def _arrays(schedule: Schedule, table: TreeTable, links) -> dict[str, np.ndarray
 
 
 def _alone_arrays(arrays: dict[str, np.ndarray], links) -> None:
-    """What fast/tree_alone.py needs: each transfer's rate and binding link when it moves alone
+    """What fast/trees/alone.py needs: each transfer's rate and binding link when it moves alone
     (C where sharing is per link, else its slowest group's: max-min over itself alone) and each
     group's transfers (kept in start order there, from one step to the next)."""
-    from transitsim.network.fast.tree_alone import topological_order
+    from transitsim.network.fast.trees.alone import topological_order
 
     gptr, gidx, bptr, bg, br = (arrays[k] for k in ("gptr", "gidx", "bptr", "bg", "br"))
     caps = arrays["caps"]
@@ -112,7 +112,7 @@ def _alone_arrays(arrays: dict[str, np.ndarray], links) -> None:
     arrays["position"][arrays["order"]] = np.arange(count)
     arrays["preds"] = (arrays["data_ptr"], arrays["data_idx"], arrays["after"])
     keys = ("src", "local", "pre", "dur", "post", "bits")
-    arrays["pass_columns"] = (  # what tree_alone.timed_pass reads of each message
+    arrays["pass_columns"] = (  # what alone.timed_pass reads of each message
         *(arrays[k] for k in keys),
         arrays["path_ids"] >= 0,
         arrays["alone_rate"],
@@ -128,11 +128,11 @@ TIMED_BY: collections.Counter = collections.Counter()
 
 def compiled_pass(fabric, table: TreeTable, links, start: np.ndarray, alone: bool = True) -> Timing:
     """The fault-free pass: where every transfer moves alone on its groups, the one pass of
-    fast/tree_alone.py; where a few meet, those few by the event pass and the rest by the one
-    pass (fast/tree_repair.py); else the whole event pass of fast/tree_kernel.py (numba,
+    fast/trees/alone.py; where a few meet, those few by the event pass and the rest by the one
+    pass (fast/trees/repair.py); else the whole event pass of fast/trees/kernel.py (numba,
     imported here on first use). `alone` False: the event pass only (the tests compare)."""
-    from transitsim.network.fast.tree_alone import overlaps, timed_pass
-    from transitsim.network.fast.tree_repair import Work, repair
+    from transitsim.network.fast.trees.alone import overlaps, timed_pass
+    from transitsim.network.fast.trees.repair import Work, repair
 
     if links.arrays is None:
         links.arrays = _arrays(table.schedule, table, links)
@@ -204,9 +204,9 @@ def _event_pass(
     shared_by: np.ndarray,
     busy_g: np.ndarray,
 ) -> int:
-    """tree_kernel.tree_pass over these columns, into times (ready, free, arrive), shared_by
+    """kernel.tree_pass over these columns, into times (ready, free, arrive), shared_by
     and busy_g: the events pushed."""
-    from transitsim.network.fast.tree_kernel import tree_pass
+    from transitsim.network.fast.trees.kernel import tree_pass
 
     ready, free, arrive = times
     count = len(table.schedule)

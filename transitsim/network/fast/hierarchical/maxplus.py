@@ -1,13 +1,15 @@
 """hierarchical for many steps at once: its finishing time for a (steps, N) array of starts.
 
-The three stages of `fast_hier`, each vectorised over steps instead of simulated step by step:
+The three stages of `run_fast_hier` (stages.py), each vectorised over steps instead of simulated
+step by step:
 
 - reduce-scatter inside each group, on uniform ring edges (a = pre + transfer, c = a + post):
   worker j's last send is max over the members i != j+1 of start_i + ((j - i) mod n)(c - a),
   plus (n - 2) a + a: a sliding-window maximum, O(n) a step (van Herk / Gil-Werman blocks);
 - the exchange across groups: each shared link serves its flows by processor sharing, and
   stragglers make one phase's flows meet the next's on it in nearly every step, so it is
-  fast_hier's own event loop, compiled (fast/shared_events.py), over the block's steps;
+  run_fast_hier's own event loop, compiled (fast/hierarchical/exchange_events.py), over the
+  block's steps;
 - the all-gather: max-plus linear from each worker's entry, d computed once by the ring
   recurrence in reverse.
 
@@ -20,13 +22,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from transitsim.network.fabric import Fabric, Path
-from transitsim.network.fast.hierarchical import (
+from transitsim.network.fast.hierarchical.exchange_events import exchange_events
+from transitsim.network.fast.hierarchical.stages import (
     MessageTable,
     exchange_groups,
     exclusive_reason,
     stage_reason,
 )
-from transitsim.network.fast.shared_events import exchange_events
 from transitsim.network.schedules.dag import HierLayout, RingStage, Schedule
 
 
@@ -139,7 +141,7 @@ def _sliding_max(y: np.ndarray, window: int) -> np.ndarray:
 def _ag_d(stage: RingStage, table: MessageTable, phases: int | None = None) -> np.ndarray:
     """d of each member at the all-gather's entry: the ring recurrence in reverse.
 
-    phases: the stage's phase count where only its first phase is kept (fast/hier_lean.py:
+    phases: the stage's phase count where only its first phase is kept (fast/hierarchical/lean.py:
     every phase the same edges and chunk); equal edges then take one number a phase.
     """
     if phases is not None:
@@ -177,7 +179,7 @@ def hier_form(
     """The vectorised form of this hierarchical exchange, or None where it does not apply.
 
     inside_phases: the reduce-scatter's and the all-gather's phase counts where the schedule
-    keeps one phase of each (the lean schedule of fast/hier_lean.py).
+    keeps one phase of each (the lean schedule of fast/hierarchical/lean.py).
     """
     if layout.pre is not None:
         return None

@@ -18,9 +18,9 @@ Exactness is checked, not assumed (`split_links`): one-hop routes; every link on
 sender's or one receiver's transfers) and crossed with weight 1; one capacity for all. Elsewhere
 (a WAN or spine that several senders' transfers to several receivers cross, links of different
 rates) max-min moves capacity between links: there (`SplitLinks.local` false) only the compiled
-pass of fast/tree_kernel.py runs, sharing each component by progressive filling, without link
+pass of fast/trees/kernel.py runs, sharing each component by progressive filling, without link
 faults (with them the caller runs the DES). Where no link
-carries both halves (two ranks), every transfer is alone and `fast/tree.py` times it in one
+carries both halves (two ranks), every transfer is alone and `fast/trees/fixed.py` times it in one
 pass with a max-plus linear form; here the finish depends on the start times through the
 sharing, so a straggler replay simulates each step.
 """
@@ -35,9 +35,10 @@ import numpy as np
 from transitsim.network.des.engine import ResourceFault, Timing, assign_paths
 from transitsim.network.des.fluid import settled
 from transitsim.network.fabric import LOCAL_XFORM, Fabric, Path, Weights
-from transitsim.network.fast.fault_delay import delayed_one, down_windows, route_windows
-from transitsim.network.fast.tree import TreeTable
-from transitsim.network.fast.tree_compiled import busy, carried, compiled_pass, schedule_lists
+from transitsim.network.fast.shared.fault_delay import delayed_one, down_windows, route_windows
+from transitsim.network.fast.shared.not_exact import NotExact
+from transitsim.network.fast.trees.compiled import busy, carried, compiled_pass, schedule_lists
+from transitsim.network.fast.trees.fixed import TreeTable
 from transitsim.network.schedules.dag import Schedule
 from transitsim.network.schedules.trees import tree_layout, tree_spacing_on
 
@@ -69,11 +70,11 @@ def split_links(
     halves: np.ndarray,
     path_ids: np.ndarray,
     paths: list[Path],
-) -> SplitLinks | str:
+) -> SplitLinks | NotExact:
     """The tree's link groups (sharing per link, C / k, where `local`; else max-min over each
     component), or why neither would be exact here."""
     if any(len(p.hops) != 1 for p in paths):
-        return "routes of more than one hop"
+        return NotExact("routes of more than one hop")
     carries: dict[int, set[tuple[int, int]]] = {}  # resource -> (src, dst) pairs it carries
     phases: dict[int, set[int]] = {}
     transfer = schedule.kind != LOCAL_XFORM
@@ -87,7 +88,7 @@ def split_links(
             if not math.isfinite(fabric.resources[r].rate_bps):
                 continue
             if w != 1.0:
-                return "a link carries weighted (transformed) bytes"
+                return NotExact("a link carries weighted (transformed) bytes")
             carries.setdefault(r, set()).add((int(schedule.src[m]), int(schedule.dst[m])))
     crossing = (path_ids >= 0) & transfer  # which halves cross each resource
     for key in np.unique(path_ids[crossing] * 2 + halves[crossing]).tolist():
@@ -110,7 +111,7 @@ def split_links(
         local = False  # links of different rates carry the overlapping halves
     capacity = min(caps, default=math.inf)
     if overlap and not math.isfinite(capacity):
-        return "links without a rate"
+        return NotExact("links without a rate")
     groups_of, binding_of = [], []
     for path in paths:
         hop = path.hops[0]
@@ -127,7 +128,7 @@ def split_links(
     if not local:
         for m in first.tolist():
             if path_ids[m] >= 0 and transfer[m] and not groups_of[int(path_ids[m])]:
-                return "a transfer crosses no link with a rate beside shared ones"
+                return NotExact("a transfer crosses no link with a rate beside shared ones")
     return SplitLinks(
         capacity,
         groups_of,
@@ -164,7 +165,7 @@ def run_split_tree(
 ) -> Timing:
     """Every message's times, in time order: transfers share each link group as max-min does
     there (C / k), a group with a link down stops its transfers (call split_links first).
-    Without faults the compiled pass (fast/tree_kernel.py) gives the same floats; it alone
+    Without faults the compiled pass (fast/trees/kernel.py) gives the same floats; it alone
     shares max-min where per-link sharing is not (`links.local` false), and not with faults."""
     if not links.local and faults:
         raise ValueError("max-min over components is compiled without link faults: run the DES")

@@ -1,0 +1,139 @@
+"""A run's tables from its replayed timelines: the summary (time-to-loss per configuration,
+network and target, with what each step's time mostly went to), the crossovers along a grid,
+the report's link chart, and the per-run table of a replay without targets.
+
+`transitsim run`, `transitsim replay` and `transitsim.simulate` all print or return these, so
+the API and the CLI's CSV are one table.
+"""
+
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from transitsim.analysis.metrics import (
+    METRIC_COLUMNS,
+    SUMMARY_COLUMNS,
+    crossovers,
+    extrapolated_flags,
+    time_to_target,
+)
+
+# Where a step's time goes, as the summary names it: GPU work, making the band (on the GPU or
+# in the network), serialisation and flight on the wire, and waiting (stragglers, contention).
+BOTTLENECK_PARTS = {
+    "compute": ("compute_s", "update_s"),
+    "transform": ("compress_s", "transform_s"),
+    "wire": ("wire_s",),
+    "wait": ("wait_s",),
+}
+LINKS_PER_NETWORK = 12  # busiest links shown in the report's utilisation chart
+
+
+def is_number(value: Any) -> bool:
+    """A grid value a crossover can run along: a number, not a bool."""
+    return isinstance(value, int | float | np.number) and not isinstance(value, bool | np.bool_)
+
+
+def no_summary() -> pd.DataFrame:
+    return pd.DataFrame(columns=list(SUMMARY_COLUMNS))
+
+
+def summarise(
+    timeline: pd.DataFrame,
+    params: list[str],
+    targets: list[float],
+    baseline: str | None,
+    labels: dict[str, str],
+) -> pd.DataFrame:
+    """time_to_target per (config, network, grid parameters, target), plus the config's label,
+    what a step's time mostly goes to on that network, and whether it is extrapolated."""
+    summary = time_to_target(timeline[[*METRIC_COLUMNS, *params]], targets, baseline)
+    summary.insert(1, "label", summary["config"].map(lambda c: labels.get(c, c)))
+    parts = bottlenecks(timeline)
+    keys = zip(summary["config"], summary["network"], strict=True)
+    summary["bottleneck"] = [parts[key] for key in keys]
+    summary["extrapolated"] = extrapolated_flags(summary, timeline)
+    return summary
+
+
+def bottlenecks(timeline: pd.DataFrame) -> dict[tuple[str, str], str]:
+    """Per (config, network): the largest of compute, transform, wire and wait, as a share of
+    the mean step (over every step of every seed), e.g. "wire 71%"."""
+    weights = timeline["interval_steps"].astype("float64")
+    frame = pd.DataFrame({"config": timeline["config"], "network": timeline["network"]})
+    for part, columns in BOTTLENECK_PARTS.items():
+        frame[part] = sum(timeline[c].astype("float64").fillna(0.0) for c in columns) * weights
+    totals = frame.groupby(["config", "network"], sort=False)[list(BOTTLENECK_PARTS)].sum()
+    result = {}
+    for key, row in totals.iterrows():
+        total = float(row.sum())
+        part = str(row.idxmax())
+        result[key] = f"{part} {row[part] / total:.0%}" if total > 0 else "none"
+    return result
+
+
+def grid_crossovers(summary: pd.DataFrame, params: list[str]) -> pd.DataFrame:
+    """metrics.crossovers along each numeric grid parameter with two or more values (the others
+    held fixed), with the parameter's name and the previous winner on each row."""
+    frames = []
+    for param in params:
+        column = summary[param]
+        if not pd.api.types.is_float_dtype(column) or column.dropna().nunique() < 2:
+            continue  # text and bool values (collective, aggregator) are held, not run along
+        points = summary.dropna(subset=[param])[[*SUMMARY_COLUMNS, *params]]
+        table = crossovers(points, param)
+        others = [c for c in params if c != param]
+        groups = table.groupby(["target", *others], sort=False, dropna=False)["best_config"]
+        table.insert(0, "parameter", param)
+        table.insert(1, "value", table[param])
+        table["previous_config"] = groups.shift(1)
+        frames.append(table.drop(columns=[param]))
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def link_utilisation(recorded: Iterable[tuple[str, str, pd.DataFrame | None]]) -> pd.DataFrame:
+    """The report's link chart: per (network, run, one recorded step's events), the busiest links
+    as a step function (utilisation from t0, back to 0 at t1)."""
+    rows = []
+    for network, run, events in recorded:
+        if events is None:
+            continue
+        links = events[events["process"] == "links"]
+        if links.empty:
+            continue
+        busy = (links["end_s"] - links["start_s"]) * links["utilisation"]
+        top = busy.groupby(links["track"], sort=False).sum().nlargest(LINKS_PER_NETWORK)
+        for link in sorted(top.index):
+            spans = links[links["track"] == link].sort_values("start_s", kind="stable")
+            for start, end, share in spans[["start_s", "end_s", "utilisation"]].itertuples(
+                index=False
+            ):
+                rows.append((network, run, link, start, share))
+                rows.append((network, run, link, end, 0.0))
+    return pd.DataFrame(rows, columns=["network", "run", "link", "t_s", "utilisation"])
+
+
+def runs_table(timeline: pd.DataFrame, labels: dict[str, str]) -> pd.DataFrame:
+    """Per run without targets: steps, total and mean step time, final loss, bottleneck."""
+    parts = bottlenecks(timeline)
+    rows = []
+    for (run, network), steps in timeline.groupby(["run", "network"], sort=False):
+        last = steps.iloc[-1]
+        config = str(last["config"])
+        evaluated = steps["val_loss"].dropna()
+        rows.append(
+            {
+                "run": run,
+                "label": labels.get(config, config),
+                "network": network,
+                "steps": int(last["step"]),
+                "time_s": float(last["time_s"]),
+                "step_s": float(last["time_s"]) / int(last["step"]),
+                "final_val_loss": float(evaluated.iloc[-1]) if len(evaluated) else float("nan"),
+                "wire_bytes": float(last["wire_bytes"]),
+                "bottleneck": parts[(config, network)],
+            }
+        )
+    return pd.DataFrame(rows)

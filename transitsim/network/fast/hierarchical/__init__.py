@@ -1,0 +1,1 @@
+"""Hierarchical all-reduce: ring stages around a processor-shared exchange across groups."""

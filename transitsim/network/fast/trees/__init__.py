@@ -1,0 +1,1 @@
+"""The pipelined trees (tree, double binary tree): fixed times, shared links, compiled passes."""

@@ -1,0 +1,1 @@
+"""A run's results as a person reads them on a terminal."""
