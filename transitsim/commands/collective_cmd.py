@@ -143,8 +143,8 @@ def with_host(
 
 def named_network(network: str, workers: int | None, settings: list[str]) -> NetworkSpec:
     """A preset or YAML network (as `transitsim replay --network` takes it), --set applied."""
-    from transitsim.scenario.network_arg import network_description
     from transitsim.scenario import network_from_dict
+    from transitsim.scenario.network_arg import network_description
 
     spec = network_from_dict(network_description(network, settings))
     if workers is not None and workers != spec.workers:
