@@ -167,3 +167,31 @@ def test_an_unresolvable_master_addr_is_one_line(tmp_path: Path) -> None:
     env["MASTER_ADDR"] = "no-such-host.invalid"
     done = trainer("--steps", "2", "-o", str(tmp_path), "--dist-timeout", "20", env=env)
     one_line_exit_2(done, "MASTER_ADDR 'no-such-host.invalid' does not resolve")
+
+
+@pytest.mark.parametrize("launched", [True, False])
+def test_a_stopped_rank_says_nothing_and_its_launcher_one_line(launched: bool) -> None:
+    """The race behind a flaky run: the launcher's SIGTERM reached the surviving rank inside an
+    atomic checkpoint write (which turns it into KeyboardInterrupt), and the rank printed
+    "trainer: interrupted" before the launcher's one line. A launched rank now stays silent."""
+    script = (
+        "import trainer.__main__ as entry\n"
+        "def interrupted(argv, prog):\n    raise KeyboardInterrupt('signal 15')\n"
+        "entry.main = interrupted\nentry.run()\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", launch.LAUNCHER_PID)}
+    if launched:
+        env[launch.LAUNCHER_PID] = str(os.getpid())
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 130
+    if launched:
+        assert done.stderr == ""
+    else:
+        assert done.stderr == "trainer: interrupted (re-run the same command to resume)\n"

@@ -32,7 +32,7 @@ from transitsim.outputs import RunResult, check_outputs_writable, write_outputs
 from transitsim.replay.context import assumptions, scenario_question
 from transitsim.replay.replay import check_replay
 from transitsim.replay.request import ReplayRequest
-from transitsim.replay.sites import replicas_for
+from transitsim.replay.sites import check_site_layout, replicas_for
 from transitsim.scenario import Scenario, network_placement, scenario_to_networks
 from transitsim.scenario.networks import faults_on
 from transitsim.sweep import CLUSTER_AFTER_S, JobResult, ReplayJob, run_jobs
@@ -295,9 +295,18 @@ def replay_traces(
         targets = f"final:{baseline}"
     target_values = parse_targets(targets, list(traces.values())) if targets else []
     target_names = [item.strip() for item in targets.split(",")] if targets else []
+    if request.replicas == "site" and all(
+        replicas_for(trace, "site") == "worker" for trace in traces.values()
+    ):  # asked of no trace it can apply to: bad input, not a silent replay as trained
+        raise TransitsimError(
+            "--replicas site places a local-SGD run's replicas one to a datacentre; none of "
+            f"{', '.join(traces)} is a local-SGD trace (H, H-s, L)"
+        )
     jobs = []
     for index, (name, trace) in enumerate(traces.items()):
         replicas = replicas_for(trace, request.replicas)
+        if replicas == "site":  # a layout the network cannot hold is bad input: one line, exit 2
+            check_site_layout(trace, network)
         recorded = index == 0 and (request.replicas == "worker" or replicas == "worker")
         job_request = dataclasses.replace(request, replicas=replicas, record_step=recorded)
         jobs.append(ReplayJob(index=index, trace_name=name, request=job_request))

@@ -147,23 +147,48 @@ def _targets(
 
 
 def _load(traces: Iterable[str | Path | Trace] | str | Path | Trace) -> list[Trace]:
-    """Trace objects from files, folders and Trace objects; a run given twice is an error."""
-    items = [traces] if isinstance(traces, str | Path | Trace) else list(traces)
-    loaded: list[Trace] = []
+    """Trace objects from files, folders and Trace objects; a run given twice is an error,
+    found before any file is read (a list of ten million copies is refused at once)."""
+    if isinstance(traces, str | Path | Trace):
+        items = [traces]
+    elif isinstance(traces, Iterable):
+        items = list(traces)
+    else:
+        raise TransitsimError(
+            "simulate: traces must be a path, a folder, a glob, a Trace or a list of them, "
+            f"got {type(traces).__name__}"
+        )
+    given: list[Trace | Path] = []
     for item in items:
         if isinstance(item, Trace):
-            loaded.append(validate_trace(item))
+            given.append(item)
         elif isinstance(item, str | Path):
-            loaded.extend(read_trace(path) for path in _expand(item))
+            given.extend(_expand(item))
         else:
             raise TransitsimError(f"traces: expected a path or a Trace, got {item!r}")
-    if not loaded:
+    if not given:
         raise TransitsimError("simulate: no traces given (or the folders hold no .parquet files)")
-    names = [trace.name for trace in loaded]
-    repeated = sorted({name for name in names if names.count(name) > 1})
-    if repeated:
-        raise TransitsimError(f"simulate: run(s) given more than once: {', '.join(repeated)}")
+    _refuse_repeats([_given_name(item) for item in given])
+    loaded = [
+        validate_trace(item) if isinstance(item, Trace) else read_trace(item) for item in given
+    ]
+    _refuse_repeats([trace.name for trace in loaded])  # one run in two files
     return loaded
+
+
+def _given_name(item: Trace | Path) -> str:
+    """A Trace's run name, or a file's resolved path: what makes two items the same run."""
+    return item.name if isinstance(item, Trace) else str(Path(item).resolve())
+
+
+def _refuse_repeats(names: list[str]) -> None:
+    seen: set[str] = set()
+    repeated = sorted({name for name in names if name in seen or seen.add(name)})
+    if repeated:
+        shown = ", ".join(repeated[:5]) + (
+            f" and {len(repeated) - 5} more" if len(repeated) > 5 else ""
+        )
+        raise TransitsimError(f"simulate: run(s) given more than once: {shown}")
 
 
 def _expand(item: str | Path) -> list[Path]:

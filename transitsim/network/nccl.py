@@ -78,6 +78,11 @@ def check_nccl(nccl: NcclSpec, name: str = "network") -> None:
         raise TransitsimError(
             f"{name}: nccl.protocols must name some of {', '.join(NCCL_PROTOCOLS)}"
         )
+    if nccl.protocol != "auto" and nccl.protocol not in nccl.protocols:
+        raise TransitsimError(
+            f"{name}: nccl.protocol {nccl.protocol} is not among nccl.protocols "
+            f"({', '.join(nccl.protocols)}): name it there too, or set protocol auto"
+        )
     for protocol in NCCL_PROTOCOLS:
         spec = nccl.spec(protocol)
         where = f"{name}: nccl.{protocol}"

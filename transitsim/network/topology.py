@@ -27,6 +27,7 @@ from transitsim.network.limits import (
     MAX_WAN_LINKS,
     MAX_WORKERS,
 )
+from transitsim.network.nccl import check_nccl
 from transitsim.network.spec import COLLECTIVE_ALGOS, TOPOLOGIES, HostSpec, LinkSpec, NetworkSpec
 
 
@@ -169,6 +170,8 @@ def check_size_and_keys(network: NetworkSpec) -> None:
     _check_ignored(network, name)
     if network.host is not None:
         _check_host(network, name)
+    if network.nccl is not None:
+        check_nccl(network.nccl, name)
     if network.topology in FABRIC_TOPOLOGIES:
         validate_fabric(network, name)
 

@@ -28,6 +28,8 @@ from transitsim.replay.placement import (
 from transitsim.replay.sites import REPLICAS, check_site_layout
 from transitsim.traces.format import Trace
 
+MAX_SCALE_PARAMS = 10**15  # what-if model sizes beyond this are typos, not questions
+
 
 @dataclass(frozen=True)
 class ReplayRequest:
@@ -101,7 +103,9 @@ def check_request(trace: Trace, request: ReplayRequest) -> None:
             raise TransitsimError(f"faults must be LinkFault objects, got {fault!r}")
     validate_network(network)
     resolve_faults(fabric_for(network), list(request.faults))  # unknown links, bad windows
-    _check_count("scale_params", request.scale_params, minimum=1, optional=True)
+    _check_count(
+        "scale_params", request.scale_params, minimum=1, maximum=MAX_SCALE_PARAMS, optional=True
+    )
     _check_count("seed", request.seed, minimum=0)
     if request.overlap not in OVERLAP_MODES:
         raise TransitsimError(
@@ -155,8 +159,11 @@ def _check_transform(trace: Trace, request: ReplayRequest) -> None:
         )
 
 
-def _check_count(name: str, value: object, *, minimum: int, optional: bool = False) -> None:
-    """An integer option (numpy integers too, never a bool) of at least `minimum`."""
+def _check_count(
+    name: str, value: object, *, minimum: int, maximum: int | None = None, optional: bool = False
+) -> None:
+    """An integer option (numpy integers too, never a bool) of at least `minimum` (and at most
+    `maximum`, where bytes scaled by it must still fit the arrays)."""
     if optional and value is None:
         return
     if (
@@ -164,3 +171,5 @@ def _check_count(name: str, value: object, *, minimum: int, optional: bool = Fal
     ):
         kind = "a positive integer" if minimum >= 1 else "a non-negative integer"
         raise TransitsimError(f"{name} must be {kind}, got {value!r}")
+    if maximum is not None and value > maximum:  # type: ignore[operator]
+        raise TransitsimError(f"{name} must be at most {maximum:,}, got {value:,}")

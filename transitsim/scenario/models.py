@@ -17,11 +17,11 @@ from transitsim.network import LinkFault
 from transitsim.network.spec import NetworkSpec
 from transitsim.overlap import DDP_BUCKET_BYTES, OVERLAP_MODES
 from transitsim.replay.compute import JITTER_DISTRIBUTIONS, JITTER_MODES, ComputeModel, Stragglers
+from transitsim.replay.request import MAX_SCALE_PARAMS
 from transitsim.scenario.network_models import GridModel, NetworkModel, PlacementModel
 from transitsim.scenario.quantities import Duration, FlopRate, Size, StrictModel, Target
 
 OUTPUT_FILES = ("timeline", "summary", "ladder", "sweep", "link_util", "report", "trace_events")
-MAX_SCALE_PARAMS = 10**15  # what-if model sizes beyond this are typos, not questions
 
 
 class FromTraceCompute(StrictModel):
