@@ -190,6 +190,13 @@ def infer_collective(
                 "reduce or sendrecv (not modelled) or all_reduce on 2 ranks; give --collective"
             )
         return "all_reduce", 2, note.format("all_reduce") + " with a reduction: 2 ranks"
+    if not (ring or share or one):
+        on = f" on {hints.known} ranks" if hints.known is not None else ""
+        raise TransitsimError(
+            f"{source}: the text names no test and busbw / algbw = {found.shown:.4g} fits no "
+            f"collective{on} (all_reduce 2(n-1)/n, broadcast 1, the others (n-1)/n); give "
+            "--collective" + (" or another --ranks" if hints.given is not None else "")
+        )
     raise TransitsimError(
         f"{source}: the text names no test and busbw / algbw = {found.shown:.4g} fits several "
         "collectives (the rows are too small to tell); give --collective"

@@ -267,15 +267,21 @@ def _bounds(table: Table, figures: list[RowFigures]) -> Bounds | None:
     return bounds(intervals, shown)
 
 
-def _check_factor(table: Table, source: str) -> None:
-    """The collective and rank count, however found, against the busbw / algbw nccl-tests
-    printed for the most precise row."""
-    best = max(table.rows, key=lambda r: r.algbw_gbps)
-    if best.algbw_gbps < 1.0:  # two printed decimals: the ratio is not known well enough
-        return
-    ratio = best.busbw_gbps / best.algbw_gbps
+def _check_factor(table: Table, found: Bounds | None, source: str) -> None:
+    """The collective and rank count, however found, against busbw / algbw: within the bounds
+    every row sets (exact, as nccl-tests computes busbw from algbw), or where the rows
+    disagree, within 2 % of the most precise row's."""
     factor = busbw_factor(table.collective, table.ranks)
-    if abs(ratio - factor) > 0.02 * factor + 0.006:
+    if found is not None and found.agree:
+        ratio = found.shown
+        fits = found.low * (1 - 1e-6) <= factor <= found.high * (1 + 1e-6)
+    else:
+        best = max(table.rows, key=lambda r: r.algbw_gbps)
+        if best.algbw_gbps < 1.0:  # two printed decimals: the ratio is not known well enough
+            return
+        ratio = best.busbw_gbps / best.algbw_gbps
+        fits = abs(ratio - factor) <= 0.02 * factor + 0.006
+    if not fits:
         raise TransitsimError(
             f"{source}: busbw / algbw = {ratio:.4g}, but {table.collective} on {table.ranks} "
             f"ranks has factor {factor:.4g} (wrong collective or rank count?)"
@@ -319,7 +325,7 @@ def parse_nccl_tests(
     if hints.listed is not None:
         for host in seen.values():
             table.ranks_per_host[host] = table.ranks_per_host.get(host, 0) + 1
-    _check_factor(table, source)
+    _check_factor(table, found, source)
     return table
 
 
