@@ -184,7 +184,10 @@ def row_text(text: str, cols: Columns) -> str | None:
     if not tokens or tokens[0].startswith("#"):
         return None
     if tokens[0][0].isdigit() and ":" not in tokens[0]:
-        return text
+        if INTEGER.fullmatch(tokens[0]):
+            return text
+        typed = len(tokens) > cols.dtype and tokens[cols.dtype] in DTYPE_BYTES
+        return row_start(text) or (text if typed else None)  # a date before it, or a bad size
     if len(tokens) == cols.width and tokens[cols.dtype] in DTYPE_BYTES:
         return text
     return row_start(text)
