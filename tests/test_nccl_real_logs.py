@@ -238,3 +238,29 @@ def test_options_that_disagree_with_the_log_are_refused(reason: str, tmp_path: P
     code, stdout, stderr = run_cli(argv)
     assert_refused(argv, code, stderr)
     assert reason in stderr and not out.exists() and not stdout
+
+
+def summary() -> list[str]:
+    """One line per real file: rows, ranks, collective as read, and the worst fitted error
+    line `calibrate nccl-tests` prints (the fit's accuracy is reported, not tested, here)."""
+    import tempfile
+
+    out = [f"{'file':54} {'rows':>4} {'0 B':>3} {'ranks':>5}  {'collective':11} worst fitted"]
+    for name in real_files():
+        option = EXPECTED.get(name, (None,) * 7)[6]
+        table = read_nccl_tests(SHARED / name, option)
+        with tempfile.TemporaryDirectory() as folder:
+            argv = ["calibrate", "nccl-tests", str(SHARED / name), "-o", f"{folder}/net.yaml"]
+            code, stdout, stderr = run_cli([*argv, *(["--collective", option] if option else [])])
+        worst = re.search(r"worst \|error\| [\d.]+ % \([^)]*\)", stdout)
+        empty = sum(r.size_bytes == 0 for r in table.rows)
+        shown = worst[0] if code == 0 and worst else f"exit {code}: {stderr.strip()}"
+        out.append(
+            f"{name:54} {len(table.rows):4d} {empty:3d} {table.ranks:5d}  {table.collective:11} "
+            f"{shown}"
+        )
+    return out
+
+
+if __name__ == "__main__":  # python tests/test_nccl_real_logs.py: the table of the real files
+    print("\n".join(summary()))
