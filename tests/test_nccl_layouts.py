@@ -35,6 +35,20 @@ def test_any_line_prefix_reads_the_same_table(prefix: str) -> None:
     assert table.ranks_per_host == {"node-a017": 8, "node-b203": 8}
 
 
+def _numbered(text: str) -> str:
+    return "".join(f"{i:6d}\t{line}\n" for i, line in enumerate(text.splitlines(), 120))
+
+
+def test_numbered_lines_read_the_same_table() -> None:
+    """A log shown with line numbers (`cat -n`), with its column header and without."""
+    assert _figures(parse_nccl_tests(_numbered(H100_2X8.text()), "cat -n")) == _figures(BASE)
+    headerless = _numbered(_without(H100_2X8.text(), "size"))
+    assert _figures(parse_nccl_tests(headerless, "cat -n, no header")) == _figures(BASE)
+    rows = [line for line in H100_2X8.text().splitlines() if ROW.match(line)]
+    with pytest.raises(TransitsimError, match="truncated or malformed row"):
+        parse_nccl_tests(_numbered("\n".join(rows)), "numbered rows alone: numbers kept")
+
+
 def test_without_its_header_lines_the_table_says_the_rest() -> None:
     """No command line, nThread header, Rank lines, column header: rows and footer only."""
     bare = _without(H100_2X8.text(), "_perf", "nThread", "Rank", "size")

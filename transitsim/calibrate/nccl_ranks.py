@@ -25,8 +25,7 @@ from transitsim.base.errors import TransitsimError
 COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "alltoall")
 UNMODELLED = ("reduce", "sendrecv", "gather", "scatter", "hypercube", "alltoallv")
 MAX_RANKS = 1 << 20
-MAX_LISTED = 64  # candidate rank counts shown in a refusal
-PERF = re.compile(r"\b(" + "|".join(COLLECTIVES + UNMODELLED) + r")_perf\b")
+PERF = re.compile(r"\b(" + "|".join(COLLECTIVES + UNMODELLED) + r")_perf")  # also _perf_mpi
 FORMULA = {"all_reduce": "2(n-1)/n", "broadcast": "1"}  # the others: (n-1)/n
 
 

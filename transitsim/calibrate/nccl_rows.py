@@ -49,15 +49,31 @@ TAG = re.compile(r"^\[[^\]\s]*?\d+,\d+\]<\w+>:")  # mpirun --tag-output: [1,0]<s
 LABEL = re.compile(r"^(?:P\d+\s+)?\d+:\s")  # srun -l / --label: "0: ", "12: "
 MARKER = re.compile(
     r"#\s*(?:nThread\s|Rank\s+\d|Avg bus bandwidth|Out of bounds values|Collective test"
-    r"|Using devices|nccl-tests version)"
+    r"|Using devices|nccl-tests version|\s*\(B\)|\s+out-of-place|\s*$)"  # and the bare '#'
 )
 ROW_START = re.compile(
     r"(?<![\w.+:-])\d+\s+\d+\s+(?:" + "|".join(sorted(DTYPE_BYTES, key=len, reverse=True)) + r")"
     r"(?!\S)"
 )
+LINE_NUMBER = re.compile(r"^\s*(\d+)(?:[\t:|]|\s|$)")
 NUMBER_TEXT = re.compile(r"[+-]?(\d*)(?:\.(\d*))?(?:[eE]([+-]?\d+))?")
 INTEGER = re.compile(r"\d+")
 ROOT_TEXT = re.compile(r"-?\d+")
+
+
+def unnumbered(lines: list[str]) -> list[str]:
+    """The lines without the numbers of a listing (`cat -n`, an editor's copy): stripped only
+    where every non-blank line starts with its own line number, counting up by one, and some
+    line is a `#` line behind it (rows alone of a `-i 1` sweep count up by one too)."""
+    numbers = [LINE_NUMBER.match(line) for line in lines]
+    first = next((int(m.group(1)) - i for i, m in enumerate(numbers) if m), None)
+    if first is None or any(
+        line.strip() and (m is None or int(m.group(1)) != first + i)
+        for i, (line, m) in enumerate(zip(lines, numbers, strict=True))
+    ):
+        return lines
+    out = [line[m.end() :] if m else line for line, m in zip(lines, numbers, strict=True)]
+    return out if any(line.lstrip().startswith("#") for line in out) else lines
 
 
 def clean(line: str) -> str:
@@ -178,8 +194,8 @@ def row_columns(tokens: list[str], where: str) -> Columns:
 def row_text(text: str, cols: Columns) -> str | None:
     """The row in a line inside the table, or None for noise. A line that starts with a number
     (not a log line's `host:pid:tid`) is a row and must be whole, as is one with the row's shape
-    and a data type where the type goes; a row behind an unknown prefix starts at
-    `size count type`."""
+    and a data type where the type goes; a row behind an unknown prefix (a timestamp) starts
+    at `size count type`."""
     tokens = text.split()
     if not tokens or tokens[0].startswith("#"):
         return None

@@ -63,6 +63,7 @@ from transitsim.calibrate.nccl_rows import (
     row_columns,
     row_start,
     row_text,
+    unnumbered,
 )
 
 __all__ = [
@@ -196,10 +197,10 @@ def _read_rows(lines: list[str], table: Table, source: str) -> list[RowFigures]:
     figures: list[RowFigures] = []
     ended = False
     for index in range(start, len(lines)):
-        line, number_ = lines[index], index + 1
+        line, line_no = lines[index], index + 1
         avg = AVG.match(line)
         if avg:
-            table.avg_busbw_gbps = number(avg.group(1), f"{source}:{number_}", "avg bus bandwidth")
+            table.avg_busbw_gbps = number(avg.group(1), f"{source}:{line_no}", "avg bus bandwidth")
             ended = True
             break
         if TABLE_END.match(line):
@@ -214,8 +215,8 @@ def _read_rows(lines: list[str], table: Table, source: str) -> list[RowFigures]:
             continue  # NCCL INFO lines, blank lines, '...', '#' comments inside the table
         if len(table.rows) >= MAX_ROWS:
             raise TransitsimError(f"{source}: more than {MAX_ROWS:,} rows: not one sweep")
-        fields, extra = read_row(text.split(), cols, f"{source}:{number_}")
-        table.rows.append(Row(number_, **fields))
+        fields, extra = read_row(text.split(), cols, f"{source}:{line_no}")
+        table.rows.append(Row(line_no, **fields))
         figures.append(extra)
     if not table.rows:
         raise TransitsimError(f"{source}: the table has no rows")
@@ -230,13 +231,13 @@ def _read_rows(lines: list[str], table: Table, source: str) -> list[RowFigures]:
 def _ranks_listed(lines: list[str], table: Table, source: str) -> dict[int, str]:
     """The `#  Rank` lines (rank -> host) and the NCCL version, from anywhere in the log."""
     seen: dict[int, str] = {}
-    for number_, line in enumerate(lines, 1):
+    for line_no, line in enumerate(lines, 1):
         match = RANK.match(line)
         if match:
             rank, host = int(match.group(1)), match.group(2)
             if rank in seen:
                 raise TransitsimError(
-                    f"{source}:{number_}: rank {rank} listed twice (two runs in one file?)"
+                    f"{source}:{line_no}: rank {rank} listed twice (two runs in one file?)"
                 )
             if len(seen) >= MAX_RANKS or rank >= MAX_RANKS:
                 raise TransitsimError(f"{source}: more than {MAX_RANKS:,} ranks")
@@ -299,7 +300,7 @@ def parse_nccl_tests(
         )
     if ranks is not None and not 2 <= ranks <= MAX_RANKS:
         raise TransitsimError(f"--ranks must lie in 2..{MAX_RANKS:,}, got {ranks}")
-    lines = [clean(line) for line in text.splitlines()]
+    lines = [clean(line) for line in unnumbered(text.splitlines())]
     if not any(lines):
         raise TransitsimError(f"{source}: empty file: not an nccl-tests output")
     table = Table(source, "", 0, [])
