@@ -274,8 +274,9 @@ def read_row(tokens: list[str], cols: Columns, where: str) -> tuple[dict, RowFig
     if size > MAX_SIZE_BYTES:
         raise TransitsimError(f"{where}: size {size:,} bytes is beyond any nccl-tests run")
     groups = [(cols.time[0], cols.algbw[0], cols.busbw[0])]
-    if None not in (cols.time[1], cols.algbw[1], cols.busbw[1]):
-        groups.append((cols.time[1], cols.algbw[1], cols.busbw[1]))  # type: ignore[arg-type]
+    second = (cols.time[1], cols.algbw[1], cols.busbw[1])
+    if second[0] is not None and second[1] is not None and second[2] is not None:
+        groups.append((second[0], second[1], second[2]))
     names = ("time", "algbw", "busbw")
     out = [number(tokens[i], where, name) for i, name in zip(groups[0], names, strict=True)]
     inside = [math.nan] * 3
@@ -296,7 +297,7 @@ def read_row(tokens: list[str], cols: Columns, where: str) -> tuple[dict, RowFig
     ratios = []
     for group, figures in zip(groups, (out, inside), strict=False):  # in-place: if printed
         if all(math.isfinite(f) for f in figures) and figures[0] > 0:
-            interval = ratio_interval(size, tuple(tokens[i] for i in group))  # type: ignore[arg-type]
+            interval = ratio_interval(size, (tokens[group[0]], tokens[group[1]], tokens[group[2]]))
             if interval is not None:
                 ratios.append(interval)
     root = None
