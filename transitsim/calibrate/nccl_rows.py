@@ -3,11 +3,12 @@ or the page put before them, laid out from the column header or, without one, fr
 
 Real logs are rarely the program's bare output: `srun -l` puts `0: ` before each line, `mpirun
 --tag-output` `[1,0]<stdout>:`, a markdown page indents its console block, a collector adds a
-timestamp. `clean` strips the known prefixes; what is left before a `#` marker or a row's
-`size count type` start (`marker_text`, `row_text`) is cut there, so an unknown prefix costs
-nothing either. nccl-tests changed its columns over the years (no `root` before 2.13, `error`
-for `#wrong`, per-iteration columns in 2.19): `header_columns` reads them by name, and
-`row_columns` infers them from a row's field count when the header was not copied.
+timestamp, a listing its line numbers. `clean` strips the known prefixes (`unnumbered` the
+line numbers); what is left before a `#` marker or a row's `size count type` (`clean`,
+`row_text`) is cut there, so an unknown prefix costs nothing either. nccl-tests changed its
+columns over the years (no `root` before 2.13, `error` for `#wrong`, per-iteration columns in
+2.19): `header_columns` reads them by name, and `row_columns` infers them from a row's field
+count when the header was not copied.
 
 Each row is checked whole (`read_row`): a truncated row, text in a numeric column or an algbw that
 disagrees with size / time is refused with its line number, never skipped. With each row comes
