@@ -193,10 +193,19 @@ ROWS = "\n".join(
 MALFORMED = {  # case -> (file text, what the one line must say)
     "empty": ("", "empty file"),
     "blank lines": ("\n\n   \n", "empty file"),
-    "no header": (ROWS.split("\n", 1)[1], "no '# nThread ... nGpus ...' header"),
-    "no column header": (
-        "\n".join(line for line in ROWS.splitlines() if "size" not in line),
-        "no column header",
+    "no table": (
+        "\n".join(line for line in ROWS.splitlines() if "size" not in line and "sum" not in line),
+        "no column header ('size count type ... busbw') and no rows",
+    ),
+    "a broadcast without Rank lines": (
+        "$ broadcast_perf -b 1M\n" + "\n".join(r for r in ROWS.splitlines() if "Rank" not in r),
+        "broadcast's busbw = algbw says nothing of the rank count; give --ranks N",
+    ),
+    "a row of no known layout": (
+        "\n".join(line for line in ROWS.splitlines() if "size" not in line).replace(
+            "     sum      -1 ", "     sum  -1  -1  -1 "
+        ),
+        ":5: no column header, and a row of 15 fields is not a layout nccl-tests prints",
     ),
     "truncated row": (
         ROWS.replace("361.77 5.80 5.80       0", "361.77 5.8"),
@@ -223,7 +232,8 @@ MALFORMED = {  # case -> (file text, what the one line must say)
         "busbw / algbw = 1, but all_gather on 2 ranks has factor 0.5",
     ),
 }
-UNNAMED = ("empty", "blank lines", "names two tests", "wrong collective")
+UNNAMED = ("empty", "blank lines", "names two tests", "wrong collective",
+           "a broadcast without Rank lines")  # fmt: skip
 
 
 @pytest.mark.parametrize("case", sorted(MALFORMED))
@@ -240,11 +250,28 @@ def test_malformed_nccl_tests_files_are_refused_with_one_line(case: str, tmp_pat
 
 def test_the_malformed_cases_are_refused_only_for_what_they_break(tmp_path: Path) -> None:
     """The unbroken table, named as all_reduce, is accepted: each case above fails on its own
-    defect, not on the base table."""
+    defect, not on the base table. So are the parts real logs often lack: the '# nThread'
+    header, the column header (the layout is the rows'), the Rank lines (2 ranks: the factor,
+    or --ranks), all three at once."""
     source = tmp_path / "table.txt"
-    source.write_text("$ all_reduce_perf -b 1M -e 4M\n" + ROWS)
-    code, _, stderr = run_cli(["calibrate", "nccl-tests", str(source), "-o", str(tmp_path / "n")])
-    assert code == 0, stderr
+    lines = ROWS.splitlines()
+    variants = {
+        "whole": lines,
+        "no nThread header": [line for line in lines if "nThread" not in line],
+        "no column header": [line for line in lines if "size" not in line],
+        "no Rank lines": [line for line in lines if "Rank" not in line],
+        "rows alone": [line for line in lines if "float" in line],
+    }
+    for name, kept in variants.items():
+        source.write_text("$ all_reduce_perf -b 1M -e 4M\n" + "\n".join(kept) + "\n")
+        for extra in ([], ["--ranks", "2"]):
+            argv = ["calibrate", "nccl-tests", str(source), "-o", str(tmp_path / "n"), *extra]
+            code, stdout, stderr = run_cli(argv)
+            assert code == 0, (name, stderr)
+            assert "2 ranks" in stdout, name
+    code, _, stderr = run_cli([*argv[:-1], "3"])  # rows alone: --ranks against the factor
+    assert_refused(["--ranks 3"], code, stderr)
+    assert "busbw / algbw = 1, but all_reduce on 3 ranks has factor 1.333" in stderr
 
 
 def _special(kind: str, tmp_path: Path) -> Path:

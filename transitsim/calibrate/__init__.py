@@ -1,7 +1,9 @@
 """Calibration: measured collective tables (nccl-tests output, the testbed's own) fitted to a
 network that transitsim's model makes reproduce them, written as a network YAML.
 
-`nccl_tests` reads nccl-tests' standard output, `testbed_tables` the testbed's measured table,
+`nccl_tests` reads nccl-tests' standard output as real logs hold it (`nccl_rows`: the lines
+under any prefix and the columns of any version; `nccl_ranks`: the rank count and the test read
+off busbw / algbw where the log does not say them), `testbed_tables` the testbed's measured table,
 `model` is what transitsim predicts for one row on the network being fitted, `fit` the fit
 (size regimes of two parameters each), `network_file` the YAML that replay, `collective -n` and
 scenarios read. Imports only the network model and the ground (an import-linter layer).

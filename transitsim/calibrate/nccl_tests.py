@@ -1,24 +1,32 @@
 """Read nccl-tests standard output (`all_reduce_perf`, `all_gather_perf`, `reduce_scatter_perf`,
-`broadcast_perf`, `alltoall_perf`) into a table, refusing what is not one whole run.
+`broadcast_perf`, `alltoall_perf`) into a table, refusing what is not one run.
 
-What is read, as nccl-tests 2.x prints it (src/common.cu), wherever it sits in a log:
+Published logs are seldom the program's whole output: a job's log under `srun -l` or `mpirun
+--tag-output` prefixes, a markdown page's indented console block, a header-only excerpt with
+rows elided (`...`), NCCL INFO lines between the rows. What is read, wherever it sits
+(src/common.cu and util.cu of nccl-tests 2.x):
 
-- the header `# nThread 1 nGpus 1 minBytes 8 maxBytes 8589934592 step: 2(factor) ...`;
-- the `#  Rank  3 Group  0 Pid 1890 on worker-1 device  3 [0x99] NVIDIA H100 ...` lines (one
-  per rank, `Group` absent in old versions): the rank count and the ranks on each host;
-- the column header (`size count type redop root time algbw busbw #wrong time ...`, older
-  versions without `root`/`redop` or with `error` for `#wrong`): the first time/algbw/busbw
-  triple is out-of-place, the second in-place;
-- one row per size, up to the `# Out of bounds values` / `# Avg bus bandwidth` footer.
+- the header `# nThread 1 nGpus 1 minBytes 8 ...` (optional: nThread x nGpus divides the rank
+  count);
+- the `#  Rank  3 Group  0 Pid 1890 on worker-1 device  3 [0x99] NVIDIA H100 ...` lines
+  (optional; `Group` absent in old versions): the rank count and the ranks on each host;
+- the column header (`size count type redop root time algbw busbw #wrong time ...`; older
+  versions without `root`, with `error` for `#wrong`): the first time/algbw/busbw triple is
+  out-of-place, the second in-place. Without it the layout is inferred from the rows' field
+  count (calibrate/nccl_rows.py);
+- one row per size, up to the `# Avg bus bandwidth` footer (its absence is noted).
 
-Everything else is noise and skipped: `NCCL INFO`/`WARN` lines, the command line, markdown
-around a quoted log, mpirun's `[1,0]<stdout>:` tags, indentation. Inside the table a line that
-starts with a number is a row and must be whole: a truncated row, text in a numeric column, or a
-time that disagrees with its own algbw is refused with its line number, never skipped.
+Without Rank lines the rank count is `ranks` (`--ranks`), else read off busbw / algbw; without
+the test's name the collective is `collective` (`--collective`), else read off busbw / algbw too
+(calibrate/nccl_ranks.py, with a note saying so). Everything else is noise and skipped. Inside
+the table a line that starts with a number is a row and must be whole: a truncated row, text in
+a numeric column, or a time that disagrees with its own algbw is refused with its line number.
 
 Sizes follow nccl-tests: all_reduce and broadcast print each rank's buffer; all_gather the
-gathered output (ranks x each rank's part); reduce_scatter each rank's input; alltoall each
-rank's send buffer. algbw = size / time; busbw = algbw x the collective's factor (busbw_factor).
+gathered output (ranks x each rank's part: the count column is each rank's elements);
+reduce_scatter each rank's input (the count: its output); alltoall each rank's send buffer.
+algbw = size / time; busbw = algbw x the collective's factor (busbw_factor). Rows of 0 bytes
+(nccl-tests -b 0) are read and kept; the fit leaves them out (calibrate/fit.py).
 """
 
 import math
@@ -29,53 +37,62 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from transitsim.base.errors import TransitsimError
+from transitsim.calibrate.nccl_ranks import (
+    COLLECTIVES,
+    MAX_RANKS,
+    Bounds,
+    Hints,
+    bounds,
+    busbw_factor,
+    infer_collective,
+    infer_ranks,
+    named_collective,
+)
+from transitsim.calibrate.nccl_rows import (
+    ALGBW_SLACK_GBPS,
+    ALGBW_TOLERANCE,
+    DTYPE_BYTES,
+    IN_PLACE,
+    Columns,
+    RowFigures,
+    clean,
+    header_columns,
+    is_column_header,
+    number,
+    read_row,
+    row_columns,
+    row_start,
+    row_text,
+    unnumbered,
+)
+
+__all__ = [
+    "ALGBW_SLACK_GBPS",
+    "ALGBW_TOLERANCE",
+    "COLLECTIVES",
+    "DTYPE_BYTES",
+    "IN_PLACE",
+    "MAX_FILE_BYTES",
+    "MAX_RANKS",
+    "MAX_ROWS",
+    "Row",
+    "Table",
+    "busbw_factor",
+    "parse_nccl_tests",
+    "read_nccl_tests",
+    "read_text",
+]
 
 MAX_FILE_BYTES = 64 << 20  # an NCCL_DEBUG=INFO log of a large job is megabytes; 64 MiB is not
 MAX_ROWS = 4096  # nccl-tests sweeps are tens of sizes
-MAX_RANKS = 1 << 20
-COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "alltoall")
-DTYPE_BYTES = {
-    "int8": 1,
-    "uint8": 1,
-    "char": 1,
-    "fp8_e4m3": 1,
-    "fp8_e5m2": 1,
-    "f8e4m3": 1,
-    "f8e5m2": 1,
-    "half": 2,
-    "bfloat16": 2,
-    "int32": 4,
-    "uint32": 4,
-    "int": 4,
-    "float": 4,
-    "int64": 8,
-    "uint64": 8,
-    "double": 8,
-}
-ALGBW_TOLERANCE = 0.05  # relative; nccl-tests rounds algbw to 2 decimals and time to 3-5 digits
-ALGBW_SLACK_GBPS = 0.011  # ... so small algbw values are only known to +-0.005 GB/s
-
-IN_PLACE = ("in-place time", "in-place algbw", "in-place busbw")
-
-_TAG = re.compile(r"^\[\d+,\d+\]<std(?:out|err)>:")  # mpirun --tag-output
-_HEADER = re.compile(r"^#\s*nThread\s+(\d+)\s+nGpus\s+(\d+)\s+minBytes\s+(\d+)\s+maxBytes\s+(\d+)")
-_RANK = re.compile(
-    r"^#\s*Rank\s+(\d+)\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s+(\S+)\s+device\s+(\d+)"
+HEADER = re.compile(r"^#\s*nThread\s+(\d+)\s+nGpus\s+(\d+)\s+minBytes\s+(\d+)\s+maxBytes\s+(\d+)")
+RANK = re.compile(
+    r"^#\s*Rank\s+(\d+)\s+(?:Group\s+\d+\s+)?(?:Pid\s+\d+\s+)?on\s+(\S+)\s+device\s+(\d+)"
 )
-_PERF = re.compile(r"\b(all_reduce|all_gather|reduce_scatter|broadcast|alltoall)_perf")
-_NCCL_VERSION = re.compile(r"NCCL version (\S+)")
-_AVG = re.compile(r"^#\s*Avg bus bandwidth\s*:\s*(\S+)")
-_OUT_OF_BOUNDS = re.compile(r"^#\s*Out of bounds values\s*:\s*(.*)$")
-_INTEGER = re.compile(r"\d+")
-
-
-def busbw_factor(collective: str, ranks: int) -> float:
-    """nccl-tests' bus bandwidth factor (doc/PERFORMANCE.md): busbw = algbw x this."""
-    if collective == "all_reduce":
-        return 2.0 * (ranks - 1) / ranks
-    if collective == "broadcast":
-        return 1.0
-    return (ranks - 1) / ranks  # all_gather, reduce_scatter, alltoall
+NCCL_VERSION = re.compile(r"NCCL version (\S+)")
+AVG = re.compile(r"^#\s*Avg bus bandwidth\s*:\s*(\S+)")
+OUT_OF_BOUNDS = re.compile(r"^#\s*Out of bounds values\s*:\s*(.*)$")
+TABLE_END = re.compile(r"^(?:```|~~~|#\s*Collective test concluded)")  # a page's fence, the end
 
 
 @dataclass(frozen=True)
@@ -143,277 +160,196 @@ def read_text(path: Path | str, what: str = "nccl-tests output") -> str:
         raise TransitsimError(f"{path}: not UTF-8 text: not an {what}") from None
 
 
-def read_nccl_tests(path: Path | str, collective: str | None = None) -> Table:
-    """Parse one nccl-tests output file (see the module doc); `collective` overrides the name
-    found in the text (e.g. for a table without its command line)."""
-    return parse_nccl_tests(read_text(path), str(path), collective)
+def read_nccl_tests(
+    path: Path | str, collective: str | None = None, ranks: int | None = None
+) -> Table:
+    """Parse one nccl-tests output file (see the module doc); `collective` and `ranks` are for
+    a log that does not say them (refused where it says otherwise)."""
+    return parse_nccl_tests(read_text(path), str(path), collective, ranks)
 
 
-def _clean(line: str) -> str:
-    return _TAG.sub("", line.strip(), count=1).strip()
-
-
-def _number(token: str, where: str, column: str) -> float:
-    try:
-        value = float(token)
-    except ValueError:
-        raise TransitsimError(f"{where}: {column} {token!r} is not a number") from None
-    if not math.isfinite(value) or value < 0:
-        raise TransitsimError(f"{where}: {column} {token!r} is not a finite non-negative number")
-    return value
-
-
-def _optional(token: str, where: str, column: str) -> float:
-    return math.nan if token.upper() == "N/A" else _number(token, where, column)
-
-
-@dataclass
-class _Columns:
-    """Where each figure sits in a row, from the column header."""
-
-    width: int
-    size: int
-    count: int
-    dtype: int
-    time: tuple[int, int | None]
-    algbw: tuple[int, int | None]
-    busbw: tuple[int, int | None]
-    redop: int | None
-
-
-def _columns(tokens: list[str], where: str) -> _Columns:
-    names = [t.lower().lstrip("#") for t in tokens]
-
-    def positions(name: str) -> tuple[int, int | None]:
-        found = [i for i, n in enumerate(names) if n == name]
-        if not found or len(found) > 2:
-            raise TransitsimError(f"{where}: column header without one or two {name!r} columns")
-        return found[0], (found[1] if len(found) == 2 else None)
-
-    for name in ("size", "count", "type"):
-        if name not in names:
-            raise TransitsimError(f"{where}: column header without a {name!r} column")
-    time, algbw, busbw = positions("time"), positions("algbw"), positions("busbw")
-    if not names.index("type") < time[0] < algbw[0] < busbw[0]:
-        raise TransitsimError(f"{where}: column header not in nccl-tests' order")
-    return _Columns(
-        width=len(names),
-        size=names.index("size"),
-        count=names.index("count"),
-        dtype=names.index("type"),
-        time=time,
-        algbw=algbw,
-        busbw=busbw,
-        redop=names.index("redop") if "redop" in names else None,
-    )
-
-
-def _is_row(tokens: list[str], cols: _Columns) -> bool:
-    """A line inside the table is a row when it starts with a number (but not as a log line's
-    `host:pid:tid` does) or has the row's shape with a data type where the type goes."""
-    if not tokens or tokens[0].startswith("#"):
-        return False
-    if tokens[0][0].isdigit() and ":" not in tokens[0]:
-        return True
-    return len(tokens) == cols.width and tokens[cols.dtype] in DTYPE_BYTES
-
-
-def _row(tokens: list[str], cols: _Columns, number: int, source: str) -> tuple[Row, str | None]:
-    where = f"{source}:{number}"
-    if len(tokens) != cols.width:
-        raise TransitsimError(
-            f"{where}: truncated or malformed row ({len(tokens)} fields, the header has "
-            f"{cols.width})"
-        )
-    for column, index in (("size", cols.size), ("count", cols.count)):
-        if not _INTEGER.fullmatch(tokens[index]):
-            raise TransitsimError(f"{where}: {column} {tokens[index]!r} is not a whole number")
-    dtype = tokens[cols.dtype]
-    if dtype not in DTYPE_BYTES:
-        raise TransitsimError(f"{where}: unknown data type {dtype!r}")
-    size, count = int(tokens[cols.size]), int(tokens[cols.count])
-    if size > 1 << 50:
-        raise TransitsimError(f"{where}: size {size:,} bytes is beyond any nccl-tests run")
-    in_at = [cols.time[1], cols.algbw[1], cols.busbw[1]]
-    figures = [
-        _number(tokens[cols.time[0]], where, "time"),
-        _number(tokens[cols.algbw[0]], where, "algbw"),
-        _number(tokens[cols.busbw[0]], where, "busbw"),
-    ] + [
-        math.nan if at is None else _optional(tokens[at], where, name)
-        for at, name in zip(in_at, IN_PLACE, strict=True)
-    ]
-    time_us, algbw = figures[0], figures[1]
-    if time_us <= 0:
-        raise TransitsimError(f"{where}: time {tokens[cols.time[0]]!r} is not positive")
-    expected = size / time_us / 1e3  # bytes per microsecond -> GB/s
-    if abs(expected - algbw) > ALGBW_SLACK_GBPS + ALGBW_TOLERANCE * max(expected, algbw):
-        raise TransitsimError(
-            f"{where}: algbw {algbw:g} GB/s disagrees with size / time = {expected:.4g} GB/s "
-            "(an edited or corrupt row)"
-        )
-    redop = tokens[cols.redop] if cols.redop is not None else None
-    row = Row(number, size, count, dtype, time_us * 1e-6, algbw, figures[2],
-              figures[3] * 1e-6, figures[4], figures[5])  # fmt: skip
-    return row, redop
-
-
-def _collective_named(text: str, source: str) -> str | None:
-    """The collective the text names (`all_reduce_perf` on its command line or in `# Collective
-    test starting`); refused when it names two."""
-    named = list(dict.fromkeys(_PERF.findall(text)))
-    if len(named) > 1:
-        raise TransitsimError(
-            f"{source}: names several tests ({', '.join(n + '_perf' for n in named)}); give one "
-            "run per file, or --collective"
-        )
-    return named[0] if named else None
-
-
-def _ratio_collective(table_rows: list[Row], ranks: int) -> tuple[str | None, float | None]:
-    """The busbw/algbw ratio of the most precise row, and the collective it implies."""
-    best = max(table_rows, key=lambda r: r.algbw_gbps)
-    if best.algbw_gbps < 1.0:  # two printed decimals: the ratio is not known well enough
-        return None, None
-    ratio = best.busbw_gbps / best.algbw_gbps
-    for name in ("all_reduce", "broadcast", "all_gather"):
-        if abs(ratio - busbw_factor(name, ranks)) <= 0.02 * busbw_factor(name, ranks) + 0.006:
-            return name, ratio
-    return None, ratio
-
-
-def parse_nccl_tests(text: str, source: str = "<text>", collective: str | None = None) -> Table:
-    """Parse nccl-tests output held in `text` (`source` names it in errors)."""
-    if collective is not None and collective not in COLLECTIVES:
-        raise TransitsimError(
-            f"unknown collective {collective!r} (expected one of {', '.join(COLLECTIVES)})"
-        )
-    lines = [_clean(line) for line in text.splitlines()]
-    if not any(lines):
-        raise TransitsimError(f"{source}: empty file: not an nccl-tests output")
-    headers = [i for i, line in enumerate(lines) if _HEADER.match(line)]
-    column_lines = [
-        i
-        for i, line in enumerate(lines)
-        if line.startswith("#") and {"size", "time", "algbw", "busbw"} <= set(line[1:].split())
-    ]
-    if not headers:
-        raise TransitsimError(
-            f"{source}: no '# nThread ... nGpus ...' header: not an nccl-tests output"
-        )
-    if not column_lines:
-        raise TransitsimError(f"{source}: no column header ('size count type ... busbw'): no table")
+def _table_start(lines: list[str], source: str) -> tuple[int, Columns]:
+    """Where the rows begin and how they are laid out: after the column header, else at the
+    first row (its field count gives the layout)."""
+    headers = [i for i, line in enumerate(lines) if HEADER.match(line)]
+    column_lines = [i for i, line in enumerate(lines) if is_column_header(line)]
     if len(headers) > 1 or len(column_lines) > 1:
         where = ", ".join(str(i + 1) for i in (headers if len(headers) > 1 else column_lines))
         raise TransitsimError(
             f"{source}: holds {max(len(headers), len(column_lines))} nccl-tests runs (lines "
             f"{where}); give one run per file"
         )
-    head = _HEADER.match(lines[headers[0]])
-    assert head is not None
-    threads, gpus = int(head.group(1)), int(head.group(2))
-    table = Table(source, "", 0, [], threads=threads, gpus_per_thread=gpus)
-    ranks_seen: dict[int, str] = {}
-    for number, line in enumerate(lines, 1):
-        match = _RANK.match(line)
-        if match:
-            rank, host = int(match.group(1)), match.group(2)
-            if rank in ranks_seen:
-                raise TransitsimError(
-                    f"{source}:{number}: rank {rank} listed twice (two runs in one file?)"
-                )
-            if len(ranks_seen) >= MAX_RANKS:
-                raise TransitsimError(f"{source}: more than {MAX_RANKS:,} ranks")
-            ranks_seen[rank] = host
-        version = _NCCL_VERSION.search(line)
-        if version and table.nccl_version is None:
-            table.nccl_version = version.group(1)
-    start = column_lines[0]
-    cols = _columns(lines[start][1:].split(), f"{source}:{start + 1}")
-    redops: set[str] = set()
+    if column_lines:
+        start = column_lines[0]
+        return start + 1, header_columns(lines[start], f"{source}:{start + 1}")
+    for index, line in enumerate(lines):
+        row = row_start(line)
+        if row is not None:
+            return index, row_columns(row.split(), f"{source}:{index + 1}")
+    raise TransitsimError(
+        f"{source}: no column header ('size count type ... busbw') and no rows: no nccl-tests table"
+    )
+
+
+def _read_rows(lines: list[str], table: Table, source: str) -> list[RowFigures]:
+    """The table's rows into `table` (with its footer's notes); each row's RowFigures."""
+    start, cols = _table_start(lines, source)
+    figures: list[RowFigures] = []
     ended = False
-    for index in range(start + 1, len(lines)):
-        line, number = lines[index], index + 1
-        avg = _AVG.match(line)
+    for index in range(start, len(lines)):
+        line, line_no = lines[index], index + 1
+        avg = AVG.match(line)
         if avg:
-            table.avg_busbw_gbps = _number(avg.group(1), f"{source}:{number}", "avg bus bandwidth")
+            table.avg_busbw_gbps = number(avg.group(1), f"{source}:{line_no}", "avg bus bandwidth")
             ended = True
             break
-        bounds = _OUT_OF_BOUNDS.match(line)
-        if bounds:
-            if "OK" not in bounds.group(1).split():
-                table.notes.append(f"out of bounds values: {bounds.group(1).strip()}")
+        if TABLE_END.match(line):
+            break
+        bounds_ = OUT_OF_BOUNDS.match(line)
+        if bounds_:
+            if "OK" not in bounds_.group(1).split():
+                table.notes.append(f"out of bounds values: {bounds_.group(1).strip()}")
             continue
-        tokens = line.split()
-        if not _is_row(tokens, cols):
-            continue  # NCCL INFO lines, blank lines, '#' comments inside the table
+        text = row_text(line, cols)
+        if text is None:
+            continue  # NCCL INFO lines, blank lines, '...', '#' comments inside the table
         if len(table.rows) >= MAX_ROWS:
             raise TransitsimError(f"{source}: more than {MAX_ROWS:,} rows: not one sweep")
-        row, redop = _row(tokens, cols, number, source)
-        table.rows.append(row)
-        if redop is not None:
-            redops.add(redop)
+        fields, extra = read_row(text.split(), cols, f"{source}:{line_no}")
+        table.rows.append(Row(line_no, **fields))
+        figures.append(extra)
     if not table.rows:
         raise TransitsimError(f"{source}: the table has no rows")
     if not ended:
         table.notes.append("no '# Avg bus bandwidth' footer: the run may have been cut short")
-    ranks = len(ranks_seen)
-    if ranks and sorted(ranks_seen) != list(range(ranks)):
-        raise TransitsimError(f"{source}: the Rank lines do not number the ranks 0..{ranks - 1}")
-    named = collective or _collective_named(text, source)
-    if not ranks:
-        ranks = _ranks_from_ratio(table.rows, named, source)
-    table.ranks = ranks
-    for host in ranks_seen.values():
-        table.ranks_per_host[host] = table.ranks_per_host.get(host, 0) + 1
-    table.collective = _settle_collective(table, named, redops, source)
+    wrong = sum(1 for f in figures if f.wrong > 0)
+    if wrong:
+        table.notes.append(f"{wrong} row(s) with #wrong > 0: nccl-tests found wrong results")
+    return figures
+
+
+def _ranks_listed(lines: list[str], table: Table, source: str) -> dict[int, str]:
+    """The `#  Rank` lines (rank -> host) and the NCCL version, from anywhere in the log."""
+    seen: dict[int, str] = {}
+    for line_no, line in enumerate(lines, 1):
+        match = RANK.match(line)
+        if match:
+            rank, host = int(match.group(1)), match.group(2)
+            if rank in seen:
+                raise TransitsimError(
+                    f"{source}:{line_no}: rank {rank} listed twice (two runs in one file?)"
+                )
+            if len(seen) >= MAX_RANKS or rank >= MAX_RANKS:
+                raise TransitsimError(f"{source}: more than {MAX_RANKS:,} ranks")
+            seen[rank] = host
+        version = NCCL_VERSION.search(line)
+        if version and table.nccl_version is None:
+            table.nccl_version = version.group(1)
+    return seen
+
+
+def _per_rank(table: Table) -> int | None:
+    """size / (count x type size), where every row with elements gives the same whole number:
+    the rank count for all_gather, reduce_scatter and alltoall (nccl-tests' count is a rank's)."""
+    found = set()
+    for row in table.rows:
+        if row.count > 0:
+            whole, left = divmod(row.size_bytes, row.count * DTYPE_BYTES[row.dtype])
+            found.add(whole if left == 0 else 0)
+    return found.pop() if len(found) == 1 and 0 not in found else None
+
+
+def _bounds(table: Table, figures: list[RowFigures]) -> Bounds | None:
+    """busbw / algbw over every row's figures, out- and in-place (nccl_ranks.bounds)."""
+    pairs = zip(table.rows, figures, strict=True)
+    intervals = [(row.line, *interval) for row, f in pairs for interval in f.ratios]
+    best = max(table.rows, key=lambda r: r.algbw_gbps)
+    shown = best.busbw_gbps / best.algbw_gbps if best.algbw_gbps > 0 else math.nan
+    return bounds(intervals, shown)
+
+
+def _check_factor(table: Table, found: Bounds | None, source: str) -> None:
+    """The collective and rank count, however found, against busbw / algbw: within the bounds
+    every row sets (exact, as nccl-tests computes busbw from algbw), or where the rows
+    disagree, within 2 % of the most precise row's."""
+    factor = busbw_factor(table.collective, table.ranks)
+    if found is not None and found.agree:
+        ratio = found.shown
+        fits = found.low * (1 - 1e-6) <= factor <= found.high * (1 + 1e-6)
+    else:
+        best = max(table.rows, key=lambda r: r.algbw_gbps)
+        if best.algbw_gbps < 1.0:  # two printed decimals: the ratio is not known well enough
+            return
+        ratio = best.busbw_gbps / best.algbw_gbps
+        fits = abs(ratio - factor) <= 0.02 * factor + 0.006
+    if not fits:
+        raise TransitsimError(
+            f"{source}: busbw / algbw = {ratio:.4g}, but {table.collective} on {table.ranks} "
+            f"ranks has factor {factor:.4g} (wrong collective or rank count?)"
+        )
+
+
+def parse_nccl_tests(
+    text: str, source: str = "<text>", collective: str | None = None, ranks: int | None = None
+) -> Table:
+    """Parse nccl-tests output held in `text` (`source` names it in errors; `collective` and
+    `ranks` as in read_nccl_tests)."""
+    if collective is not None and collective not in COLLECTIVES:
+        raise TransitsimError(
+            f"unknown collective {collective!r} (expected one of {', '.join(COLLECTIVES)})"
+        )
+    if ranks is not None and not 2 <= ranks <= MAX_RANKS:
+        raise TransitsimError(f"--ranks must lie in 2..{MAX_RANKS:,}, got {ranks}")
+    lines = [clean(line) for line in unnumbered(text.splitlines())]
+    if not any(lines):
+        raise TransitsimError(f"{source}: empty file: not an nccl-tests output")
+    table = Table(source, "", 0, [])
+    figures = _read_rows(lines, table, source)
+    head = next((m for m in map(HEADER.match, lines) if m), None)
+    if head is not None:
+        table.threads, table.gpus_per_thread = int(head.group(1)), int(head.group(2))
+    seen = _ranks_listed(lines, table, source)
+    hints = _hints(table, seen, ranks, source)
+    named = named_collective(text, collective, source)
+    found = _bounds(table, figures)
+    count = hints.known
+    if named is None:
+        redops = {f.redop for f in figures if f.redop is not None}
+        roots = {f.root for f in figures if f.root is not None}
+        named, settled, note = infer_collective(found, hints, redops, roots, source)
+        table.notes.append(note)
+        count = count if count is not None else settled
+    if count is None:
+        count, note = infer_ranks(named, found, hints, source)
+        table.notes.append(note)
+    table.collective, table.ranks = named, count
+    if hints.listed is not None:
+        for host in seen.values():
+            table.ranks_per_host[host] = table.ranks_per_host.get(host, 0) + 1
+    _check_factor(table, found, source)
     return table
 
 
-def _ranks_from_ratio(rows: list[Row], named: str | None, source: str) -> int:
-    """Without Rank lines: n from busbw / algbw of the most precise row (all_reduce: 2(n-1)/n,
-    all_gather, reduce_scatter, alltoall: (n-1)/n)."""
-    best = max(rows, key=lambda r: r.algbw_gbps)
-    if named in (None, "broadcast") or best.algbw_gbps < 1.0:
-        raise TransitsimError(f"{source}: no '#  Rank ... on HOST device ...' lines: ranks unknown")
-    ratio = best.busbw_gbps / best.algbw_gbps
-    share = ratio / 2 if named == "all_reduce" else ratio  # (n - 1) / n
-    if not 0 < share < 1:
-        raise TransitsimError(f"{source}: no Rank lines and busbw/algbw {ratio:.4g} gives no n")
-    ranks = round(1 / (1 - share))
-    if abs(busbw_factor(named, ranks) - ratio) > 0.01 * ratio + 0.006:
-        raise TransitsimError(f"{source}: no Rank lines and busbw/algbw {ratio:.4g} gives no n")
-    return ranks
-
-
-def _settle_collective(table: Table, named: str | None, redops: set[str], source: str) -> str:
-    """The collective named (or inferred from busbw/algbw and the redop column), checked
-    against the busbw factor nccl-tests applied."""
-    inferred, ratio = _ratio_collective(table.rows, table.ranks)
-    if named is None:
-        if inferred == "all_reduce" and table.ranks == 2:  # 2(n-1)/n = 1, broadcast's factor
-            if not redops:
-                raise TransitsimError(
-                    f"{source}: the text names no test and on 2 ranks busbw = algbw fits "
-                    "all_reduce and broadcast alike; give --collective"
-                )
-            inferred = "all_reduce" if redops - {"none"} else "broadcast"
-        if inferred == "all_gather" and redops - {"none"}:
-            inferred = "reduce_scatter"  # the only (n-1)/n collective that reduces
-        elif inferred == "all_gather":
+def _hints(table: Table, seen: dict[int, str], ranks: int | None, source: str) -> Hints:
+    """What the log and `--ranks` say of the rank count, checked against each other."""
+    listed = len(seen) if seen and sorted(seen) == list(range(len(seen))) else None
+    above = max(seen) + 1 if seen else 0
+    multiple = max(table.threads * table.gpus_per_thread, 1)
+    if ranks is not None:
+        if listed is not None and ranks != listed:
             raise TransitsimError(
-                f"{source}: the text names no test and busbw/algbw = (n-1)/n fits all_gather "
-                "and alltoall alike; give --collective"
+                f"{source}: --ranks {ranks}, but the '#  Rank' lines list {listed} ranks"
             )
-        if inferred is None:
-            raise TransitsimError(f"{source}: the text names no test; give --collective")
-        table.notes.append(f"collective {inferred} inferred from busbw / algbw")
-        return inferred
-    if ratio is not None:
-        factor = busbw_factor(named, table.ranks)
-        if abs(ratio - factor) > 0.02 * factor + 0.006:
+        if ranks < above:
+            raise TransitsimError(f"{source}: --ranks {ranks}, but the log lists rank {above - 1}")
+        if ranks % multiple:
             raise TransitsimError(
-                f"{source}: busbw / algbw = {ratio:.4g}, but {named} on {table.ranks} ranks has "
-                f"factor {factor:.4g} (wrong collective or rank count?)"
+                f"{source}: --ranks {ranks}, but the header's nThread x nGpus = {multiple} does "
+                "not divide it"
             )
-    return named
+    if seen and listed is None:
+        table.notes.append(
+            f"the '#  Rank' lines list {len(seen)} rank(s), not 0..n-1 (an excerpt?): the rank "
+            "count is read elsewhere, the hosts not at all"
+        )
+    return Hints(listed, ranks, multiple, above, _per_rank(table))

@@ -255,7 +255,16 @@ def nccl_tests_command(
     output: Path = OUTPUT,
     topology: str = TOPOLOGY,
     collective: str | None = typer.Option(
-        None, "--collective", help=f"for files that do not name it: {', '.join(COLLECTIVES)}"
+        None,
+        "--collective",
+        help=f"for files that do not name the test ({', '.join(COLLECTIVES)}); refused where "
+        "a file names another",
+    ),
+    ranks: int | None = typer.Option(
+        None,
+        "--ranks",
+        help="the rank count, for files without '#  Rank' lines (else read off busbw / algbw); "
+        "refused where the Rank lines say otherwise",
     ),
     use: str | None = typer.Option(
         None,
@@ -302,7 +311,7 @@ def nccl_tests_command(
         raise TransitsimError(f"-o {output}: is one of the tables read; give another file")
     if collective is not None:
         collective = collective.replace("-", "_")
-    tables = [read_nccl_tests(path, collective) for path in files]
+    tables = [read_nccl_tests(path, collective, ranks) for path in files]
     groups: dict[tuple[str, int], list[Table]] = {}
     for table in tables:  # one fit per collective and rank count: tables of one sweep, or repeats
         groups.setdefault((table.collective, table.ranks), []).append(table)
