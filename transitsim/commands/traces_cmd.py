@@ -137,7 +137,18 @@ def import_command(
         None, "--workers", help="With --profile: workers, if the profile does not say."
     ),
     params: int | None = typer.Option(
-        None, "--params", help="With --profile: model parameters (default: the elements sent)."
+        None,
+        "--params",
+        help="With --profile: model parameters (default: the elements sent); the payload is "
+        "N x the element size where the trace records no sizes.",
+    ),
+    dtype: str | None = typer.Option(
+        None,
+        "--dtype",
+        help="With --params: the gradients' type (default: the trace's, else fp32).",
+    ),
+    optimizer: str | None = typer.Option(
+        None, "--optimizer", help="With --profile: the run's optimiser (default: the trace's)."
     ),
     csv: bool = CSV,
     markdown: bool = MARKDOWN,
@@ -152,10 +163,13 @@ def import_command(
     if profile:
         if logs:
             raise TransitsimError("give either LOGS or --profile, not both")
-        return _import_profile(profile, loss, columns, out, fmt, quiet, variant, name, seed,
-                               workers, params)  # fmt: skip
+        options = ImportOptions(name=name, variant=variant, seed=seed, workers=workers,
+                                params=params, dtype=dtype, optimizer=optimizer)  # fmt: skip
+        return _import_profile(profile, loss, columns, out, fmt, quiet, options)
     if loss is not None or columns is not None:
         raise TransitsimError("--loss and --columns go with --profile")
+    if any(v is not None for v in (params, dtype, optimizer)):
+        raise TransitsimError("--params, --dtype and --optimizer go with --profile")
     if not logs:
         raise TransitsimError("nothing to import: give LOGS or --profile PROFILE.json[.gz]")
     results = import_logs(logs, out)
@@ -188,20 +202,17 @@ def _import_profile(
     out: Path,
     fmt: str,
     quiet: bool,
-    variant: str,
-    name: str | None,
-    seed: int,
-    workers: int | None,
-    params: int | None,
+    options: ImportOptions,
 ) -> int:
     """`traces import --profile ... [--loss ...]`: one trace from a profile and a loss log."""
     log = read_loss_log(loss, parse_columns(columns)) if loss is not None else None
-    options = ImportOptions(name=name, variant=variant, seed=seed, workers=workers, params=params)
     result = import_profile(profiles, log, out, options)
     if quiet:
         return 0
     for note in result.notes:
         print(f"transitsim: note: {escaped_line(note)}", file=sys.stderr)
+    for warning in result.warnings:
+        print(f"transitsim: warning: {escaped_line(warning)}", file=sys.stderr)
     emit_table(
         profile_summary(result, fmt_raw=fmt in ("csv", "json")),
         fmt,
