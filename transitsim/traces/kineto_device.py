@@ -31,6 +31,7 @@ from transitsim.traces.kineto_events import (
     Event,
     RawProfile,
     correlation_of,
+    ms_range,
     overlap_length,
     union_length,
 )
@@ -159,11 +160,11 @@ def _annotation_windows(
         busy = [(w.event.ts, w.event.end) for w in mine]
         inside = overlap_length(busy, [(mark.ts, mark.end)]) if mark is not None else 0.0
         if mark is None or not busy or inside < COVERED * union_length(busy):
-            lengths = [e.dur / 1e3 for e in marks.values()]
             notes.append(
-                f"{count} GPU ProfilerStep annotation(s) of {min(lengths):.3g}-{max(lengths):.3g} "
-                "ms do not cover their steps' kernels: ignored; each device step starts at the "
-                "first work its host step launched on the busiest stream"
+                f"{count} GPU ProfilerStep annotation(s) of "
+                f"{ms_range([e.dur for e in marks.values()])} do not cover their steps' kernels: "
+                "ignored; each device step starts at the first work its host step launched on "
+                "the busiest stream"
             )
             return None
         windows.append((mark.ts, mark.end))

@@ -256,10 +256,16 @@ def step_spans(profile: RawProfile) -> tuple[list[tuple[int, Event]], list[str]]
         notes.append(f"{twins} ProfilerStep span(s) written twice: the copies dropped")
     if slivers:
         notes.append(
-            f"{len(slivers)} ProfilerStep span(s) of {min(slivers) / 1e3:.3g}-"
-            f"{max(slivers) / 1e3:.3g} ms beside their step's full span dropped"
+            f"{len(slivers)} ProfilerStep span(s) of {ms_range(slivers)} beside their step's "
+            "full span dropped"
         )
     return sorted(spans, key=lambda item: item[1].ts), notes
+
+
+def ms_range(durations_us: list[float]) -> str:
+    """ "0.016-0.018 ms" (or "0.02 ms") for a few spans' durations in microseconds."""
+    low, high = f"{min(durations_us) / 1e3:.3g}", f"{max(durations_us) / 1e3:.3g}"
+    return f"{low} ms" if low == high else f"{low}-{high} ms"
 
 
 def union_length(intervals: list[tuple[float, float]]) -> float:

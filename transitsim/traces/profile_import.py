@@ -302,8 +302,7 @@ def build_trace(
     profile_paths: list[Path | str], loss: LossLog | None, options: ImportOptions
 ) -> ProfileImport:
     """Read the profile(s) and build the validated, unwritten trace (trace.path is None)."""
-    if options.variant not in VARIANTS:
-        raise TransitsimError(f"--variant {options.variant!r} is not one of {', '.join(VARIANTS)}")
+    _check_options(options)
     profiles = read_job_profiles(profile_paths)
     notes = [f"{p.path.name}: {note}" for p in profiles for note in p.notes]
     steps = _job_steps(profiles)
@@ -369,18 +368,36 @@ def build_trace(
     return ProfileImport(trace=trace, notes=notes, stragglers=stragglers, warnings=warnings)
 
 
+def _check_options(options: ImportOptions) -> None:
+    """Refuse what the user typed wrong before reading any file (one line each)."""
+    if options.variant not in VARIANTS:
+        raise TransitsimError(f"--variant {options.variant!r} is not one of {', '.join(VARIANTS)}")
+    if options.params is not None and options.params < 1:
+        raise TransitsimError(f"--params must be at least 1, got {options.params}")
+    if options.dtype is not None:
+        _dtype_size(options.dtype)
+    if options.optimizer is not None:
+        name = options.optimizer.strip()
+        if not 0 < len(name) <= 60 or not name.isprintable():
+            raise TransitsimError(f"--optimizer {options.optimizer!r} is not an optimiser's name")
+
+
+def _dtype_size(text: str) -> int:
+    key = text.strip().lower()
+    size = DTYPE_ALIASES.get(key) or DTYPE_BYTES.get(key) or DTYPE_BYTES.get(f"c10::{key}")
+    if size is None:
+        raise TransitsimError(
+            f"--dtype {text!r} is not an element type (fp32, bf16, fp16, fp64, fp8, int8, "
+            "float, half, bfloat16, ...)"
+        )
+    return size
+
+
 def _element_bytes(options: ImportOptions, steps: list[_JobStep]) -> tuple[int, str]:
     """Bytes per gradient element and where they came from: --dtype, else the type the trace
     records for the gradient exchange, else fp32."""
     if options.dtype is not None:
-        key = options.dtype.strip().lower()
-        size = DTYPE_ALIASES.get(key) or DTYPE_BYTES.get(key) or DTYPE_BYTES.get(f"c10::{key}")
-        if size is None:
-            raise TransitsimError(
-                f"--dtype {options.dtype!r} is not an element type (fp32, bf16, fp16, fp64, "
-                "fp8, int8, float, half, bfloat16, ...)"
-            )
-        return size, f"--dtype {options.dtype}"
+        return _dtype_size(options.dtype), f"--dtype {options.dtype}"
     found = Counter(
         c.dtype_bytes
         for s in steps
@@ -403,8 +420,6 @@ def _payload(
     """(n_params, bytes per element), setting the steps' payload from --params where the trace
     cannot give it: a trace recorded without shapes (or of zero-byte exchanges) is refused
     without --params, never imported as 0 bytes a step."""
-    if options.params is not None and options.params < 1:
-        raise TransitsimError(f"--params must be at least 1, got {options.params}")
     kind = template["collective"]
     mine = [c for s in steps for c in s.critical.collectives if c.kind == kind]
     unsized = sum(1 for c in mine if c.nbytes is None)
@@ -458,10 +473,7 @@ def _payload(
 def _optimizer(profiles: list[RankProfile], options: ImportOptions, notes: list[str]) -> str:
     """The user's optimiser (--optimizer, else the trace's Optimizer.step#NAME), "" unknown."""
     if options.optimizer is not None:
-        name = options.optimizer.strip()
-        if not 0 < len(name) <= 60 or not name.isprintable():
-            raise TransitsimError(f"--optimizer {options.optimizer!r} is not an optimiser's name")
-        return name
+        return options.optimizer.strip()
     found = next((p.optimizer for p in profiles if p.optimizer), None)
     if found is None:
         notes.append("the trace names no optimiser (no Optimizer.step#...): give --optimizer")
