@@ -5,7 +5,9 @@ Per trace: the profiled steps, the mean measured step (the host's ProfilerStep s
 device step (GPU traces: the GPU's own timeline), compute, exposed and hidden communication
 and the payload (the mean over the profiled steps, the slowest rank's), then the mean step
 that `transitsim replay --network 8x200g-switch --set workers=<the job's> --overlap buckets`
-predicts. The trace recorded without shapes is refused; it is also imported with an
+predicts, and the mean step a replay on the network the import measured predicts
+(`traces import --write-network FILE`, replayed with --overlap none: issue 42, item 4). The
+trace recorded without shapes is refused; it is also imported with an
 illustrative --params (ResNet-50's parameter count: the trace does not name its model).
 
     .venv/bin/python benchmarks/bench_kineto_import.py [--shared ../shared/kineto] [--markdown]
@@ -25,6 +27,7 @@ import pandas as pd
 from transitsim import cli
 from transitsim.base.errors import TransitsimError
 from transitsim.base.tables import emit_table
+from transitsim.traces.measured_network import write_measured_network
 from transitsim.traces.profile_import import ImportOptions, import_profile
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "kineto"
@@ -32,10 +35,9 @@ NETWORK = "8x200g-switch"
 ILLUSTRATIVE_PARAMS = 25_557_032  # ResNet-50: an example size, not the traced model's
 
 
-def replay_step_s(folder: Path, workers: int) -> float:
-    """Mean replayed step (time over rows: the rows are the profiled steps)."""
-    argv = ["replay", str(folder), "-n", NETWORK, "--set", f"workers={workers}"]
-    argv += ["--overlap", "buckets", "--json", "-q"]
+def replay_time_s(folder: Path, network: str, extra: list[str]) -> float:
+    """A replay's total time over the folder's one trace."""
+    argv = ["replay", str(folder), "-n", network, *extra, "--json", "-q"]
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         try:
@@ -44,8 +46,8 @@ def replay_step_s(folder: Path, workers: int) -> float:
             if exc.code:
                 raise RuntimeError(err.getvalue().strip()) from None
     (row,) = json.loads(out.getvalue())
-    rows = len(list(folder.glob("*.parquet")))
-    assert rows == 1
+    files = len(list(folder.glob("*.parquet")))
+    assert files == 1
     return float(row["time_s"])
 
 
@@ -61,7 +63,11 @@ def one_row(path: Path, options: ImportOptions, label: str) -> dict[str, Any]:
         template = meta["profile"]["template"]
         steps = meta["profile"]["steps"]
         devices = [s["device_s"] for s in steps if "device_s" in s]
-        replayed = replay_step_s(Path(folder), meta["workers"]) / len(result.trace.steps)
+        rows = len(result.trace.steps)
+        extra = ["--set", f"workers={meta['workers']}", "--overlap", "buckets"]
+        replayed = replay_time_s(Path(folder), NETWORK, extra) / rows
+        network = write_measured_network(Path(folder) / "measured.yaml", meta)
+        measured = replay_time_s(Path(folder), str(network), ["--overlap", "none"]) / rows
     ms = 1e3
     return {
         "trace": label,
@@ -73,7 +79,8 @@ def one_row(path: Path, options: ImportOptions, label: str) -> dict[str, Any]:
         "exposed comm (ms)": template["exposed_s"] * ms,
         "hidden comm (ms)": template["hidden_s"] * ms,
         "payload (B)": int(template["payload_bytes"]),
-        "replayed step (ms)": replayed * ms,
+        f"replayed on {NETWORK} (ms)": replayed * ms,
+        "replayed on measured (ms)": measured * ms,
         "import (s)": seconds,
         "note": "; ".join(w.split(": ", 1)[1][:60] for w in result.warnings),
     }

@@ -163,6 +163,20 @@ def test_bad_payload_and_optimiser_options_are_one_line(tmp_path, extra, message
     assert message in stderr
 
 
+def test_a_measured_network_needs_exposed_communication_and_nothing_is_written(tmp_path) -> None:
+    document = make_gpu_profile()
+    for event in document["traceEvents"]:
+        if event["name"].startswith("nccl") and event["cat"] == "kernel":
+            event["ts"], event["dur"] = event["ts"] - 1000, 100  # inside backward: all hidden
+    profile = write(tmp_path, document)
+    out, network = tmp_path / "out", tmp_path / "net.yaml"
+    argv = ["traces", "import", "--profile", str(profile), "-o", str(out)]
+    argv += ["--write-network", str(network)]
+    code, _, stderr = run_cli(argv)
+    assert_refused(argv, code, stderr, out)
+    assert "no exposed communication to fit" in stderr and not network.exists()
+
+
 def test_params_and_dtype_go_with_a_profile_only(tmp_path) -> None:
     argv = ["traces", "import", str(tmp_path / "x.jsonl"), "--params", "5", "-o", str(tmp_path)]
     code, _, stderr = run_cli(argv)

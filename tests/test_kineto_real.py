@@ -166,3 +166,24 @@ def test_the_mi300x_import_warns_in_one_line_and_replays(tmp_path) -> None:
     (row,) = json.loads(stdout)
     assert row["label"] == "A dense all-reduce (SGD)"
     assert row["wire_bytes"] > 0 and row["time_s"] > 3 * 4.0e-3  # 3 steps, each >= compute
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_the_measured_network_replays_the_profiled_step(name: str, tmp_path) -> None:
+    """Issue 42, item 4: `--write-network` writes the network the profile measured, and a
+    replay on it (--overlap none: the overlap already happened) gives the measured mean step."""
+    out, network = tmp_path / "t", tmp_path / "measured.yaml"
+    argv = ["traces", "import", "--profile", str(SHARED / name), "-o", str(out), "-q"]
+    argv += ["--write-network", str(network), "--name", "run"]
+    if name == NO_SHAPES:
+        argv += ["--params", "25557032"]
+    code, _, stderr = run_cli(argv)
+    assert code == 0, stderr
+    assert network.read_text().startswith("# Written by `transitsim traces import")
+    argv = ["replay", str(out), "-n", str(network), "--overlap", "none", "--json", "-q"]
+    code, stdout, stderr = run_cli(argv)
+    assert code == 0, stderr
+    (row,) = json.loads(stdout)
+    rows = len(EXPECTED[name][0])
+    measured = sum(s.wall_s for s in profile(name).steps) / rows
+    assert row["time_s"] / rows == pytest.approx(measured, rel=0.05)

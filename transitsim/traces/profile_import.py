@@ -495,7 +495,11 @@ def import_profile(
 ) -> ProfileImport:
     """Build the trace, then write `<name>.parquet` in out_dir (nothing written on any error)."""
     check_writable_folder(out_dir, what="traces folder")
-    result = build_trace(profile_paths, loss, options)
+    return write_import(build_trace(profile_paths, loss, options), out_dir)
+
+
+def write_import(result: ProfileImport, out_dir: Path | str) -> ProfileImport:
+    """Write a built import as `<name>.parquet` in out_dir and read its metadata back."""
     trace = result.trace
     trace.path = write_trace(Path(out_dir) / f"{trace.name}.parquet", trace.steps, trace.meta)
     trace.meta = read_meta(trace.path)
