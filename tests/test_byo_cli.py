@@ -128,7 +128,8 @@ def _bad_profiles(tmp_path: Path) -> dict[str, tuple[bytes, str]]:
     good = make_profile()
     no_steps = {**good, "traceEvents": [e for e in good["traceEvents"] if "Step" not in e["name"]]}
     bad_world = {**good, "distributedInfo": {"world_size": 0}}
-    repeated = {**good, "traceEvents": good["traceEvents"] + good["traceEvents"][-1:]}
+    again = {**good["traceEvents"][-1], "ts": good["traceEvents"][-1]["ts"] + 100}
+    repeated = {**good, "traceEvents": good["traceEvents"] + [again]}  # a second full #7
     raw = {
         "not json": (b"hello", "not JSON"),
         "broken gzip": (gzip.compress(json.dumps(good).encode())[:200], "cannot read"),

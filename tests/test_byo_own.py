@@ -17,6 +17,7 @@ from trainer.config import VARIANT_DEFAULTS, RunConfig  # noqa: E402
 from trainer.own import ExchangeOptimizer, TraceRecorder  # noqa: E402
 from trainer.variants.demo import DeMo  # noqa: E402
 from transitsim.base.errors import TransitsimError  # noqa: E402
+from transitsim.base.tables import variant_label  # noqa: E402
 from transitsim.traces.format import read_trace  # noqa: E402
 
 STEPS = 4
@@ -161,3 +162,13 @@ def test_a_recorder_left_by_an_exception_writes_an_incomplete_trace(tmp_path) ->
     trace = read_trace(tmp_path / "r.parquet")
     assert trace.meta["status"] == "incomplete"
     assert trace.steps["wall_s"].iloc[0] == pytest.approx(0.12)
+
+
+def test_a_recorded_dense_run_is_labelled_by_its_own_optimiser(tmp_path) -> None:
+    """Issue 42, item 7: a user's dense run is "A dense all-reduce", not the design's AdamW."""
+    for optimizer, label in ((None, "dense all-reduce"), ("SGD", "dense all-reduce (SGD)")):
+        recorder = TraceRecorder(
+            tmp_path / "a.parquet", workers=1, n_params=10, optimizer=optimizer
+        )
+        recorder.step(loss=1.0, payload_bytes=40, compute_s=0.5)
+        assert variant_label(read_trace(recorder.close()).meta) == label

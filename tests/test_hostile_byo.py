@@ -16,6 +16,7 @@ from typing import Any
 from cli_run import assert_refused, run_cli
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
+from kineto_gpu_fixtures import RCCL, make_gpu_profile
 from test_byo_cli import make_profile
 
 from transitsim.traces.format import read_trace
@@ -37,17 +38,25 @@ HOSTILE = st.one_of(
     st.lists(st.integers(min_value=-3, max_value=3), max_size=3),
 )
 EVENT_KEYS = ("ph", "name", "ts", "dur", "pid", "tid", "cat", "args")
-ARG_KEYS = ("Input Dims", "Input type", "In msg nelems", "dtype", "Group size", "Collective name")
+ARG_KEYS = ("Input Dims", "Input type", "In msg nelems", "dtype", "Group size", "Collective name",
+            "correlation", "stream")  # fmt: skip
 NAMES = ("ProfilerStep#5", "ProfilerStep#x", "gloo:all_reduce", "c10d::allreduce_",
          "record_param_comms", "nccl:all_gather", "Optimizer.step#SGD.step",
-         "autograd::engine::evaluate_function: X", "ncclDevKernel_AllReduce")  # fmt: skip
+         "autograd::engine::evaluate_function: X", "ncclDevKernel_AllReduce", RCCL,
+         "cudaLaunchKernel")  # fmt: skip
 
 
 @st.composite
-def hostile_profile(draw) -> bytes:
-    """The shared small gloo trace with a few of its events' fields replaced, dropped or
-    duplicated, its header broken, or its bytes cut."""
-    document = make_profile(steps=draw(st.integers(1, 3)), rank=0, world=2)
+def hostile_profile(draw, gpu: bool = False) -> bytes:
+    """The shared small gloo trace (or, gpu, the small GPU one with a quirk) with a few of its
+    events' fields replaced, dropped or duplicated, its header broken, or its bytes cut."""
+    steps = draw(st.integers(1, 3))
+    if gpu:
+        quirk = draw(st.sampled_from([{}, {"flows": True}, {"gpu_marks": "short"},
+                                      {"host_period": 3000.0}, {"shapes": False}]))  # fmt: skip
+        document = make_gpu_profile(steps=steps, **quirk)
+    else:
+        document = make_profile(steps=steps, rank=0, world=2)
     events = document["traceEvents"]
     rng = random.Random(draw(st.integers(0, 2**32)))
     for _ in range(draw(st.integers(1, 4))):
@@ -143,6 +152,12 @@ def check_import(profile: bytes, loss: tuple[str, bytes] | None) -> None:
 @FUZZ
 @given(profile=hostile_profile())
 def test_generated_hostile_profiles_import_whole_or_not_at_all(profile: bytes) -> None:
+    check_import(profile, None)
+
+
+@FUZZ
+@given(profile=hostile_profile(gpu=True))
+def test_generated_hostile_gpu_profiles_import_whole_or_not_at_all(profile: bytes) -> None:
     check_import(profile, None)
 
 

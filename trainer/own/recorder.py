@@ -53,10 +53,12 @@ class TraceRecorder:
         variant_params: dict[str, Any] | None = None,
         dense_bytes_per_step: int | None = None,
         notes: list[str] | None = None,
+        optimizer: str | None = None,
     ) -> None:
         """workers: data-parallel workers of the run; variant: the design's letter (A dense,
         B top-k, C/F bands, E optics, ...); model or n_params: its size (dense bytes default
-        to its parameters' bytes)."""
+        to its parameters' bytes); optimizer: the loop's (a dense run is labelled "A dense
+        all-reduce (NAME)", not the design's "A AdamW")."""
         if variant not in VARIANTS:
             raise TransitsimError(f"TraceRecorder: variant {variant!r} is not one of {VARIANTS}")
         if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
@@ -86,6 +88,8 @@ class TraceRecorder:
             "versions": {"torch": torch.__version__},
             "notes": list(notes or []),
         }
+        if variant == "A" or optimizer is not None:  # a user's run: its optimiser, "" unknown
+            self.meta["optimizer"] = str(optimizer or "")
         self.rows: list[dict[str, Any]] = []
         self._closed = False
 

@@ -173,8 +173,11 @@ def variant_label(meta: dict[str, Any]) -> str:
     chunks = f"{params.get('chunk_mode', '')}{params.get('chunk', '')}"
     keep = params.get("keep")
     sparsity = f" k{round(1 / keep)}" if keep and round(1 / keep) != 16 else ""
-    if variant == "A":
-        return "AdamW"
+    if variant == "A":  # the design's A is AdamW; a user's run (imported) says its optimiser
+        optimizer = meta.get("optimizer")
+        if optimizer is None:
+            return "AdamW"
+        return f"dense all-reduce ({optimizer})" if optimizer else "dense all-reduce"
     if variant == "B":
         return f"top-k {chunks}{sparsity}"
     if variant == "D":

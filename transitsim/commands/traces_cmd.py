@@ -8,13 +8,20 @@ import pandas as pd
 import typer
 
 from transitsim.analysis.metrics import run_sort_key, wire_bytes_per_step
+from transitsim.base.atomic import check_writable_file, check_writable_folder
 from transitsim.base.errors import TransitsimError, escaped_line
 from transitsim.base.tables import emit_json, emit_table, format_cell, output_format, variant_label
 from transitsim.commands import QUIET_HELP
 from transitsim.traces.experiment_logs import import_logs
 from transitsim.traces.format import Trace, find_traces, read_trace
 from transitsim.traces.loss_logs import parse_columns, read_loss_log
-from transitsim.traces.profile_import import ImportOptions, ProfileImport, import_profile
+from transitsim.traces.measured_network import measured_network, write_measured_network
+from transitsim.traces.profile_import import (
+    ImportOptions,
+    ProfileImport,
+    build_trace,
+    write_import,
+)
 
 DEFAULT_TRACES = Path("traces")
 CSV = typer.Option(False, "--csv", help="Print CSV (raw numbers).")
@@ -137,7 +144,24 @@ def import_command(
         None, "--workers", help="With --profile: workers, if the profile does not say."
     ),
     params: int | None = typer.Option(
-        None, "--params", help="With --profile: model parameters (default: the elements sent)."
+        None,
+        "--params",
+        help="With --profile: model parameters (default: the elements sent); the payload is "
+        "N x the element size where the trace records no sizes.",
+    ),
+    dtype: str | None = typer.Option(
+        None,
+        "--dtype",
+        help="With --params: the gradients' type (default: the trace's, else fp32).",
+    ),
+    optimizer: str | None = typer.Option(
+        None, "--optimizer", help="With --profile: the run's optimiser (default: the trace's)."
+    ),
+    write_network: Path | None = typer.Option(
+        None,
+        "--write-network",
+        help="With --profile: also write the network the profile measured (a network YAML; "
+        "replay it with --overlap none to reproduce the profiled step).",
     ),
     csv: bool = CSV,
     markdown: bool = MARKDOWN,
@@ -152,10 +176,15 @@ def import_command(
     if profile:
         if logs:
             raise TransitsimError("give either LOGS or --profile, not both")
-        return _import_profile(profile, loss, columns, out, fmt, quiet, variant, name, seed,
-                               workers, params)  # fmt: skip
+        options = ImportOptions(name=name, variant=variant, seed=seed, workers=workers,
+                                params=params, dtype=dtype, optimizer=optimizer)  # fmt: skip
+        return _import_profile(profile, loss, columns, out, fmt, quiet, options, write_network)
     if loss is not None or columns is not None:
         raise TransitsimError("--loss and --columns go with --profile")
+    if any(v is not None for v in (params, dtype, optimizer, write_network)):
+        raise TransitsimError(
+            "--params, --dtype, --optimizer and --write-network go with --profile"
+        )
     if not logs:
         raise TransitsimError("nothing to import: give LOGS or --profile PROFILE.json[.gz]")
     results = import_logs(logs, out)
@@ -188,20 +217,31 @@ def _import_profile(
     out: Path,
     fmt: str,
     quiet: bool,
-    variant: str,
-    name: str | None,
-    seed: int,
-    workers: int | None,
-    params: int | None,
+    options: ImportOptions,
+    network: Path | None = None,
 ) -> int:
-    """`traces import --profile ... [--loss ...]`: one trace from a profile and a loss log."""
+    """`traces import --profile ... [--loss ...]`: one trace from a profile and a loss log (and
+    the measured network); nothing is written when any part cannot be."""
     log = read_loss_log(loss, parse_columns(columns)) if loss is not None else None
-    options = ImportOptions(name=name, variant=variant, seed=seed, workers=workers, params=params)
-    result = import_profile(profiles, log, out, options)
+    check_writable_folder(out, what="traces folder")
+    if network is not None:
+        check_writable_file(network, what="network file")
+    result = build_trace(profiles, log, options)
+    if network is not None:
+        measured_network(result.trace.meta)  # refused before the trace is written
+    write_import(result, out)
+    if network is not None:
+        write_measured_network(network, result.trace.meta)
+        result.notes.append(
+            f"the measured network: {network} (replay --network {network} --overlap none "
+            "reproduces the profiled step)"
+        )
     if quiet:
         return 0
     for note in result.notes:
         print(f"transitsim: note: {escaped_line(note)}", file=sys.stderr)
+    for warning in result.warnings:
+        print(f"transitsim: warning: {escaped_line(warning)}", file=sys.stderr)
     emit_table(
         profile_summary(result, fmt_raw=fmt in ("csv", "json")),
         fmt,

@@ -88,6 +88,7 @@ OPTIONAL_META: dict[str, type | tuple[type, ...]] = {
     "source_log": str,
     "corpus": str,
     "tokenizer": str,
+    "optimizer": str,  # a user's run: its optimiser ("" unknown); absent: the design's
 }
 META_BYTE_COUNTS = ("payload_bytes_per_step", "payload_bytes_int64_per_step", "wire_bytes_per_step")
 META_COUNTS = ("batch", "context", "steps_planned")

@@ -13,28 +13,31 @@ Where the numbers come from, in the order tried (old and new profiler formats bo
   `c10d::` call that launched it. Traces with only `record_param_comms` carrying a `Collective
   name` use those. The launch time is that of the `c10d::` call (DDP's, on the autograd thread)
   when there is one: gloo runs the op itself later on a worker thread;
-- communication time: the GPU's communication kernels (`ncclKernel_*`, `ncclDevKernel_*`) when
-  the trace has GPU kernels, attributed to the step whose host launch (`correlation`) lies in
-  its span; otherwise (CPU-only traces) the backend ops' own spans;
-- compute: the other GPU kernels and copies, or on a CPU-only trace the host ops of the threads
-  that run no collective;
-- backward: the `autograd::engine::evaluate_function` ops; update: `Optimizer.step#...`.
+- communication, compute, hidden and exposed: on a GPU trace from the device's own timeline
+  (kineto_device.py: each step a window of device time, communication kernels known by name or
+  by the comm op that launched them, each class unioned over its streams); on a CPU-only trace
+  the backend ops' own spans against the host ops of the threads that run no collective;
+- backward: the `autograd::engine::evaluate_function` ops (on a GPU trace, the device time of
+  the work they launched); update: `Optimizer.step#...` (likewise).
 
-compute_s of a step is its wall time less exposed communication and the optimiser step: what
-the worker would take with an infinitely fast network. What could not be read is said in the
-notes, one line each.
+wall_s is the host's ProfilerStep span, the step the training loop measured; compute_s is it
+less exposed communication and the optimiser step: what the worker would take with an
+infinitely fast network. What could not be read is said in the notes, one line each; figures
+that do not add up (exposed communication longer than the step, a GPU that ran far behind the
+host) in the warnings.
 """
 
+import dataclasses
 import math
 import re
-from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from transitsim.base.errors import TransitsimError
+from transitsim.traces.kineto_device import DeviceStep, DeviceTimeline, device_timeline
 from transitsim.traces.kineto_events import (
     Event,
-    RawProfile,
+    enclosing_spans,
     is_gpu,
     overlap_length,
     read_raw_profile,
@@ -66,6 +69,16 @@ _KIND_WORDS = (  # first match wins: reduce_scatter before reduce, all_gather be
 )
 COMM_PREFIXES = ("nccl:", "gloo:", "c10d::", "record_param_comms", "ucc:", "mpi:")
 _BACKEND_OP = re.compile(r"^(nccl|gloo|ucc|mpi):", re.IGNORECASE)
+_OPTIMIZER = re.compile(r"^Optimizer\.step#(\w{1,60})\.step$")
+# the element type in an NCCL reduction kernel's name: ncclKernel_AllReduce_RING_LL_Sum_float
+_KERNEL_DTYPE = re.compile(r"_(?:Sum|Prod|Min|Max|Avg|PreMulSum|SumPostDiv)_(\w+?)(?:\(|$)")
+KERNEL_DTYPE_BYTES = {
+    "float": 4, "double": 8, "half": 2, "bf16": 2, "bfloat16": 2, "__nv_bfloat16": 2,
+    "int8_t": 1, "uint8_t": 1, "int32_t": 4, "uint32_t": 4, "int64_t": 8, "uint64_t": 8,
+    "f8e4m3": 1, "f8e5m2": 1,
+}  # fmt: skip
+REDUCING = ("all_reduce", "reduce_scatter", "reduce")
+HOST_AHEAD = 1.10  # GPU steps this much longer than the host's: the host ran ahead
 
 
 def collective_kind(name: str) -> str | None:
@@ -92,11 +105,15 @@ class Collective:
     group_size: int | None
     launch_us: float
     end_us: float
+    dtype_bytes: int | None = None  # bytes per element, where the trace says
+    ready_us: float | None = None  # GPU trace: when its inputs were done on the device
+    op: Event | None = field(default=None, compare=False, repr=False)  # the host op read
 
 
 @dataclass
 class StepTiming:
-    """One ProfilerStep span of one rank, in seconds (offsets from the span's start)."""
+    """One ProfilerStep span of one rank, in seconds. Offsets (backward, bucket readiness) are
+    from frame_start_us: the device window's start on a GPU trace, else the host span's."""
 
     number: int
     start_us: float
@@ -109,14 +126,21 @@ class StepTiming:
     backward_start_s: float | None
     backward_end_s: float | None
     collectives: list[Collective] = field(default_factory=list)
+    frame_start_us: float = 0.0
+    compute_end_s: float = 0.0  # end of forward and backward in the frame
+    device_s: float | None = None  # GPU trace: the step's window of device time
+    gpu_compute_s: float | None = None  # GPU trace: the union of its non-communication work
+    idle_s: float | None = None  # GPU trace: device time with nothing running
 
     def bytes_of(self, kind: str) -> int:
         return sum(c.nbytes or 0 for c in self.collectives if c.kind == kind)
 
-    def bucket_launches_s(self) -> list[float]:
-        """Launch offsets (s from the span's start) of the step's all-reduces, in order."""
+    def bucket_ready_s(self) -> list[float]:
+        """When each all-reduce's inputs were ready (s from frame_start_us), in launch order."""
         return [
-            (c.launch_us - self.start_us) * US for c in self.collectives if c.kind == "all_reduce"
+            ((c.launch_us if c.ready_us is None else c.ready_us) - self.frame_start_us) * US
+            for c in self.collectives
+            if c.kind == "all_reduce"
         ]
 
 
@@ -132,6 +156,8 @@ class RankProfile:
     gpu: bool
     steps: list[StepTiming]
     notes: list[str]
+    warnings: list[str] = field(default_factory=list)  # figures that do not add up
+    optimizer: str | None = None  # Optimizer.step#<name>.step, where the trace has one
 
 
 def _dims_elements(dims: object) -> int | None:
@@ -175,25 +201,27 @@ def _msg_size(args: dict) -> tuple[int | None, int | None]:
     return count, (None if size is None else count * size)
 
 
+def _element_bytes(args: dict, elements: int | None, nbytes: int | None) -> int | None:
+    """Bytes per element: from a size already read, else record_param_comms' dtype, else the
+    first tensor's recorded type."""
+    if elements and nbytes is not None:
+        return nbytes // elements
+    size = DTYPE_BYTES.get(str(args.get("dtype", "")).lower())
+    if size is None and isinstance(args.get("Input type"), list):
+        types = [t for t in args["Input type"] if isinstance(t, str)]
+        size = next((DTYPE_BYTES[t.lower()] for t in types if t.lower() in DTYPE_BYTES), None)
+    return size
+
+
+def kernel_dtype_bytes(name: str) -> int | None:
+    """Bytes per element from an NCCL reduction kernel's name (..._Sum_float: 4), else None."""
+    match = _KERNEL_DTYPE.search(name)
+    return KERNEL_DTYPE_BYTES.get(match.group(1).lower()) if match else None
+
+
 def _group(args: dict) -> int | None:
     size = args.get("Group size")
     return size if isinstance(size, int) and not isinstance(size, bool) and size > 0 else None
-
-
-def _ancestors(events: list[Event]) -> dict[int, list[Event]]:
-    """For each host event (by id), the spans enclosing it on its own thread, outermost first."""
-    by_thread: dict[tuple, list[Event]] = defaultdict(list)
-    for event in events:
-        by_thread[(str(event.pid), str(event.tid))].append(event)
-    out: dict[int, list[Event]] = {}
-    for thread_events in by_thread.values():
-        stack: list[Event] = []
-        for event in thread_events:  # sorted by (ts, -dur)
-            while stack and not stack[-1].contains(event):
-                stack.pop()
-            out[id(event)] = list(stack)
-            stack.append(event)
-    return out
 
 
 def _collectives(
@@ -220,11 +248,13 @@ def _collectives(
         elements, nbytes = _shape_size(op.args)
         if is_rpc:
             elements, nbytes = _msg_size(op.args)
+        dtype = _element_bytes(op.args, elements, nbytes)
         group = _group(op.args)
         launch = None
         for parent in reversed(ancestors[id(op)]):
             if parent.name == "record_param_comms":
                 group = group or _group(parent.args)
+                dtype = dtype or _element_bytes(parent.args, None, None)
                 if nbytes is None:
                     count, size = _msg_size(parent.args)
                     elements, nbytes = elements or count, size
@@ -259,109 +289,172 @@ def _collectives(
                 group_size=group or world,
                 launch_us=op.ts if launch is None else launch,
                 end_us=op.end,
+                dtype_bytes=dtype,
+                op=op,
             )
         )
     if unsized:
         notes.append(
-            f"{unsized} collective(s) without a readable size (profile with record_shapes=True, "
-            "or a torch that records In msg nelems): left out of the payload"
+            f"{unsized} collective(s) without a readable size (recorded without "
+            "record_shapes=True, by a torch that writes no In msg nelems)"
         )
     return sorted(out, key=lambda c: c.launch_us)
 
 
-def _span_of(spans: list[tuple[int, Event]], ts: float) -> int | None:
-    """Index of the step span containing host time ts."""
-    for index, (_, span) in enumerate(spans):
-        if span.ts <= ts <= span.end:
-            return index
-    return None
+def _on_device(collective: Collective, device: DeviceTimeline) -> Collective:
+    """The collective with its device readiness, and its dtype from its kernel's name where
+    the host op did not say."""
+    key = id(collective.op)
+    dtype = collective.dtype_bytes
+    if dtype is None and collective.kind in REDUCING and key in device.kernel_names:
+        dtype = kernel_dtype_bytes(device.kernel_names[key])
+    return dataclasses.replace(collective, ready_us=device.ready_us.get(key), dtype_bytes=dtype)
 
 
-def _gpu_work(
-    profile: RawProfile, spans: list[tuple[int, Event]]
-) -> tuple[dict[int, list], dict[int, list]]:
-    """Per step index: (comm kernel intervals, other GPU work intervals), by host launch."""
-    launch_ts: dict[object, float] = {}
-    for event in profile.events:
-        if event.cat in ("cuda_runtime", "cuda_driver", "runtime") and "correlation" in event.args:
-            launch_ts[event.args["correlation"]] = event.ts
-    comm: dict[int, list] = defaultdict(list)
-    work: dict[int, list] = defaultdict(list)
-    for event in profile.events:
-        if event.cat not in ("kernel", "gpu_memcpy", "gpu_memset"):
-            continue
-        index = _span_of(spans, launch_ts.get(event.args.get("correlation"), event.ts))
-        if index is None:
-            continue
-        target = comm if event.name.lower().startswith("nccl") else work
-        target[index].append((event.ts, event.end))
-    return comm, work
+def _host_figures(
+    span: Event, inside: list[Event], backend_ops: list[Event], ancestors: dict, comm_threads: set
+) -> tuple[float, float]:
+    """CPU-only trace: (communication, hidden) of a step in microseconds, from the backend ops'
+    spans (clipped to the step) against the host ops of the threads running no collective."""
+    comm = [
+        (max(e.ts, span.ts), min(e.end, span.end))
+        for e in backend_ops
+        if e.ts < span.end and e.end > span.ts
+    ]
+    work = [
+        (e.ts, e.end)
+        for e in inside
+        if e.cat == "cpu_op"
+        and (str(e.pid), str(e.tid)) not in comm_threads
+        and not e.name.startswith(COMM_PREFIXES)
+        and not any(a.name.startswith(COMM_PREFIXES) for a in ancestors[id(e)])
+    ]
+    comm_us = union_length(comm)
+    return comm_us, min(overlap_length(comm, work), comm_us)
+
+
+def _device_step(
+    number: int, span: Event, device: DeviceStep, host_update_us: float
+) -> tuple[StepTiming, bool]:
+    """A GPU trace's step: the host's measured wall, the device's figures; (step, whether the
+    exposed communication had to be clamped to fit the step)."""
+    wall = span.dur * US
+    update = min((device.update_us if device.update_us is not None else host_update_us) * US, wall)
+    comm = device.comm_us * US
+    exposed = device.exposed_us * US
+    clamped = exposed > wall - update + 1e-9
+    exposed = min(exposed, wall - update)
+    backward = device.backward_us
+    offsets = (
+        ((backward[0] - device.start_us) * US, (backward[1] - device.start_us) * US)
+        if backward
+        else (None, None)
+    )
+    timing = StepTiming(
+        number=number,
+        start_us=span.ts,
+        wall_s=wall,
+        compute_s=max(wall - exposed - update, 0.0),
+        update_s=update,
+        comm_s=comm,
+        exposed_s=exposed,
+        hidden_s=comm - exposed,
+        backward_start_s=offsets[0],
+        backward_end_s=offsets[1],
+        frame_start_us=device.start_us,
+        compute_end_s=offsets[1] or 0.0,
+        device_s=device.length_us * US,
+        gpu_compute_s=device.busy_us * US,
+        idle_s=device.idle_us * US,
+    )
+    return timing, clamped
+
+
+def _warnings(steps: list[StepTiming], clamped: list[int], gpu: bool) -> list[str]:
+    """One line per kind of figure that does not add up."""
+    out = []
+    if clamped:
+        listed = ", ".join(f"#{n}" for n in clamped)
+        where = "the GPU's" if gpu else "the"
+        out.append(
+            f"{where} exposed communication and optimiser exceed the step's wall time in "
+            f"step(s) {listed}: clamped to it, compute 0 there"
+        )
+    if not gpu:
+        return out
+    device = sum(s.device_s or 0.0 for s in steps) / len(steps)
+    wall = sum(s.wall_s for s in steps) / len(steps)
+    if device > HOST_AHEAD * wall:
+        out.append(
+            f"the GPU's steps (mean {device * 1e3:.4g} ms) are {device / wall - 1:.0%} longer "
+            f"than the host's ({wall * 1e3:.4g} ms): the host launched ahead of the GPU, so a "
+            "longer run would step at the GPU's pace; the trace keeps the host's measured step"
+        )
+    return out
 
 
 def read_rank_profile(path: Path | str) -> RankProfile:
     """One rank's Kineto trace, step by step (TransitsimError, one line, when it is not one)."""
     raw = read_raw_profile(path)
-    spans = step_spans(raw)
-    notes: list[str] = []
+    spans, notes = step_spans(raw)
     if raw.skipped:
         notes.append(f"{raw.skipped} event(s) without a time span skipped")
     host = [e for e in raw.events if not is_gpu(e)]
-    ancestors = _ancestors(host)
+    ancestors = enclosing_spans(host)
     collectives = _collectives(host, ancestors, raw.world_size, notes)
     gpu = any(e.cat == "kernel" for e in raw.events)
-    if gpu:
-        comm_gpu, work_gpu = _gpu_work(raw, spans)
+    device = device_timeline(raw, spans, ancestors) if gpu else None
+    if device is not None:
+        notes.extend(device.notes)
+        collectives = [_on_device(c, device) for c in collectives]
     backend_ops = [e for e in host if _BACKEND_OP.match(e.name) and collective_kind(e.name)]
     comm_threads = {(str(e.pid), str(e.tid)) for e in backend_ops}
-    steps = []
+    steps, clamped = [], []
     for index, (number, span) in enumerate(spans):
         inside = [e for e in host if span.ts <= e.ts and e.end <= span.end + 1.0]
         mine = [c for c in collectives if span.ts <= c.launch_us <= span.end]
-        if gpu:
-            comm, work = comm_gpu.get(index, []), work_gpu.get(index, [])
-        else:
-            comm = [  # clipped to the span: an op may run on past the step's end
-                (max(e.ts, span.ts), min(e.end, span.end))
-                for e in backend_ops
-                if e.ts < span.end and e.end > span.ts
-            ]
-            work = [
-                (e.ts, e.end)
-                for e in inside
-                if e.cat == "cpu_op"
-                and (str(e.pid), str(e.tid)) not in comm_threads
-                and not e.name.startswith(COMM_PREFIXES)
-                and not any(a.name.startswith(COMM_PREFIXES) for a in ancestors[id(e)])
-            ]
         update = union_length(
             [(e.ts, e.end) for e in inside if e.name.startswith("Optimizer.step#")]
         )
+        if device is not None:
+            timing, clamp = _device_step(number, span, device.steps[index], update)
+            timing.collectives = mine
+            steps.append(timing)
+            if clamp:
+                clamped.append(number)
+            continue
         backward = [e for e in inside if e.name.startswith("autograd::engine::evaluate_function")]
-        comm_s = union_length(comm) * US
-        hidden_s = min(overlap_length(comm, work) * US, comm_s)
-        exposed_s = comm_s - hidden_s
+        comm_us, hidden_us = _host_figures(span, inside, backend_ops, ancestors, comm_threads)
         wall_s = span.dur * US
+        exposed_s = (comm_us - hidden_us) * US
+        compute_s = max(wall_s - exposed_s - update * US, 0.0)
+        if wall_s - exposed_s - update * US < -1e-9:
+            clamped.append(number)
         steps.append(
             StepTiming(
                 number=number,
                 start_us=span.ts,
                 wall_s=wall_s,
-                compute_s=max(wall_s - exposed_s - update * US, 0.0),
+                compute_s=compute_s,
                 update_s=update * US,
-                comm_s=comm_s,
+                comm_s=comm_us * US,
                 exposed_s=exposed_s,
-                hidden_s=hidden_s,
+                hidden_s=hidden_us * US,
                 backward_start_s=(min(e.ts for e in backward) - span.ts) * US if backward else None,
                 backward_end_s=(max(e.end for e in backward) - span.ts) * US if backward else None,
                 collectives=mine,
+                frame_start_us=span.ts,
+                compute_end_s=compute_s,
             )
         )
+    warnings = _warnings(steps, clamped, device is not None)
     if not any(s.backward_start_s is not None for s in steps):
         notes.append("no autograd ops in the steps: no backward profile (bucket timing) read")
     if not collectives:
         notes.append("no collectives in the trace (nccl:*, gloo:*, record_param_comms)")
     if not any(s.update_s for s in steps):
         notes.append("no Optimizer.step# spans: the optimiser's time is counted as compute")
+    optimizer = next((m.group(1) for e in host if (m := _OPTIMIZER.match(e.name))), None)
     return RankProfile(
         path=raw.path,
         rank=raw.rank,
@@ -371,6 +464,8 @@ def read_rank_profile(path: Path | str) -> RankProfile:
         gpu=gpu,
         steps=steps,
         notes=notes,
+        warnings=warnings,
+        optimizer=optimizer,
     )
 
 

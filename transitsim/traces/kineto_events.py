@@ -4,7 +4,8 @@
 gzipped): `traceEvents` (Chrome trace events: complete "X" events with `ts` and `dur` in
 microseconds, `cat`, `pid`, `tid`, `args`) and a few top-level keys (`distributedInfo` with the
 rank, world size and backend; `deviceProperties` with the GPUs). Only complete events carry the
-time spans read here; flow arrows, counters and metadata are skipped. Plain `json` reads the
+time spans read here, and the `ac2g` flow arrows that tie a GPU event to its host launch where
+the event lacks a `correlation`; counters and metadata are skipped. Plain `json` reads the
 file (Holistic Trace Analysis and Perfetto's trace processor read it too, but each brings a
 large dependency, and the second a binary of its own, for what is a list of spans).
 
@@ -17,6 +18,7 @@ import json
 import math
 import re
 import zlib
+from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -63,6 +65,10 @@ class RawProfile:
     backend: str | None
     device: str
     skipped: int = 0  # complete events without a usable time span
+    # ac2g flow arrows: launch id -> host launch time ("s"), and (pid, tid, ts) of the GPU
+    # event an arrow ends on -> its id ("f"); only read where an event has no correlation
+    flow_starts: dict[int | str, float] = field(default_factory=dict)
+    flow_ends: dict[tuple[str, str, float], int | str] = field(default_factory=dict)
 
 
 def _read_bytes(path: Path) -> bytes:
@@ -133,9 +139,14 @@ def read_raw_profile(path: Path | str) -> RawProfile:
         raise TransitsimError(f"{path}: not a profiler trace (no 'traceEvents' list)")
     events: list[Event] = []
     skipped = 0
+    starts: dict[int | str, float] = {}
+    ends: dict[tuple[str, str, float], int | str] = {}
     for raw in document["traceEvents"]:
         if not isinstance(raw, dict):
             raise TransitsimError(f"{path}: not a profiler trace (an event is not an object)")
+        if raw.get("ph") in ("s", "f") and raw.get("cat") == "ac2g":
+            _flow(raw, starts, ends)
+            continue
         if raw.get("ph") != "X":
             continue
         ts, dur = _number(raw.get("ts")), _number(raw.get("dur"))
@@ -161,29 +172,100 @@ def read_raw_profile(path: Path | str) -> RawProfile:
         device = "gpu"  # GPU kernels, but no deviceProperties to name the GPU
     if world is not None and not 1 <= world <= 10**7:
         raise TransitsimError(f"{path}: distributedInfo.world_size {world} is not a job size")
-    return RawProfile(path, events, rank, world, backend, device, skipped)
+    return RawProfile(path, events, rank, world, backend, device, skipped, starts, ends)
+
+
+def _flow(raw: dict[str, Any], starts: dict, ends: dict) -> None:
+    """One ac2g arrow end, kept where its id and time are usable (else ignored: it is a hint)."""
+    key, ts = raw.get("id"), _number(raw.get("ts"))
+    if ts is None or isinstance(key, bool) or not isinstance(key, int | str):
+        return
+    if raw["ph"] == "s":
+        starts[key] = ts
+    else:
+        ends[(str(raw.get("pid")), str(raw.get("tid")), ts)] = key
+
+
+def correlation_of(event: Event, profile: RawProfile) -> int | str | None:
+    """The launch id tying a GPU event (or a host launch) to the other side: its `correlation`
+    argument, else the ac2g arrow ending on it; None when neither is usable."""
+    key = event.args.get("correlation")
+    if isinstance(key, int | str) and not isinstance(key, bool):
+        return key
+    return profile.flow_ends.get((str(event.pid), str(event.tid), event.ts))
+
+
+def enclosing_spans(events: list[Event]) -> dict[int, list[Event]]:
+    """For each host event (by id), the spans enclosing it on its own thread, outermost first."""
+    by_thread: dict[tuple, list[Event]] = defaultdict(list)
+    for event in events:
+        by_thread[(str(event.pid), str(event.tid))].append(event)
+    out: dict[int, list[Event]] = {}
+    for thread_events in by_thread.values():
+        stack: list[Event] = []
+        for event in thread_events:  # sorted by (ts, -dur)
+            while stack and not stack[-1].contains(event):
+                stack.pop()
+            out[id(event)] = list(stack)
+            stack.append(event)
+    return out
 
 
 def is_gpu(event: Event) -> bool:
     return event.cat in GPU_CATS
 
 
-def step_spans(profile: RawProfile) -> list[tuple[int, Event]]:
-    """(N, span) of every `ProfilerStep#N` on the host, in time order; one line when none."""
-    spans = []
+def step_spans(profile: RawProfile) -> tuple[list[tuple[int, Event]], list[str]]:
+    """(N, span) of every `ProfilerStep#N` on the host, in time order, and a note per kind of
+    span dropped: zero-length ones, and repeats of a number that are the same span again or a
+    sliver (at most 5 %) of the longest (some profilers write both). Two full spans of one
+    number, or none at all, are one line."""
+    by_number: dict[int, list[Event]] = defaultdict(list)
+    zero = 0
     for event in profile.events:
         match = STEP_NAME.match(event.name)
         if match and not is_gpu(event):
-            spans.append((int(match.group(1)), event))
-    if not spans:
+            if event.dur <= 0:
+                zero += 1
+            else:
+                by_number[int(match.group(1))].append(event)
+    if not by_number:
         raise TransitsimError(
             f"{profile.path}: no ProfilerStep#N spans (profile with torch.profiler's schedule "
             "and call prof.step() once per training step)"
         )
-    numbers = [n for n, _ in spans]
-    if len(set(numbers)) != len(numbers):
-        raise TransitsimError(f"{profile.path}: ProfilerStep numbers repeat: not one rank's file")
-    return spans
+    spans, twins, slivers = [], 0, []
+    for number, found in by_number.items():
+        longest = max(found, key=lambda e: e.dur)
+        for other in found:
+            if other is longest:
+                continue
+            if other.ts == longest.ts and other.dur == longest.dur:
+                twins += 1
+            elif other.dur <= 0.05 * longest.dur:
+                slivers.append(other.dur)
+            else:
+                raise TransitsimError(
+                    f"{profile.path}: ProfilerStep numbers repeat: not one rank's file"
+                )
+        spans.append((number, longest))
+    notes = []
+    if zero:
+        notes.append(f"{zero} zero-length ProfilerStep span(s) dropped")
+    if twins:
+        notes.append(f"{twins} ProfilerStep span(s) written twice: the copies dropped")
+    if slivers:
+        notes.append(
+            f"{len(slivers)} ProfilerStep span(s) of {ms_range(slivers)} beside their step's "
+            "full span dropped"
+        )
+    return sorted(spans, key=lambda item: item[1].ts), notes
+
+
+def ms_range(durations_us: list[float]) -> str:
+    """ "0.016-0.018 ms" (or "0.02 ms") for a few spans' durations in microseconds."""
+    low, high = f"{min(durations_us) / 1e3:.3g}", f"{max(durations_us) / 1e3:.3g}"
+    return f"{low} ms" if low == high else f"{low}-{high} ms"
 
 
 def union_length(intervals: list[tuple[float, float]]) -> float:

@@ -38,11 +38,12 @@ from transitsim.traces.format import (
     validate_steps,
     write_trace,
 )
-from transitsim.traces.kineto import RankProfile, StepTiming, read_job_profiles
+from transitsim.traces.kineto import DTYPE_BYTES, RankProfile, StepTiming, read_job_profiles
 from transitsim.traces.loss_logs import LossLog
 
 GRADIENT_KINDS = ("all_reduce", "all_gather")
-BYTES_PER_PARAM = 4  # fp32 gradients, where the profile cannot say
+BYTES_PER_PARAM = 4  # fp32 gradients, where neither the profile nor --dtype says
+DTYPE_ALIASES = {"fp32": 4, "fp16": 2, "bf16": 2, "fp64": 8, "fp8": 1, "tf32": 4}
 
 
 @dataclass
@@ -54,6 +55,8 @@ class ImportOptions:
     seed: int = 0
     workers: int | None = None
     params: int | None = None
+    dtype: str | None = None  # the gradients' element type, where the trace does not say
+    optimizer: str | None = None  # the user's optimiser, where the trace does not say
 
 
 @dataclass
@@ -63,6 +66,7 @@ class ProfileImport:
     trace: Trace
     notes: list[str] = field(default_factory=list)
     stragglers: dict[str, Any] | None = None
+    warnings: list[str] = field(default_factory=list)  # figures that do not add up, one line each
 
 
 @dataclass
@@ -77,11 +81,11 @@ class _JobStep:
 
 
 def _step_kind(step: StepTiming) -> tuple[int, str]:
-    """(payload bytes, collective) of a step: its all-reduces, else its all-gathers."""
+    """(payload bytes, collective) of a step: its all-reduces, else its all-gathers (bytes 0
+    where none has a readable size)."""
     for kind in GRADIENT_KINDS:
-        total = step.bytes_of(kind)
-        if total:
-            return total, kind
+        if any(c.kind == kind for c in step.collectives):
+            return step.bytes_of(kind), kind
     return 0, "all_reduce"
 
 
@@ -103,16 +107,18 @@ def _bucket_profile(steps: list[_JobStep]) -> tuple[dict[str, Any] | None, str |
     for step in steps:
         s = step.critical
         buckets = [c for c in s.collectives if c.kind == step.collective]
-        start = s.backward_start_s
-        if not buckets or start is None or s.compute_s <= start:
+        start, end = s.backward_start_s, s.compute_end_s
+        if not buckets or start is None or end <= start:
             continue
         if any(not c.elements for c in buckets):
             return None, "a bucket's element count is unreadable: no backward profile"
-        span = s.compute_s - start
+        span = end - start
         ready = [
-            min(max(((c.launch_us - s.start_us) * 1e-6 - start) / span, 0.0), 1.0) for c in buckets
-        ]
-        usable.append(([int(c.elements or 0) for c in buckets], ready, span / s.compute_s))
+            min(max((((c.launch_us if c.ready_us is None else c.ready_us) - s.frame_start_us)
+                     * 1e-6 - start) / span, 0.0), 1.0)
+            for c in buckets
+        ]  # fmt: skip
+        usable.append(([int(c.elements or 0) for c in buckets], ready, span / end))
     if not usable:
         return None, "no step with both backward ops and bucket launches: no backward profile"
     common = Counter(tuple(n) for n, _, _ in usable).most_common(1)[0][0]
@@ -125,7 +131,8 @@ def _bucket_profile(steps: list[_JobStep]) -> tuple[dict[str, Any] | None, str |
     ]
     profile = {
         "version": 1,
-        "window": f"{len(chosen)} profiled step(s): collective launches of the slowest rank",
+        "window": f"{len(chosen)} profiled step(s): when the slowest rank's buckets were ready "
+        + ("on the GPU" if steps[0].critical.device_s is not None else "(their launches)"),
         "source": "kineto",
         "backward_share": min(max(share, 1e-9), 1.0),
         "tensors": tensors,
@@ -244,7 +251,11 @@ def _profile_meta(
 ) -> dict[str, Any]:
     def figures(s: StepTiming) -> dict[str, float]:
         keys = ("wall_s", "compute_s", "update_s", "comm_s", "exposed_s", "hidden_s")
-        return {key: round(getattr(s, key), 9) for key in keys}
+        out = {key: round(getattr(s, key), 9) for key in keys}
+        for key in ("device_s", "gpu_compute_s", "idle_s"):  # GPU traces: the device's own
+            if getattr(s, key) is not None:
+                out[key] = round(getattr(s, key), 9)
+        return out
 
     return {
         "files": [p.path.name for p in profiles],
@@ -269,6 +280,15 @@ def _profile_meta(
                         "elements": c.elements,
                         "group_size": c.group_size,
                         "launch_s": round((c.launch_us - step.critical.start_us) * 1e-6, 9),
+                        **(
+                            {}
+                            if c.ready_us is None
+                            else {
+                                "ready_s": round(
+                                    (c.ready_us - step.critical.frame_start_us) * 1e-6, 9
+                                )
+                            }
+                        ),
                     }
                     for c in step.critical.collectives
                 ],
@@ -282,31 +302,20 @@ def build_trace(
     profile_paths: list[Path | str], loss: LossLog | None, options: ImportOptions
 ) -> ProfileImport:
     """Read the profile(s) and build the validated, unwritten trace (trace.path is None)."""
-    if options.variant not in VARIANTS:
-        raise TransitsimError(f"--variant {options.variant!r} is not one of {', '.join(VARIANTS)}")
+    _check_options(options)
     profiles = read_job_profiles(profile_paths)
     notes = [f"{p.path.name}: {note}" for p in profiles for note in p.notes]
     steps = _job_steps(profiles)
     template = _template(steps, notes)
     _other_collectives(steps, template["collective"], notes)
     workers = _workers(profiles, options, notes)
-    elements = sum(
-        c.elements or 0 for c in steps[0].critical.collectives if c.kind == template["collective"]
-    )
-    n_params = options.params or elements
-    if not n_params:
-        raise TransitsimError(
-            f"{profiles[0].path}: no gradient all-reduce or all-gather of readable size: "
-            "give the model's size with --params"
-        )
-    if options.params is None:
-        notes.append(
-            f"n_params = the {elements:,} elements the step's {template['collective']} sends"
-        )
+    warnings = [f"{p.path.name}: {w}" for p in profiles for w in p.warnings]
+    n_params, element_bytes = _payload(steps, template, options, profiles[0].path, notes, warnings)
     dense = template["payload_bytes"] if options.variant == "A" else 0
     if not dense:
-        dense = n_params * BYTES_PER_PARAM
-        notes.append(f"dense bytes per step assumed {BYTES_PER_PARAM} per parameter (fp32)")
+        dense = n_params * element_bytes
+        notes.append(f"dense bytes per step assumed {element_bytes} per parameter")
+    optimizer = _optimizer(profiles, options, notes)
     backward, why = _bucket_profile(steps)
     if why:
         notes.append(why)
@@ -342,11 +351,12 @@ def build_trace(
         "origin": "import",
         "status": "complete",
         "hardware": {"device": profiles[0].device, "backend": profiles[0].backend},
+        "optimizer": optimizer,
         "timing": "measured: torch.profiler (Kineto) trace; see profile",
         "source_log": ", ".join(
             [p.path.name for p in profiles] + ([loss.path.name] if loss else [])
         ),
-        "notes": notes,
+        "notes": notes + [f"warning: {w}" for w in warnings],
         "profile": profile,
     }
     if backward is not None:
@@ -355,7 +365,119 @@ def build_trace(
     validate_meta(meta, name)
     validate_steps(steps_table, name)
     trace = Trace(meta=meta, steps=steps_table, path=None)
-    return ProfileImport(trace=trace, notes=notes, stragglers=stragglers)
+    return ProfileImport(trace=trace, notes=notes, stragglers=stragglers, warnings=warnings)
+
+
+def _check_options(options: ImportOptions) -> None:
+    """Refuse what the user typed wrong before reading any file (one line each)."""
+    if options.variant not in VARIANTS:
+        raise TransitsimError(f"--variant {options.variant!r} is not one of {', '.join(VARIANTS)}")
+    if options.params is not None and options.params < 1:
+        raise TransitsimError(f"--params must be at least 1, got {options.params}")
+    if options.dtype is not None:
+        _dtype_size(options.dtype)
+    if options.optimizer is not None:
+        name = options.optimizer.strip()
+        if not 0 < len(name) <= 60 or not name.isprintable():
+            raise TransitsimError(f"--optimizer {options.optimizer!r} is not an optimiser's name")
+
+
+def _dtype_size(text: str) -> int:
+    key = text.strip().lower()
+    size = DTYPE_ALIASES.get(key) or DTYPE_BYTES.get(key) or DTYPE_BYTES.get(f"c10::{key}")
+    if size is None:
+        raise TransitsimError(
+            f"--dtype {text!r} is not an element type (fp32, bf16, fp16, fp64, fp8, int8, "
+            "float, half, bfloat16, ...)"
+        )
+    return size
+
+
+def _element_bytes(options: ImportOptions, steps: list[_JobStep]) -> tuple[int, str]:
+    """Bytes per gradient element and where they came from: --dtype, else the type the trace
+    records for the gradient exchange, else fp32."""
+    if options.dtype is not None:
+        return _dtype_size(options.dtype), f"--dtype {options.dtype}"
+    found = Counter(
+        c.dtype_bytes
+        for s in steps
+        for c in s.critical.collectives
+        if c.kind == s.collective and c.dtype_bytes
+    )
+    if found:
+        return found.most_common(1)[0][0], "the trace's element size"
+    return BYTES_PER_PARAM, "fp32 assumed: give --dtype"
+
+
+def _payload(
+    steps: list[_JobStep],
+    template: dict[str, Any],
+    options: ImportOptions,
+    path: Path,
+    notes: list[str],
+    warnings: list[str],
+) -> tuple[int, int]:
+    """(n_params, bytes per element), setting the steps' payload from --params where the trace
+    cannot give it: a trace recorded without shapes (or of zero-byte exchanges) is refused
+    without --params, never imported as 0 bytes a step."""
+    kind = template["collective"]
+    mine = [c for s in steps for c in s.critical.collectives if c.kind == kind]
+    unsized = sum(1 for c in mine if c.nbytes is None)
+    size, source = _element_bytes(options, steps)
+    whole = not mine or unsized == len(mine) or not template["payload_bytes"]
+    if whole and options.params is None:
+        what = (
+            "no gradient all-reduce or all-gather in the steps"
+            if not mine
+            else f"{unsized} {kind}(s) recorded without shapes"
+            if unsized
+            else f"its {kind}s send 0 bytes"
+        )
+        raise TransitsimError(
+            f"{path}: message sizes are not recoverable from this trace ({what}): give the "
+            "model's size with --params N (and the gradients' --dtype; default: the trace's "
+            "element type, else fp32)"
+        )
+    if options.params is not None and (whole or unsized):
+        payload = options.params * size
+        for step in steps:
+            step.payload_bytes = payload
+        template["payload_bytes"] = payload
+        notes.append(
+            f"payload = --params {options.params:,} x {size} bytes ({source}) = {payload:,} "
+            f"bytes a step: the trace does not size {'its' if whole else 'all its'} {kind}s"
+        )
+        return options.params, size
+    if unsized:
+        warnings.append(
+            f"{unsized} of {len(mine)} {kind}(s) have no readable size: the payload counts only "
+            "the others (give --params N for the whole exchange)"
+        )
+    elements = sum(c.elements or 0 for c in steps[0].critical.collectives if c.kind == kind)
+    if options.params is None:
+        if not elements:
+            raise TransitsimError(
+                f"{path}: the {kind}s' element counts are not recorded: give the model's size "
+                "with --params N"
+            )
+        notes.append(f"n_params = the {elements:,} elements the step's {kind} sends")
+        return elements, size
+    if abs(options.params * size - template["payload_bytes"]) > 0.01 * template["payload_bytes"]:
+        notes.append(
+            f"--params {options.params:,} x {size} bytes is not the {template['payload_bytes']:,} "
+            f"bytes the trace's {kind}s send a step: the payload is the trace's"
+        )
+    return options.params, size
+
+
+def _optimizer(profiles: list[RankProfile], options: ImportOptions, notes: list[str]) -> str:
+    """The user's optimiser (--optimizer, else the trace's Optimizer.step#NAME), "" unknown."""
+    if options.optimizer is not None:
+        return options.optimizer.strip()
+    found = next((p.optimizer for p in profiles if p.optimizer), None)
+    if found is None:
+        notes.append("the trace names no optimiser (no Optimizer.step#...): give --optimizer")
+    return found or ""
 
 
 def _stem(path: Path) -> str:
@@ -373,7 +495,11 @@ def import_profile(
 ) -> ProfileImport:
     """Build the trace, then write `<name>.parquet` in out_dir (nothing written on any error)."""
     check_writable_folder(out_dir, what="traces folder")
-    result = build_trace(profile_paths, loss, options)
+    return write_import(build_trace(profile_paths, loss, options), out_dir)
+
+
+def write_import(result: ProfileImport, out_dir: Path | str) -> ProfileImport:
+    """Write a built import as `<name>.parquet` in out_dir and read its metadata back."""
     trace = result.trace
     trace.path = write_trace(Path(out_dir) / f"{trace.name}.parquet", trace.steps, trace.meta)
     trace.meta = read_meta(trace.path)
