@@ -73,3 +73,32 @@ def test_a_protocol_outside_the_protocols_list_is_refused() -> None:
     }
     with pytest.raises(TransitsimError, match="nccl.protocol ll is not among nccl.protocols"):
         validate_network(network_from_dict(description))
+
+
+@pytest.mark.parametrize("fifo_as", ["--profile", "--loss"])
+def test_a_fifo_as_an_input_is_refused_not_waited_on(tmp_path: Path, fifo_as: str) -> None:
+    """A FIFO as --profile or --loss blocked the import forever (calibrate checked; import not)."""
+    import gzip
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from test_byo_cli import make_profile
+
+    profile = tmp_path / "rank0.json.gz"
+    with gzip.open(profile, "wt", encoding="utf-8") as handle:
+        json.dump(make_profile(), handle)
+    loss = tmp_path / "losses.csv"
+    loss.write_text("step,train_loss\n1,3.0\n2,2.9\n3,2.8\n")
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    inputs = {"--profile": str(profile), "--loss": str(loss), fifo_as: str(fifo)}
+    argv = ["traces", "import", *[x for pair in inputs.items() for x in pair]]
+    argv += ["-o", str(tmp_path / "out")]
+    code = "import sys; from transitsim.cli import main; sys.exit(main(sys.argv[1:]))"
+    done = subprocess.run(
+        [sys.executable, "-c", code, *argv], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 2, done.stderr
+    assert len(done.stderr.splitlines()) == 1 and "not a regular file" in done.stderr, done.stderr

@@ -14,6 +14,7 @@ no ProfilerStep spans, numbers that are not numbers.
 """
 
 import gzip
+import io
 import json
 import math
 import re
@@ -26,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from transitsim.base.errors import TransitsimError
+from transitsim.base.reading import read_regular_file
 
 MAX_PROFILE_BYTES = 1 << 31  # 2 GiB of JSON: a few steps of a large job, not /dev/zero
 STEP_NAME = re.compile(r"^ProfilerStep#(\d{1,12})$")
@@ -75,21 +77,15 @@ def _read_bytes(path: Path) -> bytes:
     """The file's JSON text as bytes, gunzipped when it is gzip (by its magic, not its name)."""
     if not path.exists():
         raise TransitsimError(f"{path}: no such file")
-    if path.is_dir():
-        raise TransitsimError(f"{path}: is a folder, not a profiler trace")
-    try:
-        with path.open("rb") as handle:
-            head = handle.read(2)
-            handle.seek(0)
-            if head == b"\x1f\x8b":
-                with gzip.GzipFile(fileobj=handle) as unzipped:
-                    raw = unzipped.read(MAX_PROFILE_BYTES + 1)
-            else:
-                raw = handle.read(MAX_PROFILE_BYTES + 1)
-    except (OSError, EOFError, zlib.error) as exc:
-        text = str(exc).splitlines()[0] if str(exc) else "broken gzip"
-        reason = getattr(exc, "strerror", None) or text
-        raise TransitsimError(f"{path}: cannot read the profile ({reason})") from None
+    packed = read_regular_file(path, MAX_PROFILE_BYTES, "profiler trace")  # no FIFO, no device
+    raw = packed
+    if packed[:2] == b"\x1f\x8b":
+        try:
+            with gzip.GzipFile(fileobj=io.BytesIO(packed)) as unzipped:
+                raw = unzipped.read(MAX_PROFILE_BYTES + 1)
+        except (OSError, EOFError, zlib.error) as exc:
+            reason = str(exc).splitlines()[0] if str(exc) else "broken gzip"
+            raise TransitsimError(f"{path}: cannot read the profile ({reason})") from None
     if len(raw) > MAX_PROFILE_BYTES:
         raise TransitsimError(f"{path}: more than {MAX_PROFILE_BYTES:,} bytes of JSON")
     return raw

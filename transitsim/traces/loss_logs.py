@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from transitsim.base.errors import TransitsimError
+from transitsim.base.reading import read_regular_file
 
 MAX_LOG_BYTES = 1 << 28  # 256 MiB
 MAX_STEP = 10**12
@@ -72,13 +73,7 @@ def parse_columns(text: str | None) -> dict[str, str]:
 def _read_text(path: Path) -> str:
     if not path.exists():
         raise TransitsimError(f"{path}: no such file")
-    try:
-        with path.open("rb") as handle:
-            raw = handle.read(MAX_LOG_BYTES + 1)
-    except OSError as exc:
-        raise TransitsimError(f"{path}: cannot read ({exc.strerror})") from None
-    if len(raw) > MAX_LOG_BYTES:
-        raise TransitsimError(f"{path}: more than {MAX_LOG_BYTES:,} bytes: not a loss log")
+    raw = read_regular_file(path, MAX_LOG_BYTES, "loss log")  # a FIFO is refused, not waited on
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError:
