@@ -8,7 +8,11 @@ n between the last save reported and the last step printed + 1 (a kill between t
 rename and the print). Exit 1 when a kill breaks that.
 
     python benchmarks/bench_recorder_kill.py [--kills 20] [--flush-every 10] [--max-step 60]
-        [--seed 0] [--out DIR] [--json]
+        [--step-s 0.02] [--seed 0] [--out DIR] [--json]
+
+With fast steps (the default 20 ms) the saves come less often than every `--flush-every`
+steps: the recorder's cost limit (saving at most 5 % of the loop's time) stretches the window
+when a save (fsync included) takes 15-30 ms; `--step-s 0.05` shows the rows limit binding.
 """
 
 import argparse
@@ -26,25 +30,25 @@ ROOT = Path(__file__).resolve().parents[1]
 CHILD = r"""
 import sys, time
 from trainer.own import TraceRecorder
-path, every = sys.argv[1], int(sys.argv[2])
+path, every, pause = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
 rec = TraceRecorder(path, workers=2, variant="B", n_params=1000, flush_every=every, flush_s=None)
 step = 0
 while True:
     step += 1
     rec.step(loss=1.0 / step, payload_bytes=400, compute_s=0.01)
     print(step, rec.saved_step, flush=True)
-    time.sleep(0.02)
+    time.sleep(pause)
 """
 
 
-def kill_once(path: Path, at_step: int, flush_every: int) -> dict:
+def kill_once(path: Path, at_step: int, flush_every: int, step_s: float = 0.02) -> dict:
     """Run the recording loop until it prints `at_step`, kill -9 it, and read its trace."""
     env = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
     }
     child = subprocess.Popen(
-        [sys.executable, "-c", CHILD, str(path), str(flush_every)],
+        [sys.executable, "-c", CHILD, str(path), str(flush_every), str(step_s)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -94,6 +98,7 @@ def main() -> None:
     parser.add_argument("--kills", type=int, default=20)
     parser.add_argument("--flush-every", type=int, default=10)
     parser.add_argument("--max-step", type=int, default=60)
+    parser.add_argument("--step-s", type=float, default=0.02, help="the loop's sleep a step")
     parser.add_argument("--seed", type=int, default=None)
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--json", action="store_true", help="one JSON object per kill")
@@ -102,9 +107,8 @@ def main() -> None:
     out = args.out or Path(tempfile.mkdtemp(prefix="recorder-kill-"))
     failed = 0
     for kill in range(1, args.kills + 1):
-        result = kill_once(
-            out / f"kill{kill}.parquet", rng.randint(1, args.max_step), args.flush_every
-        )
+        at_step = rng.randint(1, args.max_step)
+        result = kill_once(out / f"kill{kill}.parquet", at_step, args.flush_every, args.step_s)
         failed += not result["ok"]
         if args.json:
             print(json.dumps(result), flush=True)
