@@ -62,7 +62,7 @@ class ProcessGroupExchange:
         pieces = [self._to_wire(t).reshape(-1).view(torch.uint8) for w in wires for t in w]
         buffer = torch.cat(pieces) if len(pieces) > 1 else pieces[0].clone()
         received = [torch.empty_like(buffer) for _ in range(self.world)]
-        self._timed(lambda: dist.all_gather(received, buffer), buffer)
+        self._all_gather(received, buffer)
 
         per_rank = [self._split(buf, layout) for buf in received]
         results = []
@@ -91,7 +91,7 @@ class ProcessGroupExchange:
         """One all_reduce (sum) for all messages; "mean" divides by W afterwards."""
         partial = [t.sum(0) for m in messages for t in m.tensors]
         buffer = torch.cat([self._to_wire(t).reshape(-1) for t in partial])
-        self._timed(lambda: dist.all_reduce(buffer, op=dist.ReduceOp.SUM), buffer)
+        self._all_reduce(buffer)
         results, at = [], 0
         for message in messages:
             combined = []
@@ -102,6 +102,12 @@ class ProcessGroupExchange:
                 at += n
             results.append(combined)
         return results
+
+    def _all_gather(self, received: list[torch.Tensor], buffer: torch.Tensor) -> None:
+        self._timed(lambda: dist.all_gather(received, buffer), buffer)
+
+    def _all_reduce(self, buffer: torch.Tensor) -> None:
+        self._timed(lambda: dist.all_reduce(buffer, op=dist.ReduceOp.SUM), buffer)
 
     def _wire_dtype_of(self, dtype: torch.dtype) -> torch.dtype:
         return self.wire_dtype if dtype.is_floating_point else dtype
@@ -150,3 +156,39 @@ class ProcessGroupExchange:
         box = [obj if self.rank == 0 else None]
         guarded(lambda: dist.broadcast_object_list(box, src=0), self.rank)
         return box[0]
+
+
+class SoloExchange(ProcessGroupExchange):
+    """One worker alone, without a process group, that still counts what it would send: each
+    step's messages are packed into the very buffers ProcessGroupExchange sends, and their
+    bytes counted as it counts them; only the collectives are those of a group of one (the
+    buffer itself comes back), so nothing crosses a wire and no time is spent on one."""
+
+    def __init__(self, device: torch.device, wire_dtype: str = "float32") -> None:
+        self.backend = "none"
+        self.world, self.rank = 1, 0
+        self.workers = self.local_workers = 1
+        self.offset = 0
+        self.device = device
+        self.wire_dtype = WIRE_DTYPES[wire_dtype]
+        self._comm_s = 0.0
+        self._sent = 0
+
+    def _all_gather(self, received: list[torch.Tensor], buffer: torch.Tensor) -> None:
+        received[0].copy_(buffer)
+        self._sent += buffer.numel() * buffer.element_size()
+
+    def _all_reduce(self, buffer: torch.Tensor) -> None:
+        self._sent += buffer.numel() * buffer.element_size()  # the sum over one is the buffer
+
+    def total(self, values: torch.Tensor) -> torch.Tensor:
+        return values.clone()
+
+    def gather_floats(self, values: list[float]) -> list[list[float]]:
+        return [list(values)]
+
+    def gather_object(self, obj: Any) -> list[Any] | None:
+        return [obj]
+
+    def broadcast_object(self, obj: Any) -> Any:
+        return obj

@@ -8,7 +8,14 @@ it under this project's exchanges.
   torch.distributed, with trainer/variants' own algorithms (hooks.py).
 """
 
+from trainer.own.errors import OwnTypeError, OwnValueError
 from trainer.own.hooks import EXCHANGE_VARIANTS, ExchangeOptimizer
 from trainer.own.recorder import TraceRecorder
 
-__all__ = ["EXCHANGE_VARIANTS", "ExchangeOptimizer", "TraceRecorder"]
+__all__ = [
+    "EXCHANGE_VARIANTS",
+    "ExchangeOptimizer",
+    "OwnTypeError",
+    "OwnValueError",
+    "TraceRecorder",
+]

@@ -12,6 +12,9 @@ trainer/variants/demo.py's, imported, with the design's defaults for the variant
     opt = ExchangeOptimizer(model, variant="B")      # after dist.init_process_group, or alone
     loss.backward(); opt.step(); opt.zero_grad()
     opt.last["payload_bytes"], opt.last["comm_s"]    # what to hand a TraceRecorder
+
+Alone (no process group) the step packs and counts its messages exactly as with peers, so
+`payload_bytes` is what this worker would send them, not 0; `comm_s` is 0 (no wire).
 """
 
 from dataclasses import replace
@@ -21,10 +24,10 @@ import torch
 import torch.distributed as dist
 
 from trainer.config import VARIANT_DEFAULTS, RunConfig, check_config
-from trainer.distributed.exchange import ProcessGroupExchange
+from trainer.distributed.exchange import ProcessGroupExchange, SoloExchange
 from trainer.loop.records import variant_params
+from trainer.own.errors import OwnValueError
 from trainer.variants.demo import DeMo
-from trainer.variants.exchange import LocalExchange
 from transitsim.base.errors import TransitsimError
 
 EXCHANGE_VARIANTS = ("B", "C", "E")
@@ -54,8 +57,15 @@ class ExchangeOptimizer:
         self.cfg = cfg
         self.variant = variant
         self.params = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+        if not self.params:
+            raise OwnValueError(
+                "ExchangeOptimizer: the model has no trainable parameters (none requires grad): "
+                "there is nothing to exchange"
+            )
         device = self.params[0][1].device
-        exchange = ProcessGroupExchange(workers, device) if distributed else LocalExchange(1)
+        # alone, the same packing and byte count as with peers: the trace records what this
+        # worker would send them (its exchange then takes no time: nothing crosses a wire)
+        exchange = ProcessGroupExchange(workers, device) if distributed else SoloExchange(device)
         self.demo = DeMo(self.params, cfg, workers, exchange=exchange)
         self.lr = cfg.lr
         self.steps = 0

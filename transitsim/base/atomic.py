@@ -85,10 +85,12 @@ def _check_file_kind(path: Path, what: str) -> None:
 
 
 @contextlib.contextmanager
-def atomic_path(path: Path | str, *, shared: bool = True) -> Iterator[Path]:
+def atomic_path(path: Path | str, *, shared: bool = True, durable: bool = False) -> Iterator[Path]:
     """A temp path beside `path` (".<name>.<random>.tmp") that replaces it when the block ends
     without error; on error it is removed and `path` is left as it was. `shared` makes the file
-    world-readable (mkstemp makes it private): results are meant to be shared, checkpoints not."""
+    world-readable (mkstemp makes it private): results are meant to be shared, checkpoints not.
+    `durable` also fsyncs the file before the rename and its folder after, so that the new file
+    survives a power cut, not only a killed process (a few ms a write)."""
     path = Path(path)
     _check_file_kind(path, "output file")
     try:
@@ -105,12 +107,25 @@ def atomic_path(path: Path | str, *, shared: bool = True) -> Iterator[Path]:
                 if shared:
                     os.chmod(tmp, 0o644)
                 try:
+                    if durable:
+                        os.fsync(fd)  # the file's data, whichever descriptor wrote it
                     os.replace(tmp, path)
-                except OSError as exc:  # its folder removed meanwhile
+                    if durable:
+                        _fsync_folder(path.parent)
+                except OSError as exc:  # its folder removed meanwhile, a full disk
                     raise TransitsimError(f"cannot write {path} ({_reason(exc)})") from None
             except BaseException:
                 Path(tmp).unlink(missing_ok=True)
                 raise
+    finally:
+        os.close(fd)
+
+
+def _fsync_folder(folder: Path) -> None:
+    """Make a rename in `folder` durable (its entry is the folder's data)."""
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
     finally:
         os.close(fd)
 

@@ -418,8 +418,11 @@ def write_trace(
     steps: pd.DataFrame,
     meta: dict[str, Any],
     diagnostics: pd.DataFrame | None = None,
+    *,
+    durable: bool = False,
 ) -> Path:
-    """Validate and write one run atomically (temp file + rename): a crash leaves old or new."""
+    """Validate and write one run atomically (temp file + rename): a crash leaves old or new.
+    `durable` fsyncs it too (atomic_path), for a file rewritten while a run goes on."""
     path = Path(path)
     meta = {"format": FORMAT_NAME, "format_version": FORMAT_VERSION, **meta}
     meta["format"], meta["format_version"] = FORMAT_NAME, FORMAT_VERSION
@@ -437,7 +440,7 @@ def write_trace(
             DIAG_KEY: json.dumps(diag_json),
         }
     )
-    with atomic_path(path) as tmp:
+    with atomic_path(path, durable=durable) as tmp:
         pq.write_table(table, tmp, compression="zstd")
     return path
 
