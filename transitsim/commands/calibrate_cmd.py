@@ -439,6 +439,8 @@ def testbed_command(
 
 
 def _fit_options(algo, holdout, min_size, max_regimes, place, line_rate, topology) -> dict:
+    if not 1 <= max_regimes <= MAX_REGIMES:
+        raise TransitsimError(f"--max-regimes must lie in 1..{MAX_REGIMES}, got {max_regimes}")
     if place not in PLACES:
         raise TransitsimError(f"--place must be one of {', '.join(PLACES)}, got {place!r}")
     return {
