@@ -189,3 +189,28 @@ def test_the_docs_table_is_what_the_bench_prints() -> None:
     block = re.search(r"<!-- bench_calibration -->\n(.*?)\n<!-- /bench_calibration -->", doc, re.S)
     assert block, "docs/calibration.md: no bench_calibration table"
     assert block[1].splitlines() == _bench().table_lines(SHARED)
+
+
+def test_a_convex_bend_is_found_by_thresholds_and_a_concave_one_by_least_time() -> None:
+    """Times made by the model itself come back: two lines meeting at 16 MiB, the time per byte
+    rising there (by thresholds) or falling (the fastest protocol)."""
+    from transitsim.calibrate.nccl_search import search
+
+    sizes = np.array([float(1 << k) for k in range(16, 31)])
+    cl, cb = np.full(len(sizes), 28.0), sizes * 8 * 1.75  # a ring all-reduce's coefficients
+    knee = float(1 << 24)
+    flat = 1e-3 + cb / 16 / 400e9  # 1 ms, then a steeper line through the same point at 16 MiB
+    steep_rate = 40e9
+    steep = 1e-3 + (knee * 8 * 1.75 / 16) / 400e9 + (cb - knee * 8 * 1.75) / 16 / steep_rate
+    convex = np.where(sizes < knee, flat, steep)
+    found = search(sizes, convex, cl, cb, channels=16)
+    assert found.family == "thresholds" and found.parameters == 4
+    assert found.switch_sizes == (pytest.approx(knee),) and found.worst < 1e-9
+    assert 1 / found.lines[1].inverse_rate == pytest.approx(steep_rate)
+    concave = np.minimum(5e-6 * 28 + cb / 16 / 10e9, 40e-6 * 28 + cb / 16 / 100e9)
+    found = search(sizes, concave, cl, cb, channels=16)
+    assert found.family == "fastest" and found.parameters == 4 and found.worst < 1e-9
+    assert [1 / line.inverse_rate for line in found.lines] == [
+        pytest.approx(10e9),
+        pytest.approx(100e9),
+    ]

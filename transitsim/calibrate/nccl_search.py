@@ -34,6 +34,7 @@ MAX_PARAMETERS = 7
 MEDIAN_TOLERANCE = 0.03
 _REFINED = 8  # the best splits of each fastest-family structure refined by reassignment
 _STEPS_PER_OCTAVE = 4  # the channel floors and thresholds tried: quarter octaves
+_MAX_CUTS = 40  # where a sweep has more sizes (nccl-tests -f 1.1), the cuts tried are spread
 
 
 @dataclass(frozen=True)
@@ -108,8 +109,20 @@ class _Fastest:
         self.rows = rows
         low, high = rows.sizes.min() / rows.channels / 2, rows.sizes.max()
         steps = math.ceil(math.log2(high / low) * _STEPS_PER_OCTAVE) + 1
-        self.floors = np.array([0.0] + [float(int(low * 2 ** (i / 4))) for i in range(steps)])
+        floors = [float(int(low * 2 ** (i / _STEPS_PER_OCTAVE))) for i in range(steps)]
+        self.floors = np.array([0.0, *floors])
         self.per_channel = rows.cb[None, :] / rows.shares(self.floors)
+        self.cache: dict[tuple[int, int, bool], tuple[float, float, int] | None] = {}
+        cuts = [i for i in range(1, len(rows.sizes)) if rows.sizes[i - 1] < rows.sizes[i]]
+        if len(cuts) > _MAX_CUTS:
+            cuts = [cuts[round(k * (len(cuts) - 1) / (_MAX_CUTS - 1))] for k in range(_MAX_CUTS)]
+        self.cuts = cuts
+
+    def span(self, a: int, b: int, floor: bool) -> tuple[float, float, int] | None:
+        """group() of the rows a..b, cached: many splits share a group."""
+        if (a, b, floor) not in self.cache:
+            self.cache[(a, b, floor)] = self.group(np.arange(a, b), floor)
+        return self.cache[(a, b, floor)]
 
     def group(self, index: np.ndarray, floor: bool) -> tuple[float, float, int] | None:
         """(L, 1/r, floor index) of the rows `index`, the floor of least squared log error."""
@@ -142,14 +155,12 @@ class _Fastest:
 
     def structure(self, floors: tuple[bool, ...], tol: tuple[float, float]) -> list | None:
         n, scored = len(self.rows.sizes), []
-        for cuts in itertools.combinations(range(1, n), len(floors) - 1):
+        for cuts in itertools.combinations(self.cuts, len(floors) - 1):
             edges = (0, *cuts, n)
             spans = list(itertools.pairwise(edges))
             if any(b - a < 2 + f for (a, b), f in zip(spans, floors, strict=True)):
                 continue
-            lines = [
-                self.group(np.arange(a, b), f) for (a, b), f in zip(spans, floors, strict=True)
-            ]
+            lines = [self.span(a, b, f) for (a, b), f in zip(spans, floors, strict=True)]
             if any(line is None for line in lines):
                 continue
             errors = self.curves(lines).min(axis=0) / self.rows.times - 1
@@ -185,7 +196,8 @@ def _thresholds(rows: _Rows, count: int, tol: tuple[float, float]) -> Found | No
     per_channel = rows.cb / rows.channels  # all channels: no floor in this family
     ratio = float(np.median(per_channel / sizes))
     low, high = math.log2(sizes.min()), math.log2(sizes.max())
-    grid = [2 ** (low + i / _STEPS_PER_OCTAVE) for i in range(1, int((high - low) * 4))]
+    steps = int((high - low) * _STEPS_PER_OCTAVE)
+    grid = [2 ** (low + i / _STEPS_PER_OCTAVE) for i in range(1, steps)]
     latency_unit = float(np.median(rows.cl))
     best = None
     for corners in itertools.combinations(grid, count - 1):
