@@ -184,12 +184,14 @@ def calibrate_nccl(
             cache[(collective, algo, shape, size)] = coefficients(collective, algo, shape, size)
     coeffs = [cache[(collective, algo, shape, p.row.size_bytes)] for p in fitted]
     sizes = np.array([float(p.row.size_bytes) for p in fitted])
+    payloads = [exchange_for(collective, algo, shape.ranks, int(s)).payload_bytes for s in sizes]
     found = search(
         sizes,
         np.array([p.measured_s for p in fitted]),
         np.array([c[0] for c in coeffs]),
         np.array([c[1] for c in coeffs]),
         channels=channels,
+        payloads=np.array(payloads, float),
         max_protocols=max_protocols,
         max_parameters=max_parameters,
         tolerance=tolerance,

@@ -73,11 +73,12 @@ class _Rows:
     cl: np.ndarray
     cb: np.ndarray
     channels: int
+    payloads: np.ndarray  # what the engine splits over channels: an all-gather's part
 
     def shares(self, floors: np.ndarray) -> np.ndarray:
-        """Channels run per (floor, row): C, or clamp(S // m, 1, C) for a floor m > 0."""
+        """Channels run per (floor, row): C, or clamp(payload // m, 1, C) for a floor m > 0."""
         safe = np.where(floors > 0, floors, 1.0)[:, None]
-        counted = np.clip(np.floor(self.sizes[None, :] / safe), 1, self.channels)
+        counted = np.clip(np.floor(self.payloads[None, :] / safe), 1, self.channels)
         return np.where(floors[:, None] > 0, counted, float(self.channels))
 
 
@@ -107,7 +108,7 @@ class _Fastest:
 
     def __init__(self, rows: _Rows) -> None:
         self.rows = rows
-        low, high = rows.sizes.min() / rows.channels / 2, rows.sizes.max()
+        low, high = rows.payloads.min() / rows.channels / 2, rows.payloads.max()
         steps = math.ceil(math.log2(high / low) * _STEPS_PER_OCTAVE) + 1
         floors = [float(int(low * 2 ** (i / _STEPS_PER_OCTAVE))) for i in range(steps)]
         self.floors = np.array([0.0, *floors])
@@ -245,10 +246,14 @@ def search(
     max_parameters: int = MAX_PARAMETERS,
     tolerance: float = 0.10,
     median_tolerance: float = MEDIAN_TOLERANCE,
+    payloads: np.ndarray | None = None,
 ) -> Found:
-    """The NCCL-mode network of the module doc for these rows (sorted by size)."""
-    rows = _Rows(np.asarray(sizes, float), np.asarray(times, float), np.asarray(cl, float),
-                 np.asarray(cb, float), channels)  # fmt: skip
+    """The NCCL-mode network of the module doc for these rows (sorted by size); `payloads`: each
+    row's exchange payload where it is not the size (channel floors compare with it)."""
+    sizes = np.asarray(sizes, float)
+    payloads = sizes if payloads is None else np.asarray(payloads, float)
+    rows = _Rows(sizes, np.asarray(times, float), np.asarray(cl, float), np.asarray(cb, float),
+                 channels, payloads)  # fmt: skip
     tol = (tolerance, median_tolerance)
     candidates: list[Found] = []
     fastest = _Fastest(rows)
