@@ -134,3 +134,14 @@ def test_thresholds_choose_the_protocol_by_size_even_where_another_is_faster() -
     fixed = dataclasses.replace(BASE, nccl=NcclSpec(protocol="ll", thresholds=(1.0, 2.0)))
     with pytest.raises(TransitsimError, match="protocol auto"):
         simulate_exchange(fixed, ring(1 << 20))
+
+
+def test_a_protocol_asked_for_overrides_the_thresholds() -> None:
+    """`collective --protocol simple` on a network with thresholds runs Simple at every size."""
+    from transitsim.commands.collective_cmd import with_nccl
+
+    net = dataclasses.replace(BASE, nccl=dataclasses.replace(MODE, thresholds=(8, 1 << 30)))
+    fixed = with_nccl(net, "simple", None)
+    assert fixed.nccl.thresholds == () and fixed.nccl.protocol == "simple"
+    assert simulate_exchange(fixed, ring(1 << 20)).protocol == "simple"
+    assert with_nccl(net, "auto", None).nccl.thresholds == (8, 1 << 30)
