@@ -46,9 +46,8 @@ def test_nccl_tests_prints_the_table_beside_the_prediction_and_writes_a_network(
     tmp_path: Path,
 ) -> None:
     source, out = H100_2X8.write(tmp_path), tmp_path / "h100.yaml"
-    code, stdout, stderr = run_cli(
-        ["calibrate", "nccl-tests", str(source), "-o", str(out), "--holdout", "256 MiB"]
-    )
+    argv = ["calibrate", "nccl-tests", str(source), "-o", str(out), "--holdout", "256 MiB"]
+    code, stdout, stderr = run_cli([*argv, "--model", "regimes"])
     assert code == 0, stderr
     assert "│ 8 GiB   │ fitted" in stdout and "│ 256 MiB │ held out" in stdout
     assert "│ 512 KiB │ below --min-size" in stdout
@@ -76,17 +75,14 @@ def test_the_a3_mega_figures_docs_calibration_md_quotes(tmp_path: Path) -> None:
     """The real table (skipped without it): the figures the docs print are the command's."""
     a3 = nccl_fixture("a3mega-2x8-h100-all_reduce.txt")
     out = tmp_path / "a3.yaml"
-    code, stdout, stderr = run_cli(
-        ["calibrate", "nccl-tests", str(a3), "-o", str(out), "--holdout", "256 MiB"]
-    )
+    argv = ["calibrate", "nccl-tests", str(a3), "-o", str(out), "--model", "regimes"]
+    code, stdout, stderr = run_cli([*argv, "--holdout", "256 MiB"])
     assert code == 0, stderr
     assert "regime 2: 32 MiB .. 8 GiB (8 rows)" in stdout
     assert "worst |error| 1.4 % (within 10 %)" in stdout
     assert "held out 256 MiB: predicted 2,368.3 us, measured 2,360.9 us, error +0.3 %" in stdout
     assert collective_us(out, "8 GiB") == pytest.approx(48199.2, abs=0.06)
-    code, stdout, stderr = run_cli(
-        ["calibrate", "nccl-tests", str(a3), "-o", str(out), "--topology", "leaf-spine", "-q"]
-    )
+    code, stdout, stderr = run_cli([*argv, "--topology", "leaf-spine", "-q"])
     assert code == 0, stderr
     assert "52.35 us per message between hosts" in stdout
     assert collective_us(out, "8 GiB") == pytest.approx(48199, rel=0.002)
@@ -95,7 +91,7 @@ def test_the_a3_mega_figures_docs_calibration_md_quotes(tmp_path: Path) -> None:
 def test_json_and_payload_choose_what_is_printed_and_written(tmp_path: Path) -> None:
     source, out = GH200_2X4.write(tmp_path), tmp_path / "gh200.yaml"
     argv = ["calibrate", "nccl-tests", str(source), "-o", str(out), "--json", "--payload", "2 MiB"]
-    code, stdout, stderr = run_cli(argv)
+    code, stdout, stderr = run_cli([*argv, "--model", "regimes"])
     assert code == 0, stderr
     (document,) = json.loads(stdout)
     assert document["ranks"] == 8 and len(document["regimes"]) == 2
@@ -331,7 +327,7 @@ def test_leaf_spine_writes_a_spine_to_ask_what_if_of(tmp_path: Path) -> None:
     out = tmp_path / "h100.yaml"
     source = H100_2X8.write(tmp_path)
     argv = ["calibrate", "nccl-tests", str(source), "-o", str(out), "--topology", "leaf-spine"]
-    code, stdout, stderr = run_cli([*argv, "-q"])
+    code, stdout, stderr = run_cli([*argv, "--model", "regimes", "-q"])
     assert code == 0, stderr
     line = re.search(r"regime 2: .* latency ([\d.]+) us per link \(([\d.]+) us per message "
                      r"between hosts\)", stdout)  # fmt: skip
@@ -367,9 +363,8 @@ def test_the_network_file_goes_into_a_scenario_as_it_is(tmp_path: Path) -> None:
 def test_csv_is_one_table_and_the_input_is_never_the_output(tmp_path: Path) -> None:
     source = GH200_2X4.write(tmp_path)
     original = source.read_bytes()
-    code, stdout, stderr = run_cli(
-        ["calibrate", "nccl-tests", str(source), "-o", str(tmp_path / "n.yaml"), "--csv"]
-    )
+    argv = ["calibrate", "nccl-tests", str(source), "-o", str(tmp_path / "n.yaml"), "--csv"]
+    code, stdout, stderr = run_cli([*argv, "--model", "regimes"])
     assert code == 0, stderr
     lines = stdout.splitlines()
     assert lines[0].startswith("collective,ranks,size_bytes,role,regime,measured_us")

@@ -1,5 +1,6 @@
-"""Issue 24's bar for the NCCL mode: `calibrate nccl-tests --model nccl` fits LL / LL128 /
-Simple latencies and channel rates (and where needed the channel count's floor) so that every
+"""Issue 24's bar for the NCCL mode: `calibrate nccl-tests` (the NCCL mode is the default since
+issue 42; `--model nccl` names it) fits LL / LL128 / Simple latencies and channel rates (and
+where needed the channel count's floor, or the sizes where the protocol switches) so that every
 row of at least 64 KiB of each real table is reproduced within 10 %, and the network file it
 writes gives those times back. Real files: skipped without them (tests/nccl_fixtures.py); the
 command's behaviour also runs on a made-up table."""
@@ -15,14 +16,16 @@ from nccl_fixtures import GH200_2X4, nccl_fixture
 from transitsim.calibrate import read_nccl_tests
 from transitsim.calibrate.model import exchange_for
 from transitsim.calibrate.nccl_fit import calibrate_nccl
+from transitsim.calibrate.nccl_search import MAX_PARAMETERS
 from transitsim.network import simulate_exchange
 from transitsim.scenario import network_from_dict
 
 KIB = 1 << 10
 REAL = {  # file -> (protocols fitted, fitted parameters): docs/calibration.md's figures
-    "a3mega-2x8-h100-all_reduce.txt": (("ll", "simple"), 5),
+    # (the A3 Mega table is not in ../shared: what issue 42's search fits on it is unmeasured)
+    "a3mega-2x8-h100-all_reduce.txt": None,
     "alps-2x4-gh200-all_reduce.txt": (("ll", "ll128", "simple"), 7),
-    "alps-2x1-gh200-all_reduce.txt": (("simple",), 2),
+    "alps-2x1-gh200-all_reduce.txt": (("ll", "simple"), 4),  # by thresholds: a convex bend
 }
 
 
@@ -38,11 +41,13 @@ def test_every_row_of_at_least_64_kib_is_within_10_percent(name: str) -> None:
     assert len(big) == sum(r.size_bytes >= 64 * KIB for r in table.rows)
     for point, predicted in big:
         assert abs(predicted / point.measured_s - 1) <= 0.10, (point.row.size_bytes, predicted)
-    protocols, parameters = REAL[name]
-    assert tuple(f.protocol for f in fit.fits) == protocols
-    assert fit.parameters == parameters
+    assert fit.parameters <= MAX_PARAMETERS
     chosen = [c for p, c in zip(fit.points, fit.chosen, strict=True) if p.role == "fit"]
-    assert chosen[0] == protocols[0] and chosen[-1] == "simple"  # LL small, Simple large
+    assert chosen[0] == fit.fits[0].protocol and chosen[-1] == "simple"  # size order
+    if REAL[name] is not None:
+        protocols, parameters = REAL[name]
+        assert tuple(f.protocol for f in fit.fits) == protocols
+        assert fit.parameters == parameters
 
 
 @pytest.mark.parametrize("name", sorted(REAL))

@@ -6,6 +6,7 @@ import dataclasses
 
 import pytest
 
+from transitsim.base.errors import TransitsimError
 from transitsim.network import Exchange, LinkSpec, NetworkSpec, simulate_exchange
 from transitsim.network.spec import NcclSpec, ProtocolSpec
 from transitsim.scenario import network_from_dict
@@ -103,3 +104,44 @@ def test_the_yaml_block_reaches_the_engine_and_absent_changes_nothing() -> None:
     assert mode.nccl.ll.efficiency == 0.5  # NCCL's default kept
     after = simulate_exchange(mode, ring(1 << 20))
     assert after.protocol == "ll" and after.time_s > before.time_s
+
+
+def test_thresholds_choose_the_protocol_by_size_even_where_another_is_faster() -> None:
+    """NCCL's switch points as a table shows them: below 64 KiB LL, below 16 MiB LL128, Simple
+    above, whatever the least time would say; the YAML block carries them; bad ones refused."""
+    mode = dataclasses.replace(MODE, thresholds=(64 << 10, 16 << 20))
+    net = dataclasses.replace(BASE, nccl=mode)
+    expected = {8: "ll", 1 << 16: "ll128", 1 << 20: "ll128", 1 << 24: "simple", 1 << 28: "simple"}
+    for size, protocol in expected.items():
+        result = simulate_exchange(net, ring(size))
+        fixed = dataclasses.replace(BASE, nccl=dataclasses.replace(MODE, protocol=protocol))
+        assert result.protocol == protocol
+        assert result.time_s == pytest.approx(simulate_exchange(fixed, ring(size)).time_s)
+    by_time = simulate_exchange(NET, ring(1 << 28))  # least time: not LL128 at 256 MiB
+    late = dataclasses.replace(BASE, nccl=dataclasses.replace(MODE, thresholds=(8, 1 << 30)))
+    slower = simulate_exchange(late, ring(1 << 28))
+    assert slower.protocol == "ll128" and slower.time_s > by_time.time_s
+    raw = {"topology": "switch", "workers": 8, "host_link": {"rate": "400 Gb/s"}}
+    block = {"protocols": ["ll", "simple"], "thresholds": ["1 MiB"]}
+    spec = network_from_dict({**raw, "nccl": block})
+    assert spec.nccl.thresholds == (float(1 << 20),)
+    assert simulate_exchange(spec, ring(1 << 19)).protocol == "ll"
+    assert simulate_exchange(spec, ring(1 << 21)).protocol == "simple"
+    for thresholds, message in (((1 << 20,), "one size fewer"), ((2, 1), "increasing")):
+        bad = dataclasses.replace(BASE, nccl=dataclasses.replace(MODE, thresholds=thresholds))
+        with pytest.raises(TransitsimError, match=message):
+            simulate_exchange(bad, ring(1 << 20))
+    fixed = dataclasses.replace(BASE, nccl=NcclSpec(protocol="ll", thresholds=(1.0, 2.0)))
+    with pytest.raises(TransitsimError, match="protocol auto"):
+        simulate_exchange(fixed, ring(1 << 20))
+
+
+def test_a_protocol_asked_for_overrides_the_thresholds() -> None:
+    """`collective --protocol simple` on a network with thresholds runs Simple at every size."""
+    from transitsim.commands.collective_cmd import with_nccl
+
+    net = dataclasses.replace(BASE, nccl=dataclasses.replace(MODE, thresholds=(8, 1 << 30)))
+    fixed = with_nccl(net, "simple", None)
+    assert fixed.nccl.thresholds == () and fixed.nccl.protocol == "simple"
+    assert simulate_exchange(fixed, ring(1 << 20)).protocol == "simple"
+    assert with_nccl(net, "auto", None).nccl.thresholds == (8, 1 << 30)

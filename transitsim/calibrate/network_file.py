@@ -134,7 +134,7 @@ def network_yaml(
 
 
 def protocol_line(calibration, index: int) -> str:
-    """One fitted NCCL protocol in words (--model nccl): its rows, latency, channel rate."""
+    """One fitted NCCL protocol in words: the rows it times, latency, channel rate, floor."""
     fit = calibration.fits[index]
     plateau = (
         f", fewer channels below {size_text(fit.channel_bytes * calibration.channels)} "
@@ -142,10 +142,21 @@ def protocol_line(calibration, index: int) -> str:
         if fit.channel_bytes
         else ""
     )
+    switch = calibration.switch_bytes
+    if switch:
+        low = f"from {size_text(switch[index - 1])}" if index > 0 else ""
+        high = f"below {size_text(switch[index])}" if index < len(switch) else ""
+        chosen = f"chosen {' '.join(x for x in (low, high) if x)}"
+    else:
+        chosen = "chosen where fastest"
+    rows = (
+        f"{size_text(fit.first_bytes)} .. {size_text(fit.last_bytes)} ({fit.rows} fitted rows)"
+        if fit.rows
+        else "no fitted row"
+    )
     return (
-        f"{fit.protocol}: fitted on {size_text(fit.first_bytes)} .. {size_text(fit.last_bytes)} "
-        f"({fit.rows} rows): latency {fit.latency_s * 1e6:.4g} us per link, channel rate "
-        f"{fit.channel_rate_bps / 1e9:,.4g} Gb/s x {calibration.channels} channels = "
+        f"{fit.protocol}: {chosen}, times {rows}: latency {fit.latency_s * 1e6:.4g} us per link, "
+        f"channel rate {fit.channel_rate_bps / 1e9:,.4g} Gb/s x {calibration.channels} channels = "
         f"{fit.channel_rate_bps * calibration.channels / 1e9:,.4g} Gb/s{plateau}"
     )
 
@@ -179,11 +190,13 @@ def nccl_network_yaml(
         "protocol": "auto",
         "protocols": [f.protocol for f in calibration.fits],
         "channels": calibration.channels,
-        **protocols,
     }
+    if spec.nccl.thresholds:  # the engine compares them with the exchange's payload
+        mapping["nccl"]["thresholds"] = [int(t) for t in spec.nccl.thresholds]
+    mapping["nccl"].update(protocols)
     worst = calibration.worst("fit")
     lines = [
-        f"# Calibrated by `{command} --model nccl`.",
+        f"# Calibrated by `{command}` (NCCL mode).",
         f"# Every rank is a host with one link to {where}; transitsim's {calibration.algo} in",
         f"# NCCL mode reproduces the measured {calibration.collective} times of these tables:",
     ]
@@ -195,6 +208,12 @@ def nccl_network_yaml(
         f"worst |error| {(worst or math.nan) * 100:.1f} %."
     )
     lines += [f"#   {protocol_line(calibration, i)}" for i in range(len(calibration.fits))]
+    if spec.nccl.thresholds:
+        lines.append(
+            "# thresholds: the payload bytes where the protocol changes (nccl-tests' sizes "
+            + ", ".join(size_text(b) for b in calibration.switch_bytes)
+            + ", as the exchange's payload)"
+        )
     body = yaml.safe_dump(mapping, sort_keys=False, default_flow_style=False, width=100)
     return "\n".join(lines) + "\n" + body, mapping
 

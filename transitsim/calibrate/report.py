@@ -5,6 +5,12 @@ import math
 
 import pandas as pd
 
+from transitsim.calibrate.accuracy import (
+    HELD_OUT_MEDIAN_TOLERANCE,
+    HELD_OUT_TOLERANCE,
+    Accuracy,
+    Errors,
+)
 from transitsim.calibrate.fit import Calibration, busbw_gbps
 from transitsim.calibrate.nccl_tests import Row
 from transitsim.calibrate.network_file import protocol_line, regime_line, size_text
@@ -94,8 +100,9 @@ def summary_lines(calibration: Calibration) -> list[str]:
     nccl = hasattr(calibration, "protocol_at")
     if nccl:
         lines = [protocol_line(calibration, i) for i in range(len(calibration.fits))]
+        how = "by thresholds" if calibration.switch_bytes else "the fastest"
         what = (
-            f"{len(calibration.fits)} protocol(s) x latency, channel rate; "
+            f"{len(calibration.fits)} protocol(s), {how}, x latency, channel rate; "
             f"{sum(f.channel_bytes > 0 for f in calibration.fits)} channel_bytes"
         )
     else:
@@ -118,4 +125,44 @@ def summary_lines(calibration: Calibration) -> list[str]:
                 f"{_time(predicted * 1e6)} us, measured {_time(point.measured_s * 1e6)} us, "
                 f"error {error * 100:+.1f} %"
             )
+    return lines
+
+
+def _pair(errors: Errors | None) -> str:
+    if errors is None:
+        return "-"
+    return f"{errors.worst * 100:.1f} % / {errors.median * 100:.1f} %"
+
+
+def accuracy_lines(accuracy: Accuracy, model: str, tolerance: float, median: float) -> list[str]:
+    """The fit's errors on the rows it saw and on rows it never saw, alpha-beta's beside."""
+    held = accuracy.held_sizes
+    lines = [
+        f"accuracy over rows of at least {size_text(accuracy.min_size)}, |error| worst / median "
+        f"(targets: fitted {tolerance * 100:.0f} % / {median * 100:.0f} %, held out "
+        f"{HELD_OUT_TOLERANCE * 100:.0f} % / {HELD_OUT_MEDIAN_TOLERANCE * 100:.0f} %):"
+    ]
+    if accuracy.held_out is not None:
+        kept = accuracy.fitted.rows - accuracy.held_out.rows
+        held_text = (
+            f"held out {_pair(accuracy.held_out)} ({accuracy.held_out.rows} rows predicted by "
+            f"the fit on the other {kept}, {accuracy.held_parameters} parameters)"
+        )
+        ab_held = f"held out {_pair(accuracy.alpha_beta_held_out)}"
+    else:
+        held_text = ab_held = "held out: none (--no-holdout, or fewer than 4 sizes)"
+    lines.append(
+        f"  {model} ({accuracy.parameters} parameters): fitted {_pair(accuracy.fitted)} "
+        f"({accuracy.fitted.rows} rows); {held_text}"
+    )
+    lines.append(
+        f"  alpha-beta (2 parameters: alpha {accuracy.alpha_s * 1e6:.4g} us, beta "
+        f"{accuracy.beta_bps / 1e9:,.4g} GB/s): fitted {_pair(accuracy.alpha_beta_fitted)}; "
+        f"{ab_held}"
+    )
+    if held:
+        lines.append(
+            "  held out: every second size, the ends kept: "
+            + ", ".join(size_text(size) for size in held)
+        )
     return lines

@@ -2,9 +2,11 @@
 -o NET.yaml`: fit a network to measured collective tables and write it as a network YAML.
 
 Prints each table beside transitsim's prediction on the calibrated network, per size (time,
-algbw, busbw with nccl-tests' busbw factors, the error of each row), the fitted regimes, and
-`--holdout` rows' errors. The file is checked before it is written: read back as `replay
---network` reads it, it must give the prediction printed. The work is transitsim.calibrate's.
+algbw, busbw with nccl-tests' busbw factors, the error of each row), the fitted protocols (or
+regimes), `--holdout` rows' errors, and the accuracy (calibrate/accuracy.py): the fit's errors on
+the rows it saw and on every second size left out and predicted, beside a plain alpha-beta
+line's. The file is checked before it is written: read back as `replay --network` reads it, it
+must give the prediction printed. The work is transitsim.calibrate's.
 """
 
 import sys
@@ -19,17 +21,26 @@ from transitsim.base.errors import TransitsimError
 from transitsim.base.tables import emit_json, emit_table, output_format
 from transitsim.base.units import parse_bytes, parse_rate_bps
 from transitsim.calibrate import COLLECTIVES, Calibration, Table, calibrate
+from transitsim.calibrate.accuracy import Accuracy, accuracy
 from transitsim.calibrate.fit import MAX_REGIMES, PLACES
 from transitsim.calibrate.model import exchange_for, predict_s
 from transitsim.calibrate.nccl_fit import (
     DEFAULT_CHANNELS,
+    NCCL_COLLECTIVES,
     NCCL_MIN_SIZE_BYTES,
     NcclCalibration,
     calibrate_nccl,
 )
+from transitsim.calibrate.nccl_search import MEDIAN_TOLERANCE
 from transitsim.calibrate.nccl_tests import read_nccl_tests
 from transitsim.calibrate.network_file import nccl_network_yaml, network_yaml, size_text
-from transitsim.calibrate.report import COLUMNS, comparison_frame, readable, summary_lines
+from transitsim.calibrate.report import (
+    COLUMNS,
+    accuracy_lines,
+    comparison_frame,
+    readable,
+    summary_lines,
+)
 from transitsim.calibrate.testbed_tables import TESTBED_COLLECTIVES, read_testbed_tables
 from transitsim.commands import QUIET_HELP
 
@@ -114,11 +125,35 @@ def _json_head(c: Calibration | NcclCalibration) -> dict:
     }
 
 
+def _accuracy_json(a: Accuracy | None) -> dict | None:
+    if a is None:
+        return None
+
+    def pair(e):
+        return None if e is None else {"rows": e.rows, "worst": e.worst, "median": e.median}
+
+    return {
+        "min_size_bytes": a.min_size,
+        "parameters": a.parameters,
+        "fitted": pair(a.fitted),
+        "held_out_sizes": list(a.held_sizes),
+        "held_out_parameters": a.held_parameters,
+        "held_out": pair(a.held_out),
+        "alpha_beta": {
+            "alpha_s": a.alpha_s,
+            "beta_bytes_per_s": a.beta_bps,
+            "fitted": pair(a.alpha_beta_fitted),
+            "held_out": pair(a.alpha_beta_held_out),
+        },
+    }
+
+
 def _nccl_json(c: NcclCalibration) -> dict:
     return {
         **_json_head(c),
         "model": "nccl",
         "channels": c.channels,
+        "thresholds_bytes": list(c.switch_bytes),
         "protocols": [
             {
                 "protocol": f.protocol,
@@ -136,15 +171,18 @@ def _nccl_json(c: NcclCalibration) -> dict:
     }
 
 
-def _report(calibrations: list[Calibration], fmt: str, quiet: bool) -> None:
-    if fmt == "json" and isinstance(calibrations[0], NcclCalibration):
-        emit_json([_nccl_json(c) for c in calibrations])
-        return
+def _report(
+    calibrations: list[Calibration], accuracies: list[Accuracy | None], fmt: str, quiet: bool
+) -> None:
     if fmt == "json":
         emit_json(
             [
-                {
+                {**_nccl_json(c), "accuracy": _accuracy_json(a)}
+                if isinstance(c, NcclCalibration)
+                else {
                     **_json_head(c),
+                    "model": "regimes",
+                    "accuracy": _accuracy_json(a),
                     "regimes": [
                         {
                             "first_bytes": r.first_bytes,
@@ -160,7 +198,7 @@ def _report(calibrations: list[Calibration], fmt: str, quiet: bool) -> None:
                     ],
                     "rows": comparison_frame(c).to_dict(orient="records"),
                 }
-                for c in calibrations
+                for c, a in zip(calibrations, accuracies, strict=True)
             ]
         )
         return
@@ -176,7 +214,7 @@ def _report(calibrations: list[Calibration], fmt: str, quiet: bool) -> None:
             frames.append(frame)
         emit_table(pd.concat(frames, ignore_index=True), "csv")
         return
-    for calibration in calibrations:
+    for calibration, found in zip(calibrations, accuracies, strict=True):
         frame = comparison_frame(calibration)
         title = None
         if not quiet:
@@ -189,6 +227,11 @@ def _report(calibrations: list[Calibration], fmt: str, quiet: bool) -> None:
         emit_table(readable(frame), "table", title=title, headers=COLUMNS)
         for line in summary_lines(calibration):
             print(line)
+        if found is not None:
+            model = "NCCL mode" if isinstance(calibration, NcclCalibration) else "regimes"
+            median = getattr(calibration, "median_tolerance", MEDIAN_TOLERANCE)
+            for line in accuracy_lines(found, model, calibration.tolerance, median):
+                print(line)
         if not quiet:
             for table in calibration.tables:
                 for note in table.notes:
@@ -197,6 +240,7 @@ def _report(calibrations: list[Calibration], fmt: str, quiet: bool) -> None:
 
 def _finish(
     calibrations: list[Calibration],
+    accuracies: list[Accuracy | None],
     use: str | None,
     output: Path,
     payload: str | None,
@@ -222,14 +266,14 @@ def _finish(
     else:
         text, _, regime = network_yaml(chosen, size, name, command=command)
     check_written(text, chosen, regime)
-    _report(calibrations, fmt, quiet)
+    _report(calibrations, accuracies, fmt, quiet)
     for calibration in calibrations:
         worst = calibration.worst("fit")
         if worst is not None and worst > calibration.tolerance and not quiet:
             print(
                 f"transitsim: warning: {calibration.collective}: worst fitted |error| "
-                f"{worst * 100:.1f} % exceeds {calibration.tolerance * 100:.0f} % (more regimes: "
-                "--max-regimes, or --model nccl; or a higher --min-size)",
+                f"{worst * 100:.1f} % exceeds {calibration.tolerance * 100:.0f} % (a higher "
+                "--min-size; with --model regimes, more --max-regimes)",
                 file=sys.stderr,
             )
     write_text_atomic(output, text)
@@ -277,17 +321,23 @@ def nccl_tests_command(
     min_size: str | None = typer.Option(
         None,
         "--min-size",
-        help="fit rows of at least this size (default: 1 MiB; 64 KiB with --model nccl)",
+        help="fit rows of at least this size (default: 64 KiB in the NCCL mode, 1 MiB for regimes)",
     ),
     max_regimes: int = MAX_REGIMES_OPTION,
     place: str = PLACE,
     line_rate: str | None = LINE_RATE,
     name: str | None = NAME,
-    model: str = typer.Option(
-        "regimes",
+    model: str | None = typer.Option(
+        None,
         "--model",
-        help="regimes: alpha-beta per size regime, one in the file; nccl: the NCCL mode "
-        "(LL, LL128, Simple chosen by size, channels), one file for every size",
+        help="nccl (the default for all_reduce, all_gather, reduce_scatter): the NCCL mode (LL, "
+        "LL128, Simple chosen by size, channels), one file for every size; regimes (the "
+        "default for broadcast, alltoall): alpha-beta per size regime, one in the file",
+    ),
+    no_holdout: bool = typer.Option(
+        False,
+        "--no-holdout",
+        help="skip the second fit that leaves every second size out and predicts it",
     ),
     channels: int = typer.Option(
         DEFAULT_CHANNELS, "--channels", help="--model nccl: the channels of the network fitted"
@@ -300,10 +350,8 @@ def nccl_tests_command(
     quiet: bool = QUIET,
 ) -> int:
     """Fit a network to nccl-tests tables; print them beside its prediction; write it."""
-    if model not in ("regimes", "nccl"):
+    if model is not None and model not in ("regimes", "nccl"):
         raise TransitsimError(f"--model must be regimes or nccl, got {model!r}")
-    if min_size is None:
-        min_size = "64 KiB" if model == "nccl" else "1 MiB"
     assert NCCL_MIN_SIZE_BYTES == parse_bytes("64 KiB")
     fmt = output_format(csv, False, json_)
     check_writable_file(output, "network file")
@@ -315,17 +363,30 @@ def nccl_tests_command(
     groups: dict[tuple[str, int], list[Table]] = {}
     for table in tables:  # one fit per collective and rank count: tables of one sweep, or repeats
         groups.setdefault((table.collective, table.ranks), []).append(table)
-    options = _fit_options(algo, holdout, min_size, max_regimes, place, line_rate, topology)
-    if model == "nccl":
-        options.pop("max_regimes")
-        options.update(channels=channels, max_protocols=max_protocols)
-    fit = calibrate_nccl if model == "nccl" else calibrate
-    calibrations = [
-        fit(group, **{**options, "algo": options["algo"] if kind == "all_reduce" else None})
-        for (kind, _), group in groups.items()
-    ]
+    calibrations, accuracies = [], []
+    for (kind, count), group in groups.items():
+        # the NCCL mode where transitsim has the collective's schedule, else regimes
+        chosen = model or ("nccl" if kind in NCCL_COLLECTIVES else "regimes")
+        smallest = min_size or ("64 KiB" if chosen == "nccl" else "1 MiB")
+        settings = _fit_options(algo, holdout, smallest, max_regimes, place, line_rate, topology)
+        settings["algo"] = settings["algo"] if kind == "all_reduce" else None
+        if chosen == "nccl":
+            settings.pop("max_regimes")
+            settings.update(channels=channels, max_protocols=max_protocols, coefficient_cache={})
+        fit = calibrate_nccl if chosen == "nccl" else calibrate
+        final = fit(group, **settings)
+
+        def refit(sizes: list[int], group=group, settings=settings, fit=fit):
+            held = {**settings, "holdout": [*settings["holdout"], *sizes]}
+            try:
+                return fit(group, **held)
+            except TransitsimError:
+                return None  # too few rows left: no held-out figures
+
+        calibrations.append(final)
+        accuracies.append(accuracy(final, None if no_holdout else refit, kind, count))
     command = f"transitsim calibrate nccl-tests (transitsim {__version__})"
-    return _finish(calibrations, use, output, payload, name, command, fmt, quiet)
+    return _finish(calibrations, accuracies, use, output, payload, name, command, fmt, quiet)
 
 
 def testbed_command(
@@ -374,10 +435,12 @@ def testbed_command(
     options = _fit_options(algo, holdout, min_size, max_regimes, "out", line_rate, "switch")
     calibrations = [calibrate(chosen, **options)]
     command = f"transitsim calibrate testbed (transitsim {__version__})"
-    return _finish(calibrations, None, output, payload, name, command, fmt, quiet)
+    return _finish(calibrations, [None], None, output, payload, name, command, fmt, quiet)
 
 
 def _fit_options(algo, holdout, min_size, max_regimes, place, line_rate, topology) -> dict:
+    if not 1 <= max_regimes <= MAX_REGIMES:
+        raise TransitsimError(f"--max-regimes must lie in 1..{MAX_REGIMES}, got {max_regimes}")
     if place not in PLACES:
         raise TransitsimError(f"--place must be one of {', '.join(PLACES)}, got {place!r}")
     return {

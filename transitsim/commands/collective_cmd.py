@@ -230,7 +230,10 @@ def with_nccl(network: NetworkSpec, protocol: str | None, channels: int | None) 
             raise TransitsimError(
                 f"--protocol must be one of {', '.join(PROTOCOL_CHOICES)}, got {protocol!r}"
             )
-        nccl = dataclasses.replace(nccl, protocol=protocol)
+        fixed = protocol != "auto"  # a protocol asked for overrides the size thresholds
+        nccl = dataclasses.replace(
+            nccl, protocol=protocol, thresholds=() if fixed else nccl.thresholds
+        )
     if channels is not None:
         if not 1 <= channels <= MAX_CHANNELS:
             raise TransitsimError(f"--channels must lie in 1..{MAX_CHANNELS}, got {channels}")

@@ -21,6 +21,12 @@ bytes a worker sends are n channels' worth. The choice is made once per (network
 with every worker starting together and no faults, as NCCL's tuner knows nothing of
 stragglers; the exchange is then timed with the chosen protocol on the caller's start times,
 faults and method. Exchanges through a transform are not NCCL's and run as without the mode.
+
+NCCL's tuner does not always take what is fastest (its model is not the wire). Where a measured
+table shows where it switched, `thresholds` say so: "auto" then takes the protocol of the
+payload's size range (below the first threshold the first allowed protocol, and so on), the
+rule NCCL_LL_THRESHOLD and NCCL_LL128_THRESHOLD once set; the calibration fits them
+(calibrate/nccl_fit.py).
 """
 
 import dataclasses
@@ -83,6 +89,7 @@ def check_nccl(nccl: NcclSpec, name: str = "network") -> None:
             f"{name}: nccl.protocol {nccl.protocol} is not among nccl.protocols "
             f"({', '.join(nccl.protocols)}): name it there too, or set protocol auto"
         )
+    _check_thresholds(nccl, name)
     for protocol in NCCL_PROTOCOLS:
         spec = nccl.spec(protocol)
         where = f"{name}: nccl.{protocol}"
@@ -96,6 +103,34 @@ def check_nccl(nccl: NcclSpec, name: str = "network") -> None:
             isinstance(spec.channel_bytes, int) and spec.channel_bytes >= 0
         ):
             raise TransitsimError(f"{where}.channel_bytes must be an integer >= 0")
+
+
+def _check_thresholds(nccl: NcclSpec, name: str) -> None:
+    """Thresholds, where given: one fewer than the protocols, positive, increasing, with auto."""
+    thresholds = tuple(nccl.thresholds)
+    if not thresholds:
+        return
+    allowed = len(set(nccl.protocols))
+    if nccl.protocol != "auto":
+        raise TransitsimError(f"{name}: nccl.thresholds choose among protocols: give protocol auto")
+    if len(thresholds) != allowed - 1:
+        raise TransitsimError(
+            f"{name}: nccl.thresholds must hold one size fewer than nccl.protocols ({allowed}), "
+            f"got {len(thresholds)}"
+        )
+    finite = all(isinstance(t, int | float) and math.isfinite(t) and t > 0 for t in thresholds)
+    if not finite or any(b <= a for a, b in zip(thresholds, thresholds[1:], strict=False)):
+        raise TransitsimError(f"{name}: nccl.thresholds must be positive and increasing")
+
+
+def by_size(nccl: NcclSpec, payload_bytes: float) -> str:
+    """The protocol the thresholds give a payload: the first allowed one (in NCCL's order)
+    below whose threshold it lies, else the last."""
+    ordered = [p for p in NCCL_PROTOCOLS if p in nccl.protocols]
+    for protocol, threshold in zip(ordered, nccl.thresholds, strict=False):
+        if payload_bytes < threshold:
+            return protocol
+    return ordered[-1]
 
 
 def channels_for(spec: ProtocolSpec, channels: int, payload_bytes: int) -> int:
@@ -164,6 +199,8 @@ def candidates(network: NetworkSpec, exchange: Exchange) -> list[tuple[str, str]
     assert nccl is not None
     protocols = list(nccl.protocols) if nccl.protocol == "auto" else [nccl.protocol]
     protocols = [p for p in NCCL_PROTOCOLS if p in protocols]
+    if nccl.protocol == "auto" and nccl.thresholds:
+        protocols = [by_size(nccl, exchange.payload_bytes)]
     algos = [exchange.algo]
     if nccl.algorithm == "auto" and exchange.algo in ALL_REDUCE_ALGOS:
         algos = ["ring_allreduce", "double_binary_tree"]

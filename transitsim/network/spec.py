@@ -194,12 +194,17 @@ class NcclSpec:
     trees) with one of NCCL's protocols, each protocol's efficiency and latency applied to the
     links. protocol "auto" takes the allowed protocol of least time, as NCCL's tuner takes the
     one its own model predicts fastest; algorithm "auto" also picks ring, double binary tree or
-    (where the switch sums: NVLS) the switch sum for an all-reduce."""
+    (where the switch sums: NVLS) the switch sum for an all-reduce. `thresholds` (one fewer than
+    `protocols`, increasing) make "auto" choose by size instead, as NCCL did where a measured
+    table shows it: the first protocol below thresholds[0] payload bytes, the next below
+    thresholds[1], the last above (NCCL_LL_THRESHOLD's and NCCL_LL128_THRESHOLD's rule); empty:
+    by least time."""
 
     protocol: str = "auto"  # one of NCCL_PROTOCOLS, or "auto"
     channels: int = 1
     algorithm: str | None = None  # None: the exchange's own; "auto": the fastest all-reduce
     protocols: tuple[str, ...] = NCCL_PROTOCOLS  # those "auto" may choose (NCCL_PROTO)
+    thresholds: tuple[float, ...] = ()  # payload bytes where "auto" switches protocol (by size)
     ll: ProtocolSpec = NCCL_DEFAULTS["ll"]
     ll128: ProtocolSpec = NCCL_DEFAULTS["ll128"]
     simple: ProtocolSpec = NCCL_DEFAULTS["simple"]

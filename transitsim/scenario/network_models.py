@@ -303,6 +303,11 @@ class NcclModel(StrictModel):
         description="auto: an all-reduce runs as the fastest of ring, double binary tree and "
         "(where the switch sums: NVLS) the switch sum; absent: the exchange's own",
     )
+    thresholds: list[Size] = Field(
+        [],
+        description="payload sizes where auto switches protocol, one fewer than protocols, "
+        "increasing: the first protocol below the first, ...; empty: the fastest",
+    )
     ll: ProtocolModel = Field(default_factory=ProtocolModel, description="LL's values")
     ll128: ProtocolModel = Field(default_factory=ProtocolModel, description="LL128's values")
     simple: ProtocolModel = Field(default_factory=ProtocolModel, description="Simple's values")
@@ -313,6 +318,7 @@ class NcclModel(StrictModel):
             channels=self.channels,
             algorithm=self.algorithm,
             protocols=tuple(p for p in NCCL_PROTOCOLS if p in self.protocols),
+            thresholds=tuple(float(t) for t in self.thresholds),
             ll=self.ll.to_spec("ll"),
             ll128=self.ll128.to_spec("ll128"),
             simple=self.simple.to_spec("simple"),
