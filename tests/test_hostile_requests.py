@@ -102,3 +102,20 @@ def test_a_fifo_as_an_input_is_refused_not_waited_on(tmp_path: Path, fifo_as: st
     )
     assert done.returncode == 2, done.stderr
     assert len(done.stderr.splitlines()) == 1 and "not a regular file" in done.stderr, done.stderr
+
+
+def test_a_concurrent_runs_writability_probe_is_nobodys_content(tmp_path: Path) -> None:
+    """Two runs into one folder at once: one saw the other's probe file and refused the folder
+    (a failure seen only under load, tests/test_hostile_outputs.py)."""
+    from transitsim.base.atomic import PROBE_PREFIX
+    from transitsim.base.outfolder import check_output_folder
+
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "summary.csv").write_text("x\n")
+    (out / f"{PROBE_PREFIX}abc123").write_text("")
+    assert check_output_folder(out, {"summary.csv"}) == out
+    (out / "summary.csv").unlink()
+    (out / "summary.csv").mkdir()  # a folder under an output's name is still someone else's
+    with pytest.raises(TransitsimError, match="holds files that are not transitsim outputs"):
+        check_output_folder(out, {"summary.csv"})

@@ -22,6 +22,10 @@ from transitsim.base.errors import TransitsimError
 
 MAX_NAME_BYTES = 200  # a file name plus our ".<name>.<random>.tmp" stays under the usual 255
 
+# The empty file a writability check makes and removes at once: a concurrent run into the same
+# folder may see one for an instant (base/outfolder.py counts it as nobody's content).
+PROBE_PREFIX = ".transitsim-probe."
+
 
 def _reason(exc: OSError) -> str:
     return exc.strerror or type(exc).__name__
@@ -48,7 +52,7 @@ def check_writable_folder(folder: Path | str, what: str = "output folder") -> Pa
     if not start.is_dir():
         raise TransitsimError(f"{what} {folder}: {start} is a file, not a folder")
     try:
-        fd, probe = tempfile.mkstemp(prefix=".transitsim-probe.", dir=start)
+        fd, probe = tempfile.mkstemp(prefix=PROBE_PREFIX, dir=start)
     except OSError as exc:
         raise TransitsimError(
             f"{what} {folder}: cannot write in {start} ({_reason(exc)})"

@@ -21,7 +21,12 @@ import tempfile
 from collections.abc import Callable, Collection, Iterator
 from pathlib import Path
 
-from transitsim.base.atomic import check_writable_file, check_writable_folder, signals_raise
+from transitsim.base.atomic import (
+    PROBE_PREFIX,
+    check_writable_file,
+    check_writable_folder,
+    signals_raise,
+)
 from transitsim.base.errors import TransitsimError
 
 _RENAME_EXCHANGE = 2  # linux/fs.h
@@ -48,7 +53,9 @@ def check_output_folder(out_dir: Path | str, owned: Collection[str]) -> Path:
         foreign = sorted(
             p.name + ("/" if p.is_dir() else "")
             for p in out_dir.iterdir()
-            if not (_is_ours(p.name, owned) and p.is_file())
+            # a concurrent run's probe or temp file may vanish between listing and looking:
+            # only a name not ours, or a folder under our name, is someone else's content
+            if not (_is_ours(p.name, owned) or p.name.startswith(PROBE_PREFIX)) or p.is_dir()
         )
         if foreign:
             shown = ", ".join(foreign[:3]) + (
