@@ -17,6 +17,7 @@ import argparse
 import contextlib
 import io
 import json
+import math
 import tempfile
 import time
 from pathlib import Path
@@ -27,7 +28,7 @@ import pandas as pd
 from transitsim import cli
 from transitsim.base.errors import TransitsimError
 from transitsim.base.tables import emit_table
-from transitsim.traces.measured_network import write_measured_network
+from transitsim.calibrate.profile_table import write_profile_network
 from transitsim.traces.profile_import import ImportOptions, import_profile
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "kineto"
@@ -66,8 +67,15 @@ def one_row(path: Path, options: ImportOptions, label: str) -> dict[str, Any]:
         rows = len(result.trace.steps)
         extra = ["--set", f"workers={meta['workers']}", "--overlap", "buckets"]
         replayed = replay_time_s(Path(folder), NETWORK, extra) / rows
-        network = write_measured_network(Path(folder) / "measured.yaml", meta)
-        measured = replay_time_s(Path(folder), str(network), ["--overlap", "none"]) / rows
+        try:
+            network, fit = write_profile_network(Path(folder) / "measured.yaml", meta)
+        except TransitsimError:  # no collective of readable size: nothing to fit
+            network, fit = None, None
+        measured = (
+            replay_time_s(Path(folder), str(network), ["--overlap", "buckets"]) / rows
+            if network is not None
+            else math.nan
+        )
     ms = 1e3
     return {
         "trace": label,
@@ -80,7 +88,10 @@ def one_row(path: Path, options: ImportOptions, label: str) -> dict[str, Any]:
         "hidden comm (ms)": template["hidden_s"] * ms,
         "payload (B)": int(template["payload_bytes"]),
         f"replayed on {NETWORK} (ms)": replayed * ms,
+        "waited (ms)": template["waited_s"] * ms,
         "replayed on measured (ms)": measured * ms,
+        "error": "" if fit is None else f"{measured / template['wall_s'] - 1:+.1%}",
+        "fit worst": "" if fit is None else f"{fit.worst:.1%}",
         "import (s)": seconds,
         "note": "; ".join(w.split(": ", 1)[1][:60] for w in result.warnings),
     }

@@ -41,7 +41,6 @@ from transitsim.traces.format import (
 from transitsim.traces.kineto import DTYPE_BYTES, RankProfile, StepTiming, read_job_profiles
 from transitsim.traces.loss_logs import LossLog
 
-GRADIENT_KINDS = ("all_reduce", "all_gather")
 BYTES_PER_PARAM = 4  # fp32 gradients, where neither the profile nor --dtype says
 DTYPE_ALIASES = {"fp32": 4, "fp16": 2, "bf16": 2, "fp64": 8, "fp8": 1, "tf32": 4}
 
@@ -83,10 +82,8 @@ class _JobStep:
 def _step_kind(step: StepTiming) -> tuple[int, str]:
     """(payload bytes, collective) of a step: its all-reduces, else its all-gathers (bytes 0
     where none has a readable size)."""
-    for kind in GRADIENT_KINDS:
-        if any(c.kind == kind for c in step.collectives):
-            return step.bytes_of(kind), kind
-    return 0, "all_reduce"
+    kind = step.gradient_kind()
+    return (0, "all_reduce") if kind is None else (step.bytes_of(kind), kind)
 
 
 def _job_steps(profiles: list[RankProfile]) -> list[_JobStep]:
@@ -102,13 +99,19 @@ def _job_steps(profiles: list[RankProfile]) -> list[_JobStep]:
 
 def _bucket_profile(steps: list[_JobStep]) -> tuple[dict[str, Any] | None, str | None]:
     """The backward profile from the bucket launches of the slowest rank, averaged over steps
-    with the usual bucket count; (None, why) when the profile cannot give one."""
+    with the usual bucket count; (None, why) when the profile cannot give one.
+
+    Replay places the end of the backward at the end of the step's compute (compute_s, which
+    holds every part of the step but the wait on the exchange and the update) and the buckets
+    before it as they were before the backward's end: the backward's share is its measured
+    length over compute_s, not over the frame, so a host-bound step's idle time (before the
+    backward, or after the update) moves no bucket away from the backward's end."""
     usable = []
     for step in steps:
         s = step.critical
         buckets = [c for c in s.collectives if c.kind == step.collective]
         start, end = s.backward_start_s, s.compute_end_s
-        if not buckets or start is None or end <= start:
+        if not buckets or start is None or end <= start or s.compute_s <= 0:
             continue
         if any(not c.elements for c in buckets):
             return None, "a bucket's element count is unreadable: no backward profile"
@@ -118,7 +121,7 @@ def _bucket_profile(steps: list[_JobStep]) -> tuple[dict[str, Any] | None, str |
                      * 1e-6 - start) / span, 0.0), 1.0)
             for c in buckets
         ]  # fmt: skip
-        usable.append(([int(c.elements or 0) for c in buckets], ready, span / end))
+        usable.append(([int(c.elements or 0) for c in buckets], ready, span / s.compute_s))
     if not usable:
         return None, "no step with both backward ops and bucket launches: no backward profile"
     common = Counter(tuple(n) for n, _, _ in usable).most_common(1)[0][0]
@@ -134,6 +137,7 @@ def _bucket_profile(steps: list[_JobStep]) -> tuple[dict[str, Any] | None, str |
         "window": f"{len(chosen)} profiled step(s): when the slowest rank's buckets were ready "
         + ("on the GPU" if steps[0].critical.device_s is not None else "(their launches)"),
         "source": "kineto",
+        "buckets": True,  # the tensors are the job's DDP buckets: replay keeps them as they are
         "backward_share": min(max(share, 1e-9), 1.0),
         "tensors": tensors,
     }
@@ -194,8 +198,10 @@ def _template(steps: list[_JobStep], notes: list[str]) -> dict[str, Any]:
     # means, not medians: per step wall = compute + exposed + update, and means keep that sum
     med = {
         key: float(np.mean([getattr(s.critical, key) for s in steps]))
-        for key in ("wall_s", "compute_s", "update_s", "comm_s", "exposed_s", "hidden_s")
-    }
+        for key in (
+            "wall_s", "compute_s", "update_s", "comm_s", "exposed_s", "hidden_s", "waited_s"
+        )
+    }  # fmt: skip
     med["payload_bytes"] = int(np.median(payloads))
     med["collective"] = kinds
     return med
@@ -250,7 +256,7 @@ def _profile_meta(
     profiles: list[RankProfile], steps: list[_JobStep], template: dict[str, Any]
 ) -> dict[str, Any]:
     def figures(s: StepTiming) -> dict[str, float]:
-        keys = ("wall_s", "compute_s", "update_s", "comm_s", "exposed_s", "hidden_s")
+        keys = ("wall_s", "compute_s", "update_s", "comm_s", "exposed_s", "hidden_s", "waited_s")
         out = {key: round(getattr(s, key), 9) for key in keys}
         for key in ("device_s", "gpu_compute_s", "idle_s"):  # GPU traces: the device's own
             if getattr(s, key) is not None:
@@ -280,6 +286,7 @@ def _profile_meta(
                         "elements": c.elements,
                         "group_size": c.group_size,
                         "launch_s": round((c.launch_us - step.critical.start_us) * 1e-6, 9),
+                        **({} if c.run_us is None else {"run_s": _run_s(c.run_us)}),
                         **(
                             {}
                             if c.ready_us is None
@@ -296,6 +303,11 @@ def _profile_meta(
             for step in steps
         ],
     }
+
+
+def _run_s(run_us: tuple[float, float]) -> float:
+    """How long a collective ran (its kernels on the GPU, its op on a CPU trace), seconds."""
+    return round(max(run_us[1] - run_us[0], 0.0) * 1e-6, 9)
 
 
 def build_trace(
