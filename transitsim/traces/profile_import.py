@@ -350,6 +350,7 @@ def build_trace(
     profile["stragglers"] = stragglers
     if loss is not None:
         profile["loss_log"] = {"file": loss.path.name, "columns": loss.columns}
+    steps_table = _rows(steps, loss, template, options.variant)
     meta: dict[str, Any] = {
         "name": name,
         "variant": options.variant,
@@ -359,7 +360,7 @@ def build_trace(
         "n_params": int(n_params),
         "dense_bytes_per_step": int(dense),
         "payload_bytes_per_step": int(template["payload_bytes"]),
-        "rows": "every_step" if loss is None or loss.every_step else "evaluated_steps",
+        "rows": _row_kind(steps_table, loss),
         "origin": "import",
         "status": "complete",
         "hardware": {"device": profiles[0].device, "backend": profiles[0].backend},
@@ -373,11 +374,19 @@ def build_trace(
     }
     if backward is not None:
         meta["backward_profile"] = backward
-    steps_table = _rows(steps, loss, template, options.variant)
     validate_meta(meta, name)
     validate_steps(steps_table, name)
     trace = Trace(meta=meta, steps=steps_table, path=None)
     return ProfileImport(trace=trace, notes=notes, stragglers=stragglers, warnings=warnings)
+
+
+def _row_kind(rows: pd.DataFrame, loss: LossLog | None) -> str:
+    """What each row stands for: without a loss log the profiled steps themselves, one step
+    each (ProfilerStep#15..#17 are 3 steps, not 17), every_step where they are 1, 2, ..."""
+    if loss is not None:
+        return "every_step" if loss.every_step else "evaluated_steps"
+    consecutive = rows["step"].tolist() == list(range(1, len(rows) + 1))
+    return "every_step" if consecutive else "profiled_steps"
 
 
 def _check_options(options: ImportOptions) -> None:
