@@ -141,7 +141,7 @@ def test_two_ranks_of_one_job_give_each_ranks_step_times_and_fitted_stragglers(t
     assert walls["1"] == pytest.approx(rank1, rel=1e-12)
     fitted = result.stragglers
     assert fitted is not None and fitted["scale"] > 0 and len(fitted["worker_factors"]) == 2
-    assert min(fitted["worker_factors"]) == 1.0
+    assert max(fitted["worker_factors"]) == 1.0  # the slowest rank: the trace's compute
     # the other collectives of the job are named, not replayed
     assert any("all_to_all" in note for note in result.notes)
 

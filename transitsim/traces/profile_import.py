@@ -144,18 +144,29 @@ def _bucket_profile(steps: list[_JobStep]) -> tuple[dict[str, Any] | None, str |
     return profile, None
 
 
+def _arrival_s(step: StepTiming) -> float:
+    """When a rank reached the exchange after its step started: its backward's end in its
+    own step (the device's window on a GPU trace), else its compute."""
+    return step.compute_end_s or step.compute_s
+
+
 def _fit_stragglers(steps: list[_JobStep]) -> dict[str, Any] | None:
-    """The ranks' compute spread as the replay's Stragglers: fixed per-rank factors (each
-    rank's median compute over the fastest rank's) and, on top, exponential multiplicative
-    jitter fitted to what the factors leave: for X ~ Exp(mean s), E|X_i - X_j| = s, so s is the
-    mean pairwise difference of the per-step compute divided by its rank's factor and base."""
+    """The ranks' spread as the replay's Stragglers (replay/fitted.py), fitted from when each
+    rank started its step and reached the exchange, not from its span: a rank that starts late
+    waits least and has the shortest span, and its span says nothing of its speed.
+
+    Fixed per-rank factors: each rank's median arrival over the slowest rank's (the trace's
+    compute is the slowest rank's, so the slowest keeps it); on top, exponential
+    multiplicative jitter fitted to what the factors leave: for X ~ Exp(mean s),
+    E|X_i - X_j| = s, so s is the mean pairwise difference of the per-step arrivals divided by
+    their rank's factor and the slowest rank's median."""
     ranks = sorted(steps[0].per_rank)
-    computes = np.array([[s.per_rank[r].compute_s for r in ranks] for s in steps])
-    medians = np.median(computes, axis=0)
-    if len(ranks) < 2 or (medians <= 0).any() or (computes <= 0).any():
+    arrivals = np.array([[_arrival_s(s.per_rank[r]) for r in ranks] for s in steps])
+    medians = np.median(arrivals, axis=0)
+    if len(ranks) < 2 or (medians <= 0).any() or (arrivals <= 0).any():
         return None
-    factors = medians / medians.min()
-    relative = computes / (factors * medians.min())  # 1 + jitter, per step and rank
+    factors = medians / medians.max()
+    relative = arrivals / (factors * medians.max())  # 1 + jitter, per step and rank
     pairs = [
         float(np.mean(np.abs(relative[:, i] - relative[:, j])))
         for i in range(len(ranks))
@@ -166,7 +177,8 @@ def _fit_stragglers(steps: list[_JobStep]) -> dict[str, Any] | None:
         "scale": round(float(np.mean(pairs)), 6),
         "mode": "multiplicative",
         "worker_factors": [round(float(f), 6) for f in factors],
-        "fitted_from": f"{len(ranks)} ranks x {len(steps)} profiled steps",
+        "fitted_from": f"{len(ranks)} ranks x {len(steps)} profiled steps: when each reached "
+        "the exchange after its step started",
     }
 
 
