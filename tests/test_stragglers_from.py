@@ -178,3 +178,13 @@ def test_two_ranks_of_the_128_gpu_job_give_jitter_for_all_128(tmp_path) -> None:
     assert "2 ranks' factors do not fit 128 workers" in stderr
     slower = json.loads(jittered)[0]["step_s"] / json.loads(plain)[0]["step_s"]
     assert 1.0 < slower < 1.0 + 10 * fitted.scale
+
+
+def test_buckets_that_ran_at_once_share_their_stretch_by_bytes(tmp_path) -> None:
+    """Item 4 on a CPU trace: gloo runs the step's two buckets on two threads, at once (here
+    3550..6550 and 5050..6550 us): the 3000 us they covered together is shared 2:1 by their
+    bytes (1000 and 500 floats), as they shared the link, not counted twice."""
+    result = build_trace(two_ranks(tmp_path), None, ImportOptions(name="gloo"))
+    for step in result.trace.meta["profile"]["steps"]:
+        runs = [c["run_s"] for c in step["collectives"]]
+        assert runs == pytest.approx([2000e-6, 1000e-6])

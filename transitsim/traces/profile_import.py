@@ -38,7 +38,13 @@ from transitsim.traces.format import (
     validate_steps,
     write_trace,
 )
-from transitsim.traces.kineto import DTYPE_BYTES, RankProfile, StepTiming, read_job_profiles
+from transitsim.traces.kineto import (
+    DTYPE_BYTES,
+    Collective,
+    RankProfile,
+    StepTiming,
+    read_job_profiles,
+)
 from transitsim.traces.loss_logs import LossLog
 
 BYTES_PER_PARAM = 4  # fp32 gradients, where neither the profile nor --dtype says
@@ -298,7 +304,7 @@ def _profile_meta(
                         "elements": c.elements,
                         "group_size": c.group_size,
                         "launch_s": round((c.launch_us - step.critical.start_us) * 1e-6, 9),
-                        **({} if c.run_us is None else {"run_s": _run_s(c.run_us)}),
+                        **({} if run is None else {"run_s": run}),
                         **(
                             {}
                             if c.ready_us is None
@@ -309,7 +315,11 @@ def _profile_meta(
                             }
                         ),
                     }
-                    for c in step.critical.collectives
+                    for c, run in zip(
+                        step.critical.collectives,
+                        _run_seconds(step.critical.collectives),
+                        strict=True,
+                    )
                 ],
             }
             for step in steps
@@ -317,9 +327,35 @@ def _profile_meta(
     }
 
 
-def _run_s(run_us: tuple[float, float]) -> float:
-    """How long a collective ran (its kernels on the GPU, its op on a CPU trace), seconds."""
-    return round(max(run_us[1] - run_us[0], 0.0) * 1e-6, 9)
+def _run_seconds(collectives: list[Collective]) -> list[float | None]:
+    """How long each collective had the network to itself, seconds (None: not timed): its
+    kernels' time on a GPU, its op's on a CPU trace; where collectives of one kind ran at once
+    (gloo runs a step's buckets on two threads, beside each other), the stretch they covered
+    together is shared between them by their bytes, as they shared the link."""
+    out: list[float | None] = [None] * len(collectives)
+    timed = sorted(
+        (i for i, c in enumerate(collectives) if c.run_us is not None),
+        key=lambda i: (collectives[i].kind, collectives[i].run_us),  # type: ignore[arg-type]
+    )
+    cluster: list[int] = []
+    for i in [*timed, None]:
+        run = None if i is None else collectives[i].run_us
+        if cluster and (
+            i is None
+            or collectives[i].kind != collectives[cluster[0]].kind
+            or run[0] >= max(collectives[j].run_us[1] for j in cluster)  # type: ignore[index]
+        ):
+            start = min(collectives[j].run_us[0] for j in cluster)  # type: ignore[index]
+            end = max(collectives[j].run_us[1] for j in cluster)  # type: ignore[index]
+            sizes = [collectives[j].nbytes or 0 for j in cluster]
+            total = sum(sizes)
+            for j, size in zip(cluster, sizes, strict=True):
+                share = size / total if total and all(sizes) else 1 / len(cluster)
+                out[j] = round(max(end - start, 0.0) * share * 1e-6, 9)
+            cluster = []
+        if i is not None:
+            cluster.append(i)
+    return out
 
 
 def build_trace(
