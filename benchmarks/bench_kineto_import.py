@@ -1,14 +1,16 @@
-"""Every real Kineto trace in the shared folder, imported and replayed (issue 42): what the
-import reads per trace, and the step a replay predicts from it.
+"""Every real Kineto trace in the shared folder, imported and replayed (issue 42, items 3 and 4):
+what the import reads per trace, and the step a replay predicts from it.
 
 Per trace: the profiled steps, the mean measured step (the host's ProfilerStep spans), the mean
-device step (GPU traces: the GPU's own timeline), compute, exposed and hidden communication
-and the payload (the mean over the profiled steps, the slowest rank's), then the mean step
-that `transitsim replay --network 8x200g-switch --set workers=<the job's> --overlap buckets`
-predicts, and the mean step a replay on the network the import measured predicts
-(`traces import --write-network FILE`, replayed with --overlap none: issue 42, item 4). The
-trace recorded without shapes is refused; it is also imported with an
-illustrative --params (ResNet-50's parameter count: the trace does not name its model).
+device step (GPU traces: the GPU's own timeline), compute, exposed and hidden communication,
+the payload and the time the step waited on its exchange after backward (the mean over the
+profiled steps, the slowest rank's); then the mean step that `transitsim replay --network
+8x200g-switch --set workers=<the job's> --overlap buckets` predicts, and the mean step a replay
+on the network the import measured predicts (`measured.yaml`, the job's own collectives fitted
+like an nccl-tests table, replayed with --overlap buckets: issue 42, item 4), its error against
+the measured step and the fit's worst error. The trace recorded without shapes is refused; it
+is also imported with an illustrative --params (ResNet-50's parameter count: the trace does not
+name its model), which gives no measured network (no sizes to fit).
 
     .venv/bin/python benchmarks/bench_kineto_import.py [--shared ../shared/kineto] [--markdown]
 """

@@ -284,6 +284,7 @@ def profile_summary(result: ProfileImport, fmt_raw: bool = False) -> pd.DataFram
         "communication (s)": template["comm_s"],
         "exposed (s)": template["exposed_s"],
         "hidden (s)": template["hidden_s"],
+        "waited on exchange (s)": template["waited_s"],
         "payload/step (B)": template["payload_bytes"],
         "collective": template["collective"],
         "buckets": len(backward["tensors"]) if backward else 0,
