@@ -1,14 +1,16 @@
-"""Every real Kineto trace in the shared folder, imported and replayed (issue 42): what the
-import reads per trace, and the step a replay predicts from it.
+"""Every real Kineto trace in the shared folder, imported and replayed (issue 42, items 3 and 4):
+what the import reads per trace, and the step a replay predicts from it.
 
 Per trace: the profiled steps, the mean measured step (the host's ProfilerStep spans), the mean
-device step (GPU traces: the GPU's own timeline), compute, exposed and hidden communication
-and the payload (the mean over the profiled steps, the slowest rank's), then the mean step
-that `transitsim replay --network 8x200g-switch --set workers=<the job's> --overlap buckets`
-predicts, and the mean step a replay on the network the import measured predicts
-(`traces import --write-network FILE`, replayed with --overlap none: issue 42, item 4). The
-trace recorded without shapes is refused; it is also imported with an
-illustrative --params (ResNet-50's parameter count: the trace does not name its model).
+device step (GPU traces: the GPU's own timeline), compute, exposed and hidden communication,
+the payload and the time the step waited on its exchange after backward (the mean over the
+profiled steps, the slowest rank's); then the mean step that `transitsim replay --network
+8x200g-switch --set workers=<the job's> --overlap buckets` predicts, and the mean step a replay
+on the network the import measured predicts (`measured.yaml`, the job's own collectives fitted
+like an nccl-tests table, replayed with --overlap buckets: issue 42, item 4), its error against
+the measured step and the fit's worst error. The trace recorded without shapes is refused; it
+is also imported with an illustrative --params (ResNet-50's parameter count: the trace does not
+name its model), which gives no measured network (no sizes to fit).
 
     .venv/bin/python benchmarks/bench_kineto_import.py [--shared ../shared/kineto] [--markdown]
 """
@@ -17,6 +19,7 @@ import argparse
 import contextlib
 import io
 import json
+import math
 import tempfile
 import time
 from pathlib import Path
@@ -27,7 +30,7 @@ import pandas as pd
 from transitsim import cli
 from transitsim.base.errors import TransitsimError
 from transitsim.base.tables import emit_table
-from transitsim.traces.measured_network import write_measured_network
+from transitsim.calibrate.profile_table import write_profile_network
 from transitsim.traces.profile_import import ImportOptions, import_profile
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "kineto"
@@ -66,8 +69,15 @@ def one_row(path: Path, options: ImportOptions, label: str) -> dict[str, Any]:
         rows = len(result.trace.steps)
         extra = ["--set", f"workers={meta['workers']}", "--overlap", "buckets"]
         replayed = replay_time_s(Path(folder), NETWORK, extra) / rows
-        network = write_measured_network(Path(folder) / "measured.yaml", meta)
-        measured = replay_time_s(Path(folder), str(network), ["--overlap", "none"]) / rows
+        try:
+            network, fit = write_profile_network(Path(folder) / "measured.yaml", meta)
+        except TransitsimError:  # no collective of readable size: nothing to fit
+            network, fit = None, None
+        measured = (
+            replay_time_s(Path(folder), str(network), ["--overlap", "buckets"]) / rows
+            if network is not None
+            else math.nan
+        )
     ms = 1e3
     return {
         "trace": label,
@@ -80,7 +90,10 @@ def one_row(path: Path, options: ImportOptions, label: str) -> dict[str, Any]:
         "hidden comm (ms)": template["hidden_s"] * ms,
         "payload (B)": int(template["payload_bytes"]),
         f"replayed on {NETWORK} (ms)": replayed * ms,
+        "waited (ms)": template["waited_s"] * ms,
         "replayed on measured (ms)": measured * ms,
+        "error": "" if fit is None else f"{measured / template['wall_s'] - 1:+.1%}",
+        "fit worst": "" if fit is None else f"{fit.worst:.1%}",
         "import (s)": seconds,
         "note": "; ".join(w.split(": ", 1)[1][:60] for w in result.warnings),
     }

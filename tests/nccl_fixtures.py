@@ -4,8 +4,9 @@ made-up ones in nccl-tests' exact layout.
 The real files are not in the repository (the workplace's rule: data brought in from other
 repositories lives only under the steering repo's shared/; see tests/fixtures/nccl-tests/
 README.md). `nccl_fixture` looks for one in tests/fixtures/nccl-tests/, then in
-../shared/nccl-tests/ beside the clone, checks its sha256, and skips the test (naming the file)
-when neither holds it: only the tests that hold the calibration bar on real data use it.
+../shared/nccl-tests/ beside the clone (and its more/), checks its sha256, and fails the test
+(naming the file) when ../shared/nccl-tests/ is there but does not hold it, so that nothing
+real-data skips in CI; only a clone without ../shared skips them.
 
 Every other test (the command's behaviour and options, malformed input, fuzzing) reads a
 `Sweep`: an all_reduce sweep timed by transitsim's own model on known links (one per size
@@ -29,14 +30,18 @@ from transitsim.calibrate.nccl_tests import busbw_factor
 ROOT = Path(__file__).resolve().parents[1]
 PLACES = (ROOT / "tests" / "fixtures" / "nccl-tests", ROOT.parent / "shared" / "nccl-tests")
 SHA256 = {  # the files the tests were written for (tests/fixtures/nccl-tests/README.md)
-    "a3mega-2x8-h100-all_reduce.txt": (
-        "55f8abbc9f9d6d47c6645f6a5b58f9231c495795eaaa311eb917d2b2dcaad314"
-    ),
     "alps-2x1-gh200-all_reduce.txt": (
         "d79499a6b77e518276ba72d2c9f9a2874e949c5ed399bec1aa26b8cf4767d601"
     ),
     "alps-2x4-gh200-all_reduce.txt": (
         "e60a4140aa0c629898f7188fdef0b00c8b446acec0285b233180a2759227f9d9"
+    ),
+    # ../shared/nccl-tests/more/ (its SOURCES.txt; licences beside them: MIT-0, BSD-3)
+    "more/deepops-2xdgxa100-ib-all_reduce.txt": (
+        "bfd7f30018c69294b14537c0104dabe57aa7720a575b80d12cfc90f801f0c8f5"
+    ),
+    "more/awsome-p5-awsbatch-8rank-all_reduce.txt": (
+        "7d87c388cbc79747c9b798c9bf9b2039119ffef3d65e1dfa1eae9979d4a10887"
     ),
 }
 MIB = 1 << 20
@@ -63,9 +68,12 @@ def find_fixture(name: str) -> tuple[Path | None, str]:
 
 
 def nccl_fixture(name: str) -> Path:
-    """The real fixture's path, or pytest.skip saying which file is missing or altered."""
+    """The real fixture's path; where ../shared/nccl-tests/ is there (CI has it) a missing or
+    altered file fails the test, elsewhere it is skipped, saying which file."""
     path, reason = find_fixture(name)
     if path is None:
+        if PLACES[-1].is_dir():
+            pytest.fail(reason)
         pytest.skip(reason)
     return path
 

@@ -82,12 +82,15 @@ def test_profile_and_loss_log_become_one_trace_that_replays(tmp_path) -> None:
     template = trace.meta["profile"]["template"]
     assert template["hidden_s"] == pytest.approx(0.00185)
     assert template["exposed_s"] == pytest.approx(0.00115)
-    assert steps["compute_s"].iloc[0] == pytest.approx(0.008 - 0.00115 - 0.0005)
+    # the step waited on the exchange from the backward's end (5500) to the last op's (6550)
+    assert template["waited_s"] == pytest.approx(0.00105)
+    assert steps["compute_s"].iloc[0] == pytest.approx(0.008 - 0.00105 - 0.0005)
     backward = trace.meta["backward_profile"]
     assert [t["numel"] for t in backward["tensors"]] == [500, 1000]  # last launched first
-    # launched 3500 and 5000 us in; backward from 3100 to the end of compute (6350): 3250 us
-    assert [t["ready"] for t in backward["tensors"]] == pytest.approx([1900 / 3250, 400 / 3250])
-    assert backward["backward_share"] == pytest.approx(3250 / 6350)
+    # launched 3500 and 5000 us in; backward from 3100 to its end (5500): 2400 us of the
+    # step's 6450 us of compute
+    assert [t["ready"] for t in backward["tensors"]] == pytest.approx([1900 / 2400, 400 / 2400])
+    assert backward["backward_share"] == pytest.approx(2400 / 6450)
     assert trace.workers == 2 and trace.variant == "A" and trace.meta["origin"] == "import"
     code, stdout, stderr = run_cli(
         ["replay", str(out), "-n", "8x200g-switch", "--set", "workers=2", "--json", "-q"]

@@ -22,8 +22,6 @@ from transitsim.scenario import network_from_dict
 
 KIB = 1 << 10
 REAL = {  # file -> (protocols fitted, fitted parameters): docs/calibration.md's figures
-    # (the A3 Mega table is not in ../shared: what issue 42's search fits on it is unmeasured)
-    "a3mega-2x8-h100-all_reduce.txt": None,
     "alps-2x4-gh200-all_reduce.txt": (("ll", "ll128", "simple"), 7),
     "alps-2x1-gh200-all_reduce.txt": (("ll", "simple"), 4),  # by thresholds: a convex bend
 }

@@ -134,7 +134,8 @@ def check_import(profile: bytes, loss: tuple[str, bytes] | None) -> None:
         if code != 0:
             assert_refused(argv, code, stderr, out)
             return
-        (written,) = out.iterdir()  # one trace, no temporary file beside it
+        (written,) = out.glob("*.parquet")  # one trace, no temporary file beside it
+        assert {p.name for p in out.iterdir()} <= {written.name, "measured.yaml"}
         trace = read_trace(written)
         assert trace.meta["origin"] == "import"
         code, _, stderr = run_cli(["traces", "show", str(written)])

@@ -92,9 +92,9 @@ def test_payload_and_wall_time_of_every_profiled_step_match_the_raw_events(name,
     assert trace.steps["wall_s"].tolist() == pytest.approx(walls, rel=1e-12)
     assert (trace.steps["collective"] == "all_reduce").all()
     assert trace.workers == {NEW_FORMAT: 2, OLD_FORMAT: 8, TWO_RANKS[0]: 128, CPU_GLOO: 300}[name]
-    # compute + exposed communication + optimiser = the step, per profiled step
+    # compute + the wait on the exchange + optimiser = the step, per profiled step
     for row in trace.meta["profile"]["steps"]:
-        total = row["compute_s"] + row["exposed_s"] + row["update_s"]
+        total = row["compute_s"] + row["waited_s"] + row["update_s"]
         assert total == pytest.approx(row["wall_s"], abs=1e-6)
         assert row["exposed_s"] + row["hidden_s"] == pytest.approx(row["comm_s"], abs=1e-9)
 
@@ -141,7 +141,7 @@ def test_two_ranks_of_one_job_give_each_ranks_step_times_and_fitted_stragglers(t
     assert walls["1"] == pytest.approx(rank1, rel=1e-12)
     fitted = result.stragglers
     assert fitted is not None and fitted["scale"] > 0 and len(fitted["worker_factors"]) == 2
-    assert min(fitted["worker_factors"]) == 1.0
+    assert max(fitted["worker_factors"]) == 1.0  # the slowest rank: the trace's compute
     # the other collectives of the job are named, not replayed
     assert any("all_to_all" in note for note in result.notes)
 

@@ -13,6 +13,9 @@ from cli_run import assert_refused, run_cli
 from kineto_gpu_fixtures import RCCL, make_gpu_profile
 
 from transitsim.base.tables import variant_label
+from transitsim.calibrate.profile_table import fit_profile, profile_rows
+from transitsim.network import Exchange, simulate_exchange
+from transitsim.scenario.networks import network_from_dict
 from transitsim.traces.format import read_trace
 from transitsim.traces.kineto import kernel_dtype_bytes, read_rank_profile
 from transitsim.traces.profile_import import ImportOptions, build_trace
@@ -104,8 +107,9 @@ def test_gpu_import_writes_the_device_figures_and_readiness(tmp_path) -> None:
     assert first["device_s"] == pytest.approx(0.0101) and first["gpu_compute_s"] == 0.0065
     assert [c["ready_s"] for c in first["collectives"]] == [0.004, 0.006]
     backward = meta["backward_profile"]
-    # backward [2000, 6000) of 6000 us of forward and backward; inputs done at 4000 and 6000
-    assert backward["backward_share"] == pytest.approx(4000 / 6000)
+    # backward [2000, 6000): 4000 us of the step's compute (all of it but the wait on the
+    # exchange and the update), so replay ends the backward where the compute ends
+    assert backward["backward_share"] == pytest.approx(4000e-6 / first["compute_s"])
     assert [t["ready"] for t in reversed(backward["tensors"])] == pytest.approx([0.5, 1.0])
     assert meta["payload_bytes_per_step"] == 1500 * 4
 
@@ -163,18 +167,35 @@ def test_bad_payload_and_optimiser_options_are_one_line(tmp_path, extra, message
     assert message in stderr
 
 
-def test_a_measured_network_needs_exposed_communication_and_nothing_is_written(tmp_path) -> None:
-    document = make_gpu_profile()
-    for event in document["traceEvents"]:
-        if event["name"].startswith("nccl") and event["cat"] == "kernel":
-            event["ts"], event["dur"] = event["ts"] - 1000, 100  # inside backward: all hidden
-    profile = write(tmp_path, document)
+def test_a_measured_network_needs_two_workers_and_nothing_is_written(tmp_path) -> None:
+    profile = write(tmp_path, make_gpu_profile())
     out, network = tmp_path / "out", tmp_path / "net.yaml"
-    argv = ["traces", "import", "--profile", str(profile), "-o", str(out)]
+    argv = ["traces", "import", "--profile", str(profile), "-o", str(out), "--workers", "1"]
     argv += ["--write-network", str(network)]
     code, _, stderr = run_cli(argv)
     assert_refused(argv, code, stderr, out)
-    assert "no exposed communication to fit" in stderr and not network.exists()
+    assert "no measured network" in stderr and not network.exists()
+
+
+def test_the_measured_network_is_fitted_to_the_kernel_times(tmp_path) -> None:
+    """Item 4: each all-reduce's kernel time on the device is a row of a table fitted like
+    nccl-tests'; the written network's ring all-reduce of each size takes that time. The two
+    kernels ran at once on two streams ([4000, 7000) and [6000, 8500)): the 4500 us they covered
+    together is shared by their bytes (1,000 and 500 floats: 3000 and 1500 us). The step waited
+    2500 us after its backward ([6000, 8500)), so its compute is its wall less that and the
+    update."""
+    result = build_trace([write(tmp_path, make_gpu_profile())], None, ImportOptions(name="g"))
+    meta = result.trace.meta
+    assert profile_rows(meta) == ("all_reduce", [(4000, 0.003), (2000, 0.0015)] * 3)
+    for step in meta["profile"]["steps"]:
+        assert step["waited_s"] == pytest.approx(2500 * US)
+        assert step["compute_s"] == pytest.approx(step["wall_s"] - 3000 * US)
+    fit = fit_profile(meta)
+    network = network_from_dict(fit.network)
+    assert network.workers == 2 and fit.worst < 1e-9
+    for size, seconds in [(4000, 3000 * US), (2000, 1500 * US)]:
+        timed = simulate_exchange(network, Exchange("ring_allreduce", size)).time_s
+        assert timed == pytest.approx(seconds, rel=1e-6)
 
 
 def test_params_and_dtype_go_with_a_profile_only(tmp_path) -> None:

@@ -73,7 +73,8 @@ def test_the_reference_has_a_row_per_key_with_its_units_and_default() -> None:
         heading = "## Scenario" if model is Scenario else f"## {model.__name__}"
         assert f"{heading}\n" in text
         section = text.split(f"{heading}\n", 1)[1].split("\n## ", 1)[0]
-        for key in model.model_fields:
+        for name, field in model.model_fields.items():
+            key = field.alias or name  # the key a file writes (`from`, not `from_`)
             assert f"| `{key}` |" in section, f"{model.__name__}.{key}"
     rate = "| `rate` | a rate: b/s, B/s, bps, with k M G T P, e.g. `200 Gb/s` | required |"
     assert rate in text

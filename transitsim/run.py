@@ -90,7 +90,6 @@ def _param_value(value: Any) -> Any:
 def scenario_jobs(scenario: Scenario, traces: dict[str, Trace]) -> list[ReplayJob]:
     """One job per (network point, trace), networks in scenario order (grid points last)."""
     compute = scenario.compute.to_compute_model()
-    stragglers = scenario.stragglers.to_stragglers()
     faults = tuple(fault.to_link_fault() for fault in scenario.faults)
     replicas = {trace.name: trace.replicas for trace in scenario.trace_files}
     # one step's events per network point, from a trace replayed as trained (a replica-per-site
@@ -99,6 +98,7 @@ def scenario_jobs(scenario: Scenario, traces: dict[str, Trace]) -> list[ReplayJo
     jobs = []
     for name, network, params in scenario_to_networks(scenario):
         placement = network_placement(scenario, name)
+        stragglers, _ = scenario.stragglers_on(network.workers)  # unfit factors: jitter only
         for trace in traces.values():
             request = ReplayRequest(
                 network=network,

@@ -123,14 +123,17 @@ def runs_table(timeline: pd.DataFrame, labels: dict[str, str]) -> pd.DataFrame:
         last = steps.iloc[-1]
         config = str(last["config"])
         evaluated = steps["val_loss"].dropna()
+        # the steps the rows stand for: a profile's steps numbered 15..17 are 3, not 17
+        count = int(steps["interval_steps"].sum()) if "interval_steps" in steps else 0
+        count = count or int(last["step"])
         rows.append(
             {
                 "run": run,
                 "label": labels.get(config, config),
                 "network": network,
-                "steps": int(last["step"]),
+                "steps": count,
                 "time_s": float(last["time_s"]),
-                "step_s": float(last["time_s"]) / int(last["step"]),
+                "step_s": float(last["time_s"]) / count,
                 "final_val_loss": float(evaluated.iloc[-1]) if len(evaluated) else float("nan"),
                 "wire_bytes": float(last["wire_bytes"]),
                 "bottleneck": parts[(config, network)],

@@ -19,6 +19,7 @@ from transitsim.base.units import parse_bytes
 from transitsim.commands import QUIET_HELP
 from transitsim.outputs import check_outputs_writable, write_outputs
 from transitsim.overlap import OVERLAP_MODES
+from transitsim.replay.fitted import read_fitted
 from transitsim.replay.placement import resolve_placement
 from transitsim.replay.request import ReplayRequest
 from transitsim.replay.sites import REPLICAS
@@ -82,6 +83,13 @@ def replay_command(
         help="Local SGD (H, H-s, L): worker (a replica per worker, as trained) or site (one "
         "replica per datacentre, its workers all-reducing every step over their LAN).",
     ),
+    stragglers_from: Path | None = typer.Option(
+        None,
+        "--stragglers-from",
+        help="A trace imported from several ranks' profiles: replay with the per-rank factors "
+        "and jitter fitted from it (profile.stragglers).",
+    ),
+    seed: int = typer.Option(0, "--seed", help="Seed of the stragglers' jitter."),
     out: Path | None = typer.Option(
         None, "--out", "-o", help="Also write timeline, summary and report here."
     ),
@@ -107,6 +115,11 @@ def replay_command(
     if out is not None:
         check_outputs_writable(out)
     spec = network_from_dict(network_description(network, settings))
+    stragglers = None
+    if stragglers_from is not None:
+        stragglers, why = read_fitted(stragglers_from).for_workers(spec.workers)
+        if why and not quiet:
+            print(f"transitsim: note: {why}", file=sys.stderr)
     placed_transform, placed_sum = resolve_placement(spec, transform_at, sum_at)
     loaded = load_traces(find_traces(traces))
     loaded = dict(sorted(loaded.items(), key=lambda item: run_sort_key(item[1].meta)))
@@ -120,6 +133,8 @@ def replay_command(
             overlap=overlap,
             bucket_bytes=bucket_bytes,
             replicas=replicas,
+            stragglers=stragglers,
+            seed=seed,
         )
         result = replay_traces(
             loaded, request, targets=targets, baseline=baseline, quiet=quiet or fmt != "table"

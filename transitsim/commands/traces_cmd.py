@@ -11,11 +11,11 @@ from transitsim.analysis.metrics import run_sort_key, wire_bytes_per_step
 from transitsim.base.atomic import check_writable_file, check_writable_folder
 from transitsim.base.errors import TransitsimError, escaped_line
 from transitsim.base.tables import emit_json, emit_table, format_cell, output_format, variant_label
+from transitsim.calibrate.profile_table import fit_profile, write_profile_network
 from transitsim.commands import QUIET_HELP
 from transitsim.traces.experiment_logs import import_logs
 from transitsim.traces.format import Trace, find_traces, read_trace
 from transitsim.traces.loss_logs import parse_columns, read_loss_log
-from transitsim.traces.measured_network import measured_network, write_measured_network
 from transitsim.traces.profile_import import (
     ImportOptions,
     ProfileImport,
@@ -24,6 +24,7 @@ from transitsim.traces.profile_import import (
 )
 
 DEFAULT_TRACES = Path("traces")
+MEASURED = "measured.yaml"  # the network a profile measured, beside its trace
 CSV = typer.Option(False, "--csv", help="Print CSV (raw numbers).")
 MARKDOWN = typer.Option(False, "--markdown", help="Print a markdown table.")
 JSON = typer.Option(False, "--json", help="Print JSON (raw numbers).")
@@ -160,8 +161,8 @@ def import_command(
     write_network: Path | None = typer.Option(
         None,
         "--write-network",
-        help="With --profile: also write the network the profile measured (a network YAML; "
-        "replay it with --overlap none to reproduce the profiled step).",
+        help="With --profile: where to write the network the profile measured (default: "
+        "OUT/measured.yaml; replay on it with --overlap buckets to reproduce the profiled step).",
     ),
     csv: bool = CSV,
     markdown: bool = MARKDOWN,
@@ -227,15 +228,23 @@ def _import_profile(
     if network is not None:
         check_writable_file(network, what="network file")
     result = build_trace(profiles, log, options)
-    if network is not None:
-        measured_network(result.trace.meta)  # refused before the trace is written
+    why = None
+    try:
+        fit_profile(result.trace.meta)  # a --write-network that cannot be made: nothing written
+    except TransitsimError as exc:
+        if network is not None:
+            raise
+        why = str(exc)
     write_import(result, out)
-    if network is not None:
-        write_measured_network(network, result.trace.meta)
+    if why is None:
+        path, fit = write_profile_network(network or Path(out) / MEASURED, result.trace.meta)
         result.notes.append(
-            f"the measured network: {network} (replay --network {network} --overlap none "
-            "reproduces the profiled step)"
+            f"the measured network: {path} ({fit.rows} {fit.collective.replace('_', '-')}(s) "
+            f"timed, {fit.sizes} size(s), worst |error| {fit.worst:.1%}); replay --network "
+            f"{path} --overlap buckets reproduces the profiled step"
         )
+    else:
+        result.notes.append(why)
     if quiet:
         return 0
     for note in result.notes:
@@ -275,6 +284,7 @@ def profile_summary(result: ProfileImport, fmt_raw: bool = False) -> pd.DataFram
         "communication (s)": template["comm_s"],
         "exposed (s)": template["exposed_s"],
         "hidden (s)": template["hidden_s"],
+        "waited on exchange (s)": template["waited_s"],
         "payload/step (B)": template["payload_bytes"],
         "collective": template["collective"],
         "buckets": len(backward["tensors"]) if backward else 0,

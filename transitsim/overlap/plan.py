@@ -12,6 +12,9 @@ DeMo (B..F): each parameter tensor is compressed as soon as its gradient is read
 compression cost are taken in proportion to its element count (chunks, and so kept values, grow
 with it).
 
+A profile whose tensors are the job's own buckets (`traces import --profile`: the DDP buckets
+its trace launched) keeps them: one unit each, in the order they were ready, whatever the caps.
+
 Without a measured profile (the uniform assumption) there are no tensors: the bytes are cut into
 the same bucket sizes, ready at the fraction of the backward their cumulative bytes stand for,
 for every variant.
@@ -121,14 +124,14 @@ def plan_units(
     if not profile.measured:
         return _uniform(dense_bytes, payload_bytes, bucket_bytes, first_bucket_bytes)
     count = len(profile.numel)
-    if dense:
+    if dense and not profile.buckets:
         order = list(range(count))[::-1]  # DDP: reverse registration order
         sizes = _split(dense_bytes, [profile.numel[i] for i in order])
         groups = [
             [order[j] for j in bucket]
             for bucket in _buckets(sizes, bucket_bytes, first_bucket_bytes)
         ]
-    else:  # one tensor per unit, in the order backward makes them ready
+    else:  # one tensor (or one of the job's own buckets) per unit, as backward makes them ready
         groups = [[i] for i in sorted(range(count), key=lambda i: (profile.ready[i], -i))]
     weights = [sum(profile.numel[i] for i in group) for group in groups]
     units = [

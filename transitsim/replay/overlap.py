@@ -10,7 +10,8 @@ A tuned data-parallel job never overlaps to its loss: where splitting the exchan
 costs more in per-message latency than the backward hides (tiny models on slow links, DeMo's
 many small tensors), it uses one bucket (a DDP bucket cap at least the gradient's size), which
 is the exchange without overlap. Replay does the same, per step, and says so in the notes; so
-overlap never makes a replay slower.
+overlap never makes a replay slower. Except where the trace holds the job's own buckets (a
+profiled run, `traces import --profile`): those are what the job ran, and replay keeps them.
 """
 
 import dataclasses
@@ -93,7 +94,7 @@ class OverlapPlan:
                     run, exchange, unit, start_s, faults, cacheable, clock_s
                 ),
             )
-            if step.finish_s <= single.finish_s:
+            if step.finish_s <= single.finish_s or self.profile.buckets:
                 chosen = _as_outcome(single, step, compute_w_s, compress_s, bool(faults))
             else:
                 note = (

@@ -11,6 +11,7 @@ from pydantic import ValidationError
 
 from transitsim.base.errors import TransitsimError
 from transitsim.base.units import show_value
+from transitsim.replay.fitted import read_fitted
 from transitsim.scenario.models import Scenario
 from transitsim.scenario.networks import expand_networks
 from transitsim.scenario.traces import check_names, resolve_traces
@@ -60,4 +61,9 @@ def load_scenario(path: Path | str) -> Scenario:
         check_names(scenario, scenario._trace_files)
     except KeyPathIssue as issue:
         raise fail(issue.path, issue.message) from None
+    if scenario.stragglers.from_ is not None:
+        try:
+            scenario._stragglers_fit = read_fitted(path.parent / scenario.stragglers.from_)
+        except TransitsimError as exc:
+            raise fail(("stragglers", "from"), str(exc)) from None
     return scenario

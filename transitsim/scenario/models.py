@@ -17,6 +17,7 @@ from transitsim.network import LinkFault
 from transitsim.network.spec import NetworkSpec
 from transitsim.overlap import DDP_BUCKET_BYTES, OVERLAP_MODES
 from transitsim.replay.compute import JITTER_DISTRIBUTIONS, JITTER_MODES, ComputeModel, Stragglers
+from transitsim.replay.fitted import FittedStragglers
 from transitsim.replay.request import MAX_SCALE_PARAMS
 from transitsim.scenario.network_models import GridModel, NetworkModel, PlacementModel
 from transitsim.scenario.quantities import Duration, FlopRate, Size, StrictModel, Target
@@ -155,6 +156,27 @@ class StragglersModel(StrictModel):
         "empty: every worker alike",
     )
     seed: int = Field(0, ge=0, description="seed of the jitter (the same seed, the same run)")
+    from_: str | None = Field(
+        None,
+        alias="from",
+        min_length=1,
+        description="a trace imported from several ranks' profiles (a file, or a folder holding "
+        "one; relative to the scenario): its fitted per-rank factors and jitter "
+        "(profile.stragglers), in place of distribution, scale, mode and worker_factors",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_alone(cls, data: Any) -> Any:
+        """`from` brings the fitted jitter and factors: they are not given beside it."""
+        if isinstance(data, dict) and "from" in data:
+            given = sorted(set(data) - {"from", "seed"})
+            if given:
+                raise ValueError(
+                    f"from: the trace's fitted stragglers replace {', '.join(given)}: give "
+                    "either from (and seed) or those"
+                )
+        return data
 
     @model_validator(mode="before")
     @classmethod
@@ -348,6 +370,7 @@ class Scenario(StrictModel):
     _source_path: Path | None = PrivateAttr(None)
     _trace_files: list[TraceFile] = PrivateAttr(default_factory=list)
     _expanded: list[NetworkPoint] | None = PrivateAttr(None)
+    _stragglers_fit: FittedStragglers | None = PrivateAttr(None)
 
     @property
     def source_path(self) -> Path | None:
@@ -358,6 +381,13 @@ class Scenario(StrictModel):
     def base_dir(self) -> Path:
         """Relative paths in the scenario are relative to this folder."""
         return self._source_path.parent if self._source_path else Path.cwd()
+
+    def stragglers_on(self, workers: int) -> tuple[Stragglers, str | None]:
+        """The replay's stragglers on a network of `workers`: as written, or fitted from the
+        trace `stragglers.from` names (replay/fitted.py; a note where its factors do not fit)."""
+        if self._stragglers_fit is not None:
+            return self._stragglers_fit.for_workers(workers)
+        return self.stragglers.to_stragglers(), None
 
     @property
     def scale_params(self) -> int | None:

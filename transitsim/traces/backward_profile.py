@@ -31,6 +31,7 @@ class BackwardProfile:
     ready: tuple[float, ...]
     backward_share: float  # backward / (forward + backward)
     measured: bool
+    buckets: bool = False  # the tensors are the job's own buckets, as a profile timed them
 
     @property
     def source(self) -> str:
@@ -79,4 +80,5 @@ def backward_profile(meta: dict[str, Any]) -> BackwardProfile:
         raise TransitsimError(f"trace {name!r}: {PROFILE_KEY} ready fractions must lie in [0, 1]")
     if not (math.isfinite(share) and 0.0 < share <= 1.0):
         raise TransitsimError(f"trace {name!r}: {PROFILE_KEY} backward_share must lie in (0, 1]")
-    return BackwardProfile(numel, ready, share, measured=True)
+    buckets = raw.get("buckets", False) is True
+    return BackwardProfile(numel, ready, share, measured=True, buckets=buckets)

@@ -28,7 +28,7 @@ DIAG_KEY = b"transitsim.diagnostics"
 
 VARIANTS = ("A", "B", "C", "D", "E", "E'", "F", "G", "H", "H-s", "L")
 COLLECTIVES = ("all_reduce", "all_gather", "reduce_at_switch")
-ROW_KINDS = ("every_step", "evaluated_steps")
+ROW_KINDS = ("every_step", "evaluated_steps", "profiled_steps")  # the last: each row one step
 ORIGINS = ("trainer", "import")
 STATUSES = ("complete", "incomplete")
 

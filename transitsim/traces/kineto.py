@@ -78,6 +78,7 @@ KERNEL_DTYPE_BYTES = {
     "f8e4m3": 1, "f8e5m2": 1,
 }  # fmt: skip
 REDUCING = ("all_reduce", "reduce_scatter", "reduce")
+GRADIENT_KINDS = ("all_reduce", "all_gather")  # the exchange replayed: the first one a step has
 HOST_AHEAD = 1.10  # GPU steps this much longer than the host's: the host ran ahead
 
 
@@ -107,6 +108,7 @@ class Collective:
     end_us: float
     dtype_bytes: int | None = None  # bytes per element, where the trace says
     ready_us: float | None = None  # GPU trace: when its inputs were done on the device
+    run_us: tuple[float, float] | None = None  # when it ran: its kernels (GPU), its op (CPU)
     op: Event | None = field(default=None, compare=False, repr=False)  # the host op read
 
 
@@ -132,8 +134,14 @@ class StepTiming:
     gpu_compute_s: float | None = None  # GPU trace: the union of its non-communication work
     idle_s: float | None = None  # GPU trace: device time with nothing running
 
+    waited_s: float = 0.0  # the step's end waited this long on the gradient exchange
+
     def bytes_of(self, kind: str) -> int:
         return sum(c.nbytes or 0 for c in self.collectives if c.kind == kind)
+
+    def gradient_kind(self) -> str | None:
+        """The gradient exchange's collective: its all-reduces, else its all-gathers."""
+        return next((k for k in GRADIENT_KINDS if any(c.kind == k for c in self.collectives)), None)
 
     def bucket_ready_s(self) -> list[float]:
         """When each all-reduce's inputs were ready (s from frame_start_us), in launch order."""
@@ -290,6 +298,7 @@ def _collectives(
                 launch_us=op.ts if launch is None else launch,
                 end_us=op.end,
                 dtype_bytes=dtype,
+                run_us=(op.ts, op.end),
                 op=op,
             )
         )
@@ -308,7 +317,12 @@ def _on_device(collective: Collective, device: DeviceTimeline) -> Collective:
     dtype = collective.dtype_bytes
     if dtype is None and collective.kind in REDUCING and key in device.kernel_names:
         dtype = kernel_dtype_bytes(device.kernel_names[key])
-    return dataclasses.replace(collective, ready_us=device.ready_us.get(key), dtype_bytes=dtype)
+    return dataclasses.replace(
+        collective,
+        ready_us=device.ready_us.get(key),
+        dtype_bytes=dtype,
+        run_us=device.kernel_us.get(key),
+    )
 
 
 def _host_figures(
@@ -370,6 +384,32 @@ def _device_step(
     return timing, clamped
 
 
+def waited_s(step: StepTiming) -> float:
+    """How long the step's end waited on its gradient exchange: from the end of its backward
+    (or its last bucket's readiness, whichever is later) to the end of its last gradient
+    collective; 0 where the exchange finished first. What an overlapped replay adds to compute:
+    communication beside an idle GPU (a host-bound step) or beside another collective is not
+    waited for unless it delays that end."""
+    kind = step.gradient_kind()
+    mine = [c for c in step.collectives if c.kind == kind and c.run_us is not None]
+    if not mine:
+        return 0.0
+    done = [c.ready_us for c in mine if c.ready_us is not None]
+    if step.backward_end_s is not None:
+        done.append(step.frame_start_us + step.backward_end_s / US)
+    if not done:  # neither backward nor readiness: the exchange started when it was launched
+        done = [max(c.launch_us for c in mine)]
+    end = max(c.run_us[1] for c in mine)  # type: ignore[index]
+    return min(max((end - max(done)) * US, 0.0), max(step.wall_s - step.update_s, 0.0))
+
+
+def _charge_wait(step: StepTiming) -> None:
+    """Set the step's wait on its exchange, and its compute to the rest of its wall time:
+    wall = compute + waited + update, what replay's overlap model adds up."""
+    step.waited_s = waited_s(step)
+    step.compute_s = max(step.wall_s - step.update_s - step.waited_s, 0.0)
+
+
 def _warnings(steps: list[StepTiming], clamped: list[int], gpu: bool) -> list[str]:
     """One line per kind of figure that does not add up."""
     out = []
@@ -419,6 +459,7 @@ def read_rank_profile(path: Path | str) -> RankProfile:
         if device is not None:
             timing, clamp = _device_step(number, span, device.steps[index], update)
             timing.collectives = mine
+            _charge_wait(timing)
             steps.append(timing)
             if clamp:
                 clamped.append(number)
@@ -444,9 +485,11 @@ def read_rank_profile(path: Path | str) -> RankProfile:
                 backward_end_s=(max(e.end for e in backward) - span.ts) * US if backward else None,
                 collectives=mine,
                 frame_start_us=span.ts,
-                compute_end_s=compute_s,
             )
         )
+        _charge_wait(steps[-1])
+        step = steps[-1]  # the backward's end, else the compute's (no autograd ops)
+        step.compute_end_s = step.backward_end_s or step.compute_s
     warnings = _warnings(steps, clamped, device is not None)
     if not any(s.backward_start_s is not None for s in steps):
         notes.append("no autograd ops in the steps: no backward profile (bucket timing) read")

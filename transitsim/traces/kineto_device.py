@@ -92,6 +92,7 @@ class DeviceTimeline:
     steps: list[DeviceStep]
     ready_us: dict[int, float] = field(default_factory=dict)  # inputs done on the device
     kernel_names: dict[int, str] = field(default_factory=dict)  # its first comm kernel's name
+    kernel_us: dict[int, tuple[float, float]] = field(default_factory=dict)  # its kernels ran
     notes: list[str] = field(default_factory=list)
 
 
@@ -258,9 +259,12 @@ def _in_window(work: list[Work], starts: list[float], longest: float, window: tu
     return [w for w in work[lo:hi] if w.event.end > window[0]]
 
 
-def _ready(work: list[Work]) -> tuple[dict[int, float], dict[int, str]]:
+def _ready(
+    work: list[Work],
+) -> tuple[dict[int, float], dict[int, str], dict[int, tuple[float, float]]]:
     """Per host comm op: when its inputs were done on the device (the latest end of the compute
-    launched before it: a stream runs its work in launch order), and its first kernel's name."""
+    launched before it: a stream runs its work in launch order), its first kernel's name, and
+    when its kernels ran (first start, last end)."""
     compute = sorted((w.launch_us, w.event.end) for w in work if not w.comm and w.launch_us)
     launch_times = [t for t, _ in compute]
     done, latest = [], float("-inf")
@@ -268,16 +272,19 @@ def _ready(work: list[Work]) -> tuple[dict[int, float], dict[int, str]]:
         latest = max(latest, end)
         done.append(latest)
     first: dict[int, Work] = {}
+    ran: dict[int, tuple[float, float]] = {}
     for item in work:
         for op in item.comm_ops:
             if op not in first or item.event.ts < first[op].event.ts:
                 first[op] = item
+            lo, hi = ran.get(op, (item.event.ts, item.event.end))
+            ran[op] = (min(lo, item.event.ts), max(hi, item.event.end))
     ready, names = {}, {}
     for op, item in first.items():
         names[op] = item.event.name
         before = bisect.bisect_left(launch_times, item.launch_us or 0.0)
         ready[op] = min(done[before - 1], item.event.ts) if before else item.event.ts
-    return ready, names
+    return ready, names, ran
 
 
 def device_timeline(
@@ -309,5 +316,7 @@ def device_timeline(
     if by_kind:
         named = ", ".join(f"{n} x {name}" for name, n in sorted(by_kind.items()))
         notes.append(f"communication by its launching op, not its kernel's name: {named}")
-    ready, names = _ready(work)
-    return DeviceTimeline(steps=steps, ready_us=ready, kernel_names=names, notes=notes)
+    ready, names, ran = _ready(work)
+    return DeviceTimeline(
+        steps=steps, ready_us=ready, kernel_names=names, kernel_us=ran, notes=notes
+    )

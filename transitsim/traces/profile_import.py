@@ -38,10 +38,15 @@ from transitsim.traces.format import (
     validate_steps,
     write_trace,
 )
-from transitsim.traces.kineto import DTYPE_BYTES, RankProfile, StepTiming, read_job_profiles
+from transitsim.traces.kineto import (
+    DTYPE_BYTES,
+    Collective,
+    RankProfile,
+    StepTiming,
+    read_job_profiles,
+)
 from transitsim.traces.loss_logs import LossLog
 
-GRADIENT_KINDS = ("all_reduce", "all_gather")
 BYTES_PER_PARAM = 4  # fp32 gradients, where neither the profile nor --dtype says
 DTYPE_ALIASES = {"fp32": 4, "fp16": 2, "bf16": 2, "fp64": 8, "fp8": 1, "tf32": 4}
 
@@ -83,10 +88,8 @@ class _JobStep:
 def _step_kind(step: StepTiming) -> tuple[int, str]:
     """(payload bytes, collective) of a step: its all-reduces, else its all-gathers (bytes 0
     where none has a readable size)."""
-    for kind in GRADIENT_KINDS:
-        if any(c.kind == kind for c in step.collectives):
-            return step.bytes_of(kind), kind
-    return 0, "all_reduce"
+    kind = step.gradient_kind()
+    return (0, "all_reduce") if kind is None else (step.bytes_of(kind), kind)
 
 
 def _job_steps(profiles: list[RankProfile]) -> list[_JobStep]:
@@ -102,13 +105,19 @@ def _job_steps(profiles: list[RankProfile]) -> list[_JobStep]:
 
 def _bucket_profile(steps: list[_JobStep]) -> tuple[dict[str, Any] | None, str | None]:
     """The backward profile from the bucket launches of the slowest rank, averaged over steps
-    with the usual bucket count; (None, why) when the profile cannot give one."""
+    with the usual bucket count; (None, why) when the profile cannot give one.
+
+    Replay places the end of the backward at the end of the step's compute (compute_s, which
+    holds every part of the step but the wait on the exchange and the update) and the buckets
+    before it as they were before the backward's end: the backward's share is its measured
+    length over compute_s, not over the frame, so a host-bound step's idle time (before the
+    backward, or after the update) moves no bucket away from the backward's end."""
     usable = []
     for step in steps:
         s = step.critical
         buckets = [c for c in s.collectives if c.kind == step.collective]
         start, end = s.backward_start_s, s.compute_end_s
-        if not buckets or start is None or end <= start:
+        if not buckets or start is None or end <= start or s.compute_s <= 0:
             continue
         if any(not c.elements for c in buckets):
             return None, "a bucket's element count is unreadable: no backward profile"
@@ -118,7 +127,7 @@ def _bucket_profile(steps: list[_JobStep]) -> tuple[dict[str, Any] | None, str |
                      * 1e-6 - start) / span, 0.0), 1.0)
             for c in buckets
         ]  # fmt: skip
-        usable.append(([int(c.elements or 0) for c in buckets], ready, span / end))
+        usable.append(([int(c.elements or 0) for c in buckets], ready, span / s.compute_s))
     if not usable:
         return None, "no step with both backward ops and bucket launches: no backward profile"
     common = Counter(tuple(n) for n, _, _ in usable).most_common(1)[0][0]
@@ -134,24 +143,36 @@ def _bucket_profile(steps: list[_JobStep]) -> tuple[dict[str, Any] | None, str |
         "window": f"{len(chosen)} profiled step(s): when the slowest rank's buckets were ready "
         + ("on the GPU" if steps[0].critical.device_s is not None else "(their launches)"),
         "source": "kineto",
+        "buckets": True,  # the tensors are the job's DDP buckets: replay keeps them as they are
         "backward_share": min(max(share, 1e-9), 1.0),
         "tensors": tensors,
     }
     return profile, None
 
 
+def _arrival_s(step: StepTiming) -> float:
+    """When a rank reached the exchange after its step started: its backward's end in its
+    own step (the device's window on a GPU trace), else its compute."""
+    return step.compute_end_s or step.compute_s
+
+
 def _fit_stragglers(steps: list[_JobStep]) -> dict[str, Any] | None:
-    """The ranks' compute spread as the replay's Stragglers: fixed per-rank factors (each
-    rank's median compute over the fastest rank's) and, on top, exponential multiplicative
-    jitter fitted to what the factors leave: for X ~ Exp(mean s), E|X_i - X_j| = s, so s is the
-    mean pairwise difference of the per-step compute divided by its rank's factor and base."""
+    """The ranks' spread as the replay's Stragglers (replay/fitted.py), fitted from when each
+    rank started its step and reached the exchange, not from its span: a rank that starts late
+    waits least and has the shortest span, and its span says nothing of its speed.
+
+    Fixed per-rank factors: each rank's median arrival over the slowest rank's (the trace's
+    compute is the slowest rank's, so the slowest keeps it); on top, exponential
+    multiplicative jitter fitted to what the factors leave: for X ~ Exp(mean s),
+    E|X_i - X_j| = s, so s is the mean pairwise difference of the per-step arrivals divided by
+    their rank's factor and the slowest rank's median."""
     ranks = sorted(steps[0].per_rank)
-    computes = np.array([[s.per_rank[r].compute_s for r in ranks] for s in steps])
-    medians = np.median(computes, axis=0)
-    if len(ranks) < 2 or (medians <= 0).any() or (computes <= 0).any():
+    arrivals = np.array([[_arrival_s(s.per_rank[r]) for r in ranks] for s in steps])
+    medians = np.median(arrivals, axis=0)
+    if len(ranks) < 2 or (medians <= 0).any() or (arrivals <= 0).any():
         return None
-    factors = medians / medians.min()
-    relative = computes / (factors * medians.min())  # 1 + jitter, per step and rank
+    factors = medians / medians.max()
+    relative = arrivals / (factors * medians.max())  # 1 + jitter, per step and rank
     pairs = [
         float(np.mean(np.abs(relative[:, i] - relative[:, j])))
         for i in range(len(ranks))
@@ -162,7 +183,8 @@ def _fit_stragglers(steps: list[_JobStep]) -> dict[str, Any] | None:
         "scale": round(float(np.mean(pairs)), 6),
         "mode": "multiplicative",
         "worker_factors": [round(float(f), 6) for f in factors],
-        "fitted_from": f"{len(ranks)} ranks x {len(steps)} profiled steps",
+        "fitted_from": f"{len(ranks)} ranks x {len(steps)} profiled steps: when each reached "
+        "the exchange after its step started",
     }
 
 
@@ -194,8 +216,10 @@ def _template(steps: list[_JobStep], notes: list[str]) -> dict[str, Any]:
     # means, not medians: per step wall = compute + exposed + update, and means keep that sum
     med = {
         key: float(np.mean([getattr(s.critical, key) for s in steps]))
-        for key in ("wall_s", "compute_s", "update_s", "comm_s", "exposed_s", "hidden_s")
-    }
+        for key in (
+            "wall_s", "compute_s", "update_s", "comm_s", "exposed_s", "hidden_s", "waited_s"
+        )
+    }  # fmt: skip
     med["payload_bytes"] = int(np.median(payloads))
     med["collective"] = kinds
     return med
@@ -250,7 +274,7 @@ def _profile_meta(
     profiles: list[RankProfile], steps: list[_JobStep], template: dict[str, Any]
 ) -> dict[str, Any]:
     def figures(s: StepTiming) -> dict[str, float]:
-        keys = ("wall_s", "compute_s", "update_s", "comm_s", "exposed_s", "hidden_s")
+        keys = ("wall_s", "compute_s", "update_s", "comm_s", "exposed_s", "hidden_s", "waited_s")
         out = {key: round(getattr(s, key), 9) for key in keys}
         for key in ("device_s", "gpu_compute_s", "idle_s"):  # GPU traces: the device's own
             if getattr(s, key) is not None:
@@ -280,6 +304,7 @@ def _profile_meta(
                         "elements": c.elements,
                         "group_size": c.group_size,
                         "launch_s": round((c.launch_us - step.critical.start_us) * 1e-6, 9),
+                        **({} if run is None else {"run_s": run}),
                         **(
                             {}
                             if c.ready_us is None
@@ -290,12 +315,47 @@ def _profile_meta(
                             }
                         ),
                     }
-                    for c in step.critical.collectives
+                    for c, run in zip(
+                        step.critical.collectives,
+                        _run_seconds(step.critical.collectives),
+                        strict=True,
+                    )
                 ],
             }
             for step in steps
         ],
     }
+
+
+def _run_seconds(collectives: list[Collective]) -> list[float | None]:
+    """How long each collective had the network to itself, seconds (None: not timed): its
+    kernels' time on a GPU, its op's on a CPU trace; where collectives of one kind ran at once
+    (gloo runs a step's buckets on two threads, beside each other), the stretch they covered
+    together is shared between them by their bytes, as they shared the link."""
+    out: list[float | None] = [None] * len(collectives)
+    timed = sorted(
+        (i for i, c in enumerate(collectives) if c.run_us is not None),
+        key=lambda i: (collectives[i].kind, collectives[i].run_us),  # type: ignore[arg-type]
+    )
+    cluster: list[int] = []
+    for i in [*timed, None]:
+        run = None if i is None else collectives[i].run_us
+        if cluster and (
+            i is None
+            or collectives[i].kind != collectives[cluster[0]].kind
+            or run[0] >= max(collectives[j].run_us[1] for j in cluster)  # type: ignore[index]
+        ):
+            start = min(collectives[j].run_us[0] for j in cluster)  # type: ignore[index]
+            end = max(collectives[j].run_us[1] for j in cluster)  # type: ignore[index]
+            sizes = [collectives[j].nbytes or 0 for j in cluster]
+            total = sum(sizes)
+            for j, size in zip(cluster, sizes, strict=True):
+                share = size / total if total and all(sizes) else 1 / len(cluster)
+                out[j] = round(max(end - start, 0.0) * share * 1e-6, 9)
+            cluster = []
+        if i is not None:
+            cluster.append(i)
+    return out
 
 
 def build_trace(
@@ -338,6 +398,7 @@ def build_trace(
     profile["stragglers"] = stragglers
     if loss is not None:
         profile["loss_log"] = {"file": loss.path.name, "columns": loss.columns}
+    steps_table = _rows(steps, loss, template, options.variant)
     meta: dict[str, Any] = {
         "name": name,
         "variant": options.variant,
@@ -347,7 +408,7 @@ def build_trace(
         "n_params": int(n_params),
         "dense_bytes_per_step": int(dense),
         "payload_bytes_per_step": int(template["payload_bytes"]),
-        "rows": "every_step" if loss is None or loss.every_step else "evaluated_steps",
+        "rows": _row_kind(steps_table, loss),
         "origin": "import",
         "status": "complete",
         "hardware": {"device": profiles[0].device, "backend": profiles[0].backend},
@@ -361,11 +422,19 @@ def build_trace(
     }
     if backward is not None:
         meta["backward_profile"] = backward
-    steps_table = _rows(steps, loss, template, options.variant)
     validate_meta(meta, name)
     validate_steps(steps_table, name)
     trace = Trace(meta=meta, steps=steps_table, path=None)
     return ProfileImport(trace=trace, notes=notes, stragglers=stragglers, warnings=warnings)
+
+
+def _row_kind(rows: pd.DataFrame, loss: LossLog | None) -> str:
+    """What each row stands for: without a loss log the profiled steps themselves, one step
+    each (ProfilerStep#15..#17 are 3 steps, not 17), every_step where they are 1, 2, ..."""
+    if loss is not None:
+        return "every_step" if loss.every_step else "evaluated_steps"
+    consecutive = rows["step"].tolist() == list(range(1, len(rows) + 1))
+    return "every_step" if consecutive else "profiled_steps"
 
 
 def _check_options(options: ImportOptions) -> None:
