@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from transitsim.base.errors import TransitsimError
+from transitsim.traces.dtypes import element_size
 from transitsim.traces.kineto_device import DeviceStep, DeviceTimeline, device_timeline
 from transitsim.traces.kineto_events import (
     Event,
@@ -46,14 +47,6 @@ from transitsim.traces.kineto_events import (
 )
 
 US = 1e-6
-DTYPE_BYTES = {
-    "float": 4, "float32": 4, "double": 8, "float64": 8, "half": 2, "float16": 2,
-    "c10::half": 2, "bfloat16": 2, "c10::bfloat16": 2, "long int": 8, "long": 8, "int64": 8,
-    "int": 4, "int32": 4, "short int": 2, "short": 2, "int16": 2, "signed char": 1, "char": 1,
-    "int8": 1, "unsigned char": 1, "byte": 1, "uint8": 1, "bool": 1,
-    "c10::complex<float>": 8, "complex<float>": 8, "c10::complex<double>": 16,
-    "c10::float8_e4m3fn": 1, "c10::float8_e5m2": 1, "float8_e4m3fn": 1, "float8_e5m2": 1,
-}  # fmt: skip
 _KIND_WORDS = (  # first match wins: reduce_scatter before reduce, all_gather before gather
     ("reducescatter", "reduce_scatter"),
     ("allreduce", "all_reduce"),
@@ -106,6 +99,7 @@ class Collective:
     launch_us: float
     end_us: float
     dtype_bytes: int | None = None  # bytes per element, where the trace says
+    unknown_dtype: str | None = None  # an element type of no known size, where one made nbytes None
     ready_us: float | None = None  # GPU trace: when its inputs were done on the device
     op: Event | None = field(default=None, compare=False, repr=False)  # the host op read
 
@@ -160,12 +154,13 @@ class RankProfile:
     optimizer: str | None = None  # Optimizer.step#<name>.step, where the trace has one
 
 
-def _dims_elements(dims: object) -> int | None:
-    """Elements of one shape ([] is a scalar: 1), or of a nested TensorList of shapes."""
+def _dims_elements(dims: object, depth: int = 0) -> int | None:
+    """Elements of one shape ([] is a scalar: 1), or of a nested TensorList of shapes (at most
+    three lists deep: deeper is no shape torch records)."""
     if isinstance(dims, list) and all(isinstance(d, int) and not isinstance(d, bool) for d in dims):
         return math.prod(dims) if all(d >= 0 for d in dims) else None
-    if isinstance(dims, list) and dims and all(isinstance(d, list) for d in dims):
-        parts = [_dims_elements(d) for d in dims]
+    if depth < 2 and isinstance(dims, list) and dims and all(isinstance(d, list) for d in dims):
+        parts = [_dims_elements(d, depth + 1) for d in dims]
         return None if any(p is None for p in parts) else sum(parts)  # type: ignore[misc]
     return None
 
@@ -185,7 +180,7 @@ def _shape_size(args: dict) -> tuple[int | None, int | None]:
             return None, None
         tensors += 1
         elements += count
-        size = DTYPE_BYTES.get(kind.lower())
+        size = element_size(kind)
         nbytes = -1 if size is None or nbytes < 0 else nbytes + count * size
     if not tensors:
         return None, None
@@ -197,7 +192,7 @@ def _msg_size(args: dict) -> tuple[int | None, int | None]:
     count = args.get("In msg nelems")
     if not isinstance(count, int) or isinstance(count, bool) or count < 0:
         return None, None
-    size = DTYPE_BYTES.get(str(args.get("dtype", "")).lower())
+    size = element_size(args.get("dtype"))
     return count, (None if size is None else count * size)
 
 
@@ -206,11 +201,19 @@ def _element_bytes(args: dict, elements: int | None, nbytes: int | None) -> int 
     first tensor's recorded type."""
     if elements and nbytes is not None:
         return nbytes // elements
-    size = DTYPE_BYTES.get(str(args.get("dtype", "")).lower())
+    size = element_size(args.get("dtype"))
     if size is None and isinstance(args.get("Input type"), list):
-        types = [t for t in args["Input type"] if isinstance(t, str)]
-        size = next((DTYPE_BYTES[t.lower()] for t in types if t.lower() in DTYPE_BYTES), None)
+        size = next((b for t in args["Input type"] if (b := element_size(t))), None)
     return size
+
+
+def unknown_type(args: dict) -> str | None:
+    """The first element type an op records (its `dtype`, else a tensor's `Input type`) that has
+    no known size, else None."""
+    names = [args.get("dtype")] if "dtype" in args else []
+    if isinstance(args.get("Input type"), list):
+        names += [t for t in args["Input type"] if t not in ("", "Scalar", "ScalarList", "None")]
+    return next((str(n)[:60] for n in names if isinstance(n, str) and not element_size(n)), None)
 
 
 def kernel_dtype_bytes(name: str) -> int | None:
@@ -278,6 +281,10 @@ def _collectives(
                 used.add(id(match))
                 launch = match.ts
         unsized += nbytes is None and kind not in ("barrier",)
+        unknown = None
+        if nbytes is None:
+            rpcs = [p.args for p in ancestors[id(op)] if p.name == "record_param_comms"]
+            unknown = next(filter(None, map(unknown_type, [op.args, *rpcs])), None)
         out.append(
             Collective(
                 kind=kind,
@@ -290,6 +297,7 @@ def _collectives(
                 launch_us=op.ts if launch is None else launch,
                 end_us=op.end,
                 dtype_bytes=dtype,
+                unknown_dtype=unknown,
                 op=op,
             )
         )

@@ -15,6 +15,7 @@ no ProfilerStep spans, numbers that are not numbers.
 
 import gzip
 import io
+import itertools
 import json
 import math
 import re
@@ -31,6 +32,7 @@ from transitsim.base.reading import read_regular_file
 
 MAX_PROFILE_BYTES = 1 << 31  # 2 GiB of JSON: a few steps of a large job, not /dev/zero
 STEP_NAME = re.compile(r"^ProfilerStep#(\d{1,12})$")
+OVERLAP_SLACK_US = 1.0  # consecutive step spans may share a rounded microsecond
 # Events that run on a GPU (their pid is a device); the rest ran on the host.
 GPU_CATS = frozenset({"kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation"})
 
@@ -245,7 +247,21 @@ def step_spans(profile: RawProfile) -> tuple[list[tuple[int, Event]], list[str]]
                     f"{profile.path}: ProfilerStep numbers repeat: not one rank's file"
                 )
         spans.append((number, longest))
+    spans, enclosing = _innermost(sorted(spans, key=lambda item: (item[1].ts, -item[1].dur)))
+    for (first, a), (second, b) in itertools.pairwise(spans):
+        if a.end - b.ts > OVERLAP_SLACK_US:
+            raise TransitsimError(
+                f"{profile.path}: ProfilerStep#{first} and ProfilerStep#{second} overlap by "
+                f"{ms_range([a.end - b.ts])}: steps follow each other, so this is not one "
+                "rank's profile as torch.profiler writes it"
+            )
     notes = []
+    if enclosing:
+        listed = ", ".join(f"#{n}" for n in enclosing[:5]) + (", ..." if len(enclosing) > 5 else "")
+        notes.append(
+            f"{len(enclosing)} ProfilerStep span(s) enclosing other steps' spans dropped "
+            f"({listed}): each collective counted once, in the innermost step"
+        )
     if zero:
         notes.append(f"{zero} zero-length ProfilerStep span(s) dropped")
     if twins:
@@ -255,7 +271,20 @@ def step_spans(profile: RawProfile) -> tuple[list[tuple[int, Event]], list[str]]
             f"{len(slivers)} ProfilerStep span(s) of {ms_range(slivers)} beside their step's "
             "full span dropped"
         )
-    return sorted(spans, key=lambda item: item[1].ts), notes
+    return spans, notes
+
+
+def _innermost(spans: list[tuple[int, Event]]) -> tuple[list[tuple[int, Event]], list[int]]:
+    """The spans (sorted by start, longest first) less those that enclose the next one, which
+    hold other steps (a span around the whole loop, nested steps); and the numbers dropped."""
+    kept, dropped = [], []
+    for index, (number, span) in enumerate(spans):
+        following = spans[index + 1][1] if index + 1 < len(spans) else None
+        if following is not None and span.contains(following):
+            dropped.append(number)
+        else:
+            kept.append((number, span))
+    return kept, dropped
 
 
 def ms_range(durations_us: list[float]) -> str:
