@@ -2,10 +2,17 @@
 has its size, step spans that nest or overlap are resolved or refused, sizes beyond any model
 are one line, and a profile is read within bounds of memory and time."""
 
+import gzip
+import json
+import tracemalloc
+from pathlib import Path
+
 import pytest
 from cli_run import assert_refused, run_cli
 from test_byo_cli import make_profile, write_profile
 
+from transitsim.base.errors import TransitsimError
+from transitsim.traces import kineto_events
 from transitsim.traces.dtypes import element_size
 from transitsim.traces.format import read_trace
 from transitsim.traces.kineto import read_rank_profile
@@ -141,3 +148,76 @@ def test_shapes_beyond_any_model_are_one_line(tmp_path, args: dict) -> None:
     argv = ["traces", "import", "--profile", str(profile), "-o", str(out)]
     code, _, stderr = run_cli(argv)
     assert_refused(argv, code, stderr, out)
+
+
+def _tiny_events_profile(path: Path, tiny: int) -> Path:
+    """The small gloo profile with `tiny` instant events ahead of it: bytes of JSON that the
+    reader skips, as the 40 M events of the issue's 0.85 MB .json.gz."""
+    document = make_profile(steps=2)
+    head = json.dumps({k: v for k, v in document.items() if k != "traceEvents"})[:-1]
+    events = ",".join(json.dumps(e) for e in document["traceEvents"])
+    with gzip.open(path, "wt", encoding="utf-8") as handle:
+        handle.write(head + ', "traceEvents": [')
+        handle.write('{"ph":"i","ts":1},' * tiny)
+        handle.write(events + "]}")
+    return path
+
+
+def test_a_profile_is_read_in_memory_of_the_events_kept(tmp_path) -> None:
+    """Regression (issue 45): the whole document was parsed at once, so a small .json.gz of many
+    tiny events ran out of memory. 300,000 skipped events (6 MB of JSON, 6 M+ of Python objects
+    parsed whole) now cost the reader no more than the few events it keeps."""
+    path = _tiny_events_profile(tmp_path / "p.json.gz", 300_000)
+    tracemalloc.start()
+    try:
+        raw = kineto_events.read_raw_profile(path)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert len(raw.events) == 18 and raw.world_size == 2
+    assert peak < 4 << 20, f"{peak / 2**20:.1f} MiB to keep 18 events"
+
+
+def test_more_events_than_the_cap_are_one_line(tmp_path, monkeypatch) -> None:
+    monkeypatch.setattr(kineto_events, "MAX_EVENTS", 20)
+    small = write_profile(tmp_path / "small.json.gz", make_profile(steps=2))  # 18 events
+    assert len(kineto_events.read_raw_profile(small).events) == 18
+    profile = write_profile(tmp_path / "p.json.gz", make_profile(steps=3))  # 27 events
+    out = tmp_path / "out"
+    argv = ["traces", "import", "--profile", str(profile), "-o", str(out)]
+    code, _, stderr = run_cli(argv)
+    assert_refused(argv, code, stderr, out)
+    assert "more than 20 complete events" in stderr
+
+
+def test_more_json_than_the_cap_is_one_line(tmp_path, monkeypatch) -> None:
+    monkeypatch.setattr(kineto_events, "MAX_PROFILE_BYTES", 50_000)
+    path = _tiny_events_profile(tmp_path / "p.json.gz", 10_000)  # 180 KB of JSON, 1 KB packed
+    with pytest.raises(TransitsimError, match="more than 50,000 bytes of JSON"):
+        kineto_events.read_raw_profile(path)
+
+
+def test_a_header_after_the_events_is_read(tmp_path) -> None:
+    document = make_profile(steps=2, rank=1, world=4)
+    info = document.pop("distributedInfo")
+    document["deviceProperties"] = [{"name": "Test GPU"}]
+    document["distributedInfo"] = info  # written after traceEvents
+    raw = kineto_events.read_raw_profile(write_profile(tmp_path / "p.json.gz", document))
+    assert (raw.rank, raw.world_size, raw.device) == (1, 4, "Test GPU")
+
+
+def test_many_steps_read_each_step_as_one_step_alone(tmp_path) -> None:
+    """The steps' events are found by bisection and gloo's launches matched from queues (issue
+    45: the import was O(steps x events)); each of 60 steps reads as the first step alone."""
+    alone = read_rank_profile(write_profile(tmp_path / "one.json.gz", make_profile(steps=1)))
+    many = read_rank_profile(write_profile(tmp_path / "many.json.gz", make_profile(steps=60)))
+    assert [s.number for s in many.steps] == list(range(5, 65))
+    (first,) = alone.steps
+    for step in many.steps:
+        shift = step.start_us - first.start_us
+        for key in ("wall_s", "compute_s", "update_s", "comm_s", "exposed_s", "hidden_s"):
+            assert getattr(step, key) == pytest.approx(getattr(first, key)), (step.number, key)
+        assert [c.nbytes for c in step.collectives] == [c.nbytes for c in first.collectives]
+        assert [c.launch_us - shift for c in step.collectives] == pytest.approx(
+            [c.launch_us for c in first.collectives]
+        )

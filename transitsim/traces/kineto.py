@@ -30,6 +30,8 @@ host) in the warnings.
 import dataclasses
 import math
 import re
+from bisect import bisect_left, bisect_right
+from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -227,6 +229,38 @@ def _group(args: dict) -> int | None:
     return size if isinstance(size, int) and not isinstance(size, bool) and size > 0 else None
 
 
+class _Launchers:
+    """The `c10d::` launches no backend op sits inside (gloo runs the op later on a worker
+    thread), each handed to one op: the earliest unused one of the op's kind, started before it,
+    whose element count is the op's or unknown. Queues by kind and by (kind, count), each read
+    from its first unused entry, make every op's match O(1) amortised, not a scan of them all."""
+
+    def __init__(self, launchers: list[Event]) -> None:  # in time order
+        self.queues: dict[tuple, list[tuple[int, Event]]] = defaultdict(list)
+        for position, event in enumerate(launchers):
+            kind = collective_kind(event.name)
+            self.queues[(kind,)].append((position, event))
+            self.queues[(kind, _shape_size(event.args)[0])].append((position, event))
+        self.heads: dict[tuple, int] = defaultdict(int)
+        self.used: set[int] = set()
+
+    def _first(self, key: tuple) -> tuple[int, Event] | None:
+        queue, head = self.queues.get(key, []), self.heads[key]
+        while head < len(queue) and queue[head][0] in self.used:
+            head += 1
+        self.heads[key] = head
+        return queue[head] if head < len(queue) else None
+
+    def take(self, kind: str, elements: int | None, before: float) -> Event | None:
+        keys = [(kind,)] if elements is None else [(kind, elements), (kind, None)]
+        heads = [h for h in map(self._first, keys) if h is not None and h[1].ts <= before]
+        if not heads:
+            return None
+        position, event = min(heads, key=lambda h: h[0])
+        self.used.add(position)
+        return event
+
+
 def _collectives(
     host: list[Event], ancestors: dict[int, list[Event]], world: int | None, notes: list[str]
 ) -> list[Collective]:
@@ -239,8 +273,7 @@ def _collectives(
     anchored = {
         id(a) for op in backend_ops for a in ancestors[id(op)] if a.name.startswith("c10d::")
     }
-    free = [e for e in launchers if id(e) not in anchored]  # gloo: launched on another thread
-    used: set[int] = set()
+    free = _Launchers([e for e in launchers if id(e) not in anchored])  # gloo: on other threads
     out = []
     unsized = 0
     for op in backend_ops:
@@ -266,19 +299,8 @@ def _collectives(
                 if elements is None:
                     elements = _shape_size(parent.args)[0]
         if launch is None:
-            match = next(
-                (
-                    e
-                    for e in free
-                    if id(e) not in used
-                    and e.ts <= op.ts
-                    and collective_kind(e.name) == kind
-                    and (elements is None or _shape_size(e.args)[0] in (None, elements))
-                ),
-                None,
-            )
+            match = free.take(kind, elements, op.ts)
             if match is not None:
-                used.add(id(match))
                 launch = match.ts
         unsized += nbytes is None and kind not in ("barrier",)
         unknown = None
@@ -319,15 +341,29 @@ def _on_device(collective: Collective, device: DeviceTimeline) -> Collective:
     return dataclasses.replace(collective, ready_us=device.ready_us.get(key), dtype_bytes=dtype)
 
 
+class _ByStart:
+    """Events in time order, found by the window they overlap: by bisection on their starts,
+    reaching back the longest event's length (O(log n + found), not a scan of them all)."""
+
+    def __init__(self, events: list[Event]) -> None:  # sorted by start
+        self.events = events
+        self.starts = [e.ts for e in events]
+        self.longest = max((e.dur for e in events), default=0.0)
+
+    def overlapping(self, start: float, end: float) -> list[Event]:
+        first = bisect_left(self.starts, start - self.longest)
+        last = bisect_left(self.starts, end)
+        return [e for e in self.events[first:last] if e.end > start]
+
+
 def _host_figures(
-    span: Event, inside: list[Event], backend_ops: list[Event], ancestors: dict, comm_threads: set
+    span: Event, inside: list[Event], backend_ops: _ByStart, ancestors: dict, comm_threads: set
 ) -> tuple[float, float]:
     """CPU-only trace: (communication, hidden) of a step in microseconds, from the backend ops'
     spans (clipped to the step) against the host ops of the threads running no collective."""
     comm = [
         (max(e.ts, span.ts), min(e.end, span.end))
-        for e in backend_ops
-        if e.ts < span.end and e.end > span.ts
+        for e in backend_ops.overlapping(span.ts, span.end)
     ]
     work = [
         (e.ts, e.end)
@@ -417,10 +453,13 @@ def read_rank_profile(path: Path | str) -> RankProfile:
         collectives = [_on_device(c, device) for c in collectives]
     backend_ops = [e for e in host if _BACKEND_OP.match(e.name) and collective_kind(e.name)]
     comm_threads = {(str(e.pid), str(e.tid)) for e in backend_ops}
+    ops, host_starts = _ByStart(backend_ops), [e.ts for e in host]
+    launches = [c.launch_us for c in collectives]  # in launch order
     steps, clamped = [], []
-    for index, (number, span) in enumerate(spans):
-        inside = [e for e in host if span.ts <= e.ts and e.end <= span.end + 1.0]
-        mine = [c for c in collectives if span.ts <= c.launch_us <= span.end]
+    for index, (number, span) in enumerate(spans):  # each step's events found by bisection
+        first, last = bisect_left(host_starts, span.ts), bisect_right(host_starts, span.end + 1.0)
+        inside = [e for e in host[first:last] if e.end <= span.end + 1.0]
+        mine = collectives[bisect_left(launches, span.ts) : bisect_right(launches, span.end)]
         update = union_length(
             [(e.ts, e.end) for e in inside if e.name.startswith("Optimizer.step#")]
         )
@@ -432,7 +471,7 @@ def read_rank_profile(path: Path | str) -> RankProfile:
                 clamped.append(number)
             continue
         backward = [e for e in inside if e.name.startswith("autograd::engine::evaluate_function")]
-        comm_us, hidden_us = _host_figures(span, inside, backend_ops, ancestors, comm_threads)
+        comm_us, hidden_us = _host_figures(span, inside, ops, ancestors, comm_threads)
         wall_s = span.dur * US
         exposed_s = (comm_us - hidden_us) * US
         compute_s = max(wall_s - exposed_s - update * US, 0.0)
