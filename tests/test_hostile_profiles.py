@@ -221,3 +221,15 @@ def test_many_steps_read_each_step_as_one_step_alone(tmp_path) -> None:
         assert [c.launch_us - shift for c in step.collectives] == pytest.approx(
             [c.launch_us for c in first.collectives]
         )
+
+
+def test_an_unknown_type_beside_known_ones_is_named_in_the_warning(tmp_path) -> None:
+    document = make_profile()
+    for event in document["traceEvents"]:
+        if event["name"] == "gloo:all_reduce" and event["args"]["Input Dims"] == [[500]]:
+            event["args"]["Input type"] = ["c10::Float3_x"]
+    profile = write_profile(tmp_path / "p.json.gz", document)
+    code, _, stderr = run_cli(["traces", "import", "--profile", str(profile), "-o", str(tmp_path)])
+    assert code == 0, stderr
+    assert "3 of 6 all_reduce(s) have no readable size (element type 'c10::Float3_x'" in stderr
+    assert read_trace(tmp_path / "p-s0.parquet").meta["payload_bytes_per_step"] == 1000 * 4

@@ -463,9 +463,11 @@ def _payload(
         )
         return options.params, size
     if unsized:
+        unknown = next((c.unknown_dtype for c in mine if c.unknown_dtype), None)
+        why = f" (element type {unknown!r} of unknown size)" if unknown else ""
         warnings.append(
-            f"{unsized} of {len(mine)} {kind}(s) have no readable size: the payload counts only "
-            "the others (give --params N for the whole exchange)"
+            f"{unsized} of {len(mine)} {kind}(s) have no readable size{why}: the payload counts "
+            "only the others (give --params N for the whole exchange)"
         )
     elements = sum(c.elements or 0 for c in steps[0].critical.collectives if c.kind == kind)
     if options.params is None:
