@@ -187,7 +187,7 @@ def test_more_events_than_the_cap_are_one_line(tmp_path, monkeypatch) -> None:
     argv = ["traces", "import", "--profile", str(profile), "-o", str(out)]
     code, _, stderr = run_cli(argv)
     assert_refused(argv, code, stderr, out)
-    assert "more than 20 complete events" in stderr
+    assert "more than 20 complete events and flow arrows" in stderr
 
 
 def test_more_json_than_the_cap_is_one_line(tmp_path, monkeypatch) -> None:

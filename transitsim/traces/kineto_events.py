@@ -205,7 +205,13 @@ def read_raw_profile(path: Path | str) -> RawProfile:
         listed += 1
         if not isinstance(raw, dict):
             raise TransitsimError(f"{path}: not a profiler trace (an event is not an object)")
-        if raw.get("ph") in ("s", "f") and raw.get("cat") == "ac2g":
+        flow = raw.get("ph") in ("s", "f") and raw.get("cat") == "ac2g"
+        if (flow or raw.get("ph") == "X") and len(events) + len(starts) + len(ends) >= MAX_EVENTS:
+            raise TransitsimError(
+                f"{path}: more than {MAX_EVENTS:,} complete events and flow arrows: profile "
+                "fewer steps (torch.profiler's schedule: active=N)"
+            )
+        if flow:
             _flow(raw, starts, ends)
             continue
         if raw.get("ph") != "X":
@@ -215,11 +221,6 @@ def read_raw_profile(path: Path | str) -> RawProfile:
         if ts is None or dur is None or dur < 0 or not isinstance(name, str):
             skipped += 1
             continue
-        if len(events) == MAX_EVENTS:
-            raise TransitsimError(
-                f"{path}: more than {MAX_EVENTS:,} complete events: profile fewer steps "
-                "(torch.profiler's schedule: active=N)"
-            )
         args = raw.get("args")
         events.append(
             Event(
