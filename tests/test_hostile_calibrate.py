@@ -16,6 +16,7 @@ ROW = "1048576        262144     float     sum      -1    157.9    6.64   11.62"
         (["--model", "regimes", "--max-protocols", "1"], "--max-protocols applies to --model nccl"),
         (["--model", "nccl", "--max-regimes", "3"], "--max-regimes applies to --model regimes"),
         (["--max-regimes", "3"], "--max-regimes applies to --model regimes only, and all_reduce"),
+        (["--model", "regimes", "--max-regimes", "0"], "--max-regimes must lie in 1..3"),
     ],
 )
 def test_an_option_that_applies_to_no_fit_is_refused(tmp_path, extra, message) -> None:

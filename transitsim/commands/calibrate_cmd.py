@@ -379,8 +379,8 @@ def nccl_tests_command(
     for (kind, count), group in groups.items():
         chosen = models[kind, count]
         smallest = min_size or ("64 KiB" if chosen == "nccl" else "1 MiB")
-        settings = _fit_options(algo, holdout, smallest, max_regimes or 2, place, line_rate,
-                                topology)  # fmt: skip
+        regimes = 2 if max_regimes is None else max_regimes
+        settings = _fit_options(algo, holdout, smallest, regimes, place, line_rate, topology)
         settings["algo"] = settings["algo"] if kind == "all_reduce" else None
         if chosen == "nccl":
             settings.pop("max_regimes")
