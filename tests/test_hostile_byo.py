@@ -33,7 +33,25 @@ HOSTILE = st.one_of(
     st.booleans(),
     st.integers(min_value=-(2**70), max_value=2**70),
     st.floats(allow_nan=True, allow_infinity=True),
-    st.sampled_from([-1, 0, 2**62, -1e-9, 1e300, "", "x" * 200, "nan", "\x00", [], {}, [[-1]]]),
+    st.sampled_from(
+        [
+            -1,
+            0,
+            2**62,
+            -1e-9,
+            1e300,
+            "",
+            "x" * 200,
+            "nan",
+            "\x00",
+            [],
+            {},
+            [[-1]],
+            10**30,
+            [[2**61]],
+            [[[[[[1]]]]]],
+        ]
+    ),  # fmt: skip
     st.text(max_size=10),
     st.lists(st.integers(min_value=-3, max_value=3), max_size=3),
 )
@@ -90,7 +108,9 @@ def hostile_profile(draw, gpu: bool = False) -> bytes:
 
 
 CELLS = st.one_of(
-    st.sampled_from(["", "nan", "inf", "-1", "1e309", "abc", "0", "3.5", "True", " ", "\t"]),
+    st.sampled_from(
+        ["", "nan", "inf", "-1", "1e309", "abc", "0", "3.5", "True", " ", "\t", "1" + "0" * 400]
+    ),  # fmt: skip
     st.floats(allow_nan=True, allow_infinity=True).map(repr),
     st.integers(min_value=-5, max_value=10**13).map(str),
     st.text(max_size=6),
@@ -104,18 +124,66 @@ def hostile_loss_log(draw) -> tuple[str, bytes]:
     header = draw(st.sampled_from([*headers, ["step", "loss", "loss"], ["step"]]))
     rows = draw(st.lists(st.lists(CELLS, min_size=len(header), max_size=len(header)), max_size=6))
     if draw(st.booleans()):
+        if rows and draw(st.booleans()):  # a ragged row: a field more or fewer (issue 45)
+            index = draw(st.integers(0, len(rows) - 1))
+            rows[index] = rows[index][:-1] if draw(st.booleans()) else [*rows[index], "9"]
         text = "\n".join([",".join(header), *(",".join(r) for r in rows)]) + "\n"
         return ".csv", text.encode("utf-8", "surrogatepass")
     records = []
     for row in rows:
         record: dict[str, Any] = {}
-        for key, cell in zip(header, row, strict=True):
+        for key, cell in zip(header, row, strict=False):
             try:
                 record[key] = json.loads(cell)
             except ValueError:
                 record[key] = cell
         records.append(json.dumps(record, allow_nan=True))
     return ".jsonl", ("\n".join(records) + "\n").encode("utf-8", "surrogatepass")
+
+
+DTYPES = [
+    "float",
+    "c10::BFloat16",
+    "unsigned int",
+    "long long",
+    "c10::Float8_e4m3fnuz",
+    "c10::complex<c10::Half>",
+    "c10::quint4x2",
+    "Float",
+    "c10::NoSuchType",
+    "",
+    "Scalar",
+]
+
+
+@st.composite
+def shaped_profile(draw) -> bytes:
+    """The shared gloo trace with the shapes of issue 45: step spans enclosing or overlapping
+    others, element types of every kind (and unknown ones), sizes beyond any model."""
+    document = make_profile(steps=draw(st.integers(1, 4)), rank=0, world=2)
+    events = document["traceEvents"]
+    steps = [e for e in events if e["name"].startswith("ProfilerStep#")]
+    for _ in range(draw(st.integers(1, 4))):
+        choice = draw(st.integers(0, 3))
+        if choice == 0:  # a span around some steps, or one shifted into its neighbour
+            first = draw(st.sampled_from(steps))
+            grow = draw(st.sampled_from([0.0, 0.5, 100.0, 9000.0, 30000.0]))
+            events.append({**first, "name": f"ProfilerStep#{draw(st.integers(0, 99))}",
+                           "ts": first["ts"] - draw(st.sampled_from([0.0, 50.0, -4000.0])),
+                           "dur": first["dur"] + grow})  # fmt: skip
+        elif choice == 1:
+            dtype = draw(st.sampled_from(DTYPES))
+            for e in events:
+                if e["name"] == "gloo:all_reduce":
+                    e["args"]["Input type"] = [dtype]
+        elif choice == 2:
+            dims = draw(st.sampled_from([[[2**61]], [[2**31, 2**31]], [[10**30]], [[]], [[0]]]))
+            target = draw(st.sampled_from([e for e in events if e["name"] == "gloo:all_reduce"]))
+            target["args"]["Input Dims"] = dims
+        else:
+            step = draw(st.sampled_from(steps))
+            step["ts"] += draw(st.sampled_from([-8000.0, -0.5, 0.5, 8100.0]))
+    return json.dumps(document).encode()
 
 
 def check_import(profile: bytes, loss: tuple[str, bytes] | None) -> None:
@@ -159,6 +227,12 @@ def test_generated_hostile_profiles_import_whole_or_not_at_all(profile: bytes) -
 @FUZZ
 @given(profile=hostile_profile(gpu=True))
 def test_generated_hostile_gpu_profiles_import_whole_or_not_at_all(profile: bytes) -> None:
+    check_import(profile, None)
+
+
+@FUZZ
+@given(profile=shaped_profile())
+def test_generated_nested_steps_and_odd_shapes_import_whole_or_not_at_all(profile: bytes) -> None:
     check_import(profile, None)
 
 

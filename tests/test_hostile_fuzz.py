@@ -98,6 +98,7 @@ JSON_LEAF = st.one_of(
     SPECIAL_NUMBERS,
     st.text(max_size=12),
     st.sampled_from(["False", "True", "nan", "Infinity", "1e309", "", "\x00", "x" * 300]),
+    st.sampled_from([10**400, -(10**400)]),  # integers beyond any float (issue 45)
 )
 JSON_VALUE = st.recursive(
     JSON_LEAF,

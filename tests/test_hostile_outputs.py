@@ -48,6 +48,13 @@ def _argv(work: Path, kind: str) -> list[str]:
         "train": ["train", "--variant", "A", "--steps", "2", "--quiet", "-o"],
         "events": ["run", str(work / "s.yaml"), "--serial", "-q", "-o", str(work / "ev-out")]
         + ["--trace-events"],
+        # inputs that are not there: the output is checked before they are read
+        "profile": ["traces", "import", "--profile", str(work / "none.json.gz"), "-o"],
+        "calibrate": ["calibrate", "nccl-tests", str(work / "none.txt"), "-o"],
+        "reference": ["scenario-reference", "-o"],
+        "compare": ["testbed", "compare", str(work / "none.parquet"), "-o"],
+        "testbed": ["testbed", "run", "-o"],
+        "ttl": ["testbed", "ttl", "-o"],
     }[kind]
 
 
@@ -83,6 +90,30 @@ def test_unwritable_output_is_one_line_before_any_work(
     assert len(stderr.splitlines()) == 1 and stderr.startswith("transitsim: error: ")
     assert message in stderr
     assert sorted(p.name for p in work.rglob("*")) == before  # nothing written, no probe left
+
+
+LONG = "n" * 256  # one byte over a file system's name limit (ENAMETOOLONG)
+
+
+@pytest.mark.parametrize(
+    ("kind", "path"),
+    [(kind, "{work}/" + LONG) for kind in ("run", "replay", "import", "profile", "train",
+                                            "compare", "testbed", "ttl")]
+    + [(kind, "{work}/" + LONG + "/x.yaml") for kind in ("schema", "reference", "calibrate")]
+    + [("events", "{work}/" + LONG + "/e.json"), ("run", "{work}/" + "n" * 245),
+       ("import", "{work}/" + "/".join(["n" * 250] * 17))],
+)  # fmt: skip
+def test_a_name_over_the_file_system_limit_is_one_line_before_any_work(
+    work: Path, capsys: pytest.CaptureFixture[str], kind: str, path: str
+) -> None:
+    """Regression (issue 45): ENAMETOOLONG came as a traceback, in import only after all the
+    work; every command that takes -o now checks the name first."""
+    before = sorted(p.name for p in work.rglob("*"))
+    code, _, stderr = run_cli([*_argv(work, kind), path.format(work=work)], capsys)
+    assert code == 2, stderr
+    assert len(stderr.splitlines()) == 1 and stderr.startswith("transitsim: error: ")
+    assert "bytes (a file system allows 255" in stderr or "bytes (at most" in stderr
+    assert sorted(p.name for p in work.rglob("*")) == before
 
 
 def test_validate_catches_an_unwritable_outputs_dir(

@@ -21,6 +21,8 @@ from pathlib import Path
 from transitsim.base.errors import TransitsimError
 
 MAX_NAME_BYTES = 200  # a file name plus our ".<name>.<random>.tmp" stays under the usual 255
+NAME_MAX = 255  # bytes in one path component (Linux's ext4, xfs, btrfs, tmpfs)
+PATH_MAX = 4096  # bytes in a whole path, its NUL included (Linux)
 
 # The empty file a writability check makes and removes at once: a concurrent run into the same
 # folder may see one for an instant (base/outfolder.py counts it as nobody's content).
@@ -46,6 +48,7 @@ def check_writable_folder(folder: Path | str, what: str = "output folder") -> Pa
     folder = Path(folder)
     if "\x00" in str(folder):
         raise TransitsimError(f"{what}: the path holds a NUL character")
+    _check_lengths(folder, what)
     if os.path.lexists(folder) and not folder.is_dir():
         raise TransitsimError(f"{what} {folder}: exists and is not a folder")
     start = _nearest_existing(folder.absolute())
@@ -60,6 +63,21 @@ def check_writable_folder(folder: Path | str, what: str = "output folder") -> Pa
     os.close(fd)
     os.unlink(probe)
     return folder
+
+
+def _check_lengths(path: Path, what: str) -> None:
+    """Refuse a path the file system cannot hold (ENAMETOOLONG): a component over NAME_MAX bytes
+    or a whole path over PATH_MAX, which would otherwise fail only when the work is written."""
+    whole = os.fsencode(path.absolute())
+    if len(whole) >= PATH_MAX:
+        raise TransitsimError(f"{what}: the path is {len(whole):,} bytes (at most {PATH_MAX - 1})")
+    for part in path.parts:
+        size = len(os.fsencode(part))
+        if size > NAME_MAX:
+            raise TransitsimError(
+                f"{what}: the name {part[:40]}... is {size:,} bytes (a file system allows "
+                f"{NAME_MAX} a name)"
+            )
 
 
 def check_writable_file(path: Path | str, what: str = "output file") -> Path:
@@ -78,6 +96,7 @@ def _check_file_kind(path: Path, what: str) -> None:
         raise TransitsimError(f"{what}: file name longer than {MAX_NAME_BYTES} bytes")
     if "\x00" in str(path):
         raise TransitsimError(f"{what}: the path holds a NUL character")
+    _check_lengths(path, what)
     if path.is_dir():
         raise TransitsimError(f"{what} {path}: is a folder, not a file")
     try:

@@ -22,6 +22,7 @@ from collections.abc import Callable, Collection, Iterator
 from pathlib import Path
 
 from transitsim.base.atomic import (
+    NAME_MAX,
     PROBE_PREFIX,
     check_writable_file,
     check_writable_folder,
@@ -30,6 +31,7 @@ from transitsim.base.atomic import (
 from transitsim.base.errors import TransitsimError
 
 _RENAME_EXCHANGE = 2  # linux/fs.h
+STAGING_EXTRA = 16  # ".<name>.<8 random>.tmp" beside the folder: 14 bytes more, and a margin
 _AT_FDCWD = -100
 
 
@@ -42,6 +44,12 @@ def check_output_folder(out_dir: Path | str, owned: Collection[str]) -> Path:
     folder, and holding nothing but files named in `owned` (an earlier run's outputs)."""
     out_dir = Path(out_dir)
     check_writable_folder(out_dir)
+    size = len(os.fsencode(out_dir.absolute().name))
+    if size > NAME_MAX - STAGING_EXTRA:
+        raise TransitsimError(
+            f"output folder: the name {out_dir.absolute().name[:40]}... is {size:,} bytes (at most "
+            f"{NAME_MAX - STAGING_EXTRA}: its staging folder beside it adds {STAGING_EXTRA})"
+        )
     resolved = out_dir.resolve()
     if resolved == Path.cwd().resolve() or resolved in Path.cwd().resolve().parents:
         raise TransitsimError(

@@ -23,6 +23,10 @@ from dataclasses import dataclass
 from transitsim.base.errors import TransitsimError
 
 MAX_SIZE_BYTES = 1 << 50
+# No collective of one nccl-tests row takes hours, and no link carries 10 TB/s (NVLink 5 is
+# 1.8 TB/s a GPU): a row beyond either is corrupt, and a fit through it would be nonsense.
+MAX_TIME_US = 1e10
+MAX_BANDWIDTH_GBPS = 1e4
 DTYPE_BYTES = {
     "int8": 1,
     "uint8": 1,
@@ -221,6 +225,22 @@ def number(token: str, where: str, column: str) -> float:
     return value
 
 
+def _check_plausible(out: list[float], inside: list[float], where: str) -> None:
+    """Refuse a row whose time or bandwidth no real run measures (NaN: not printed)."""
+    for (time_us, algbw, busbw), place in ((out, "out-of-place"), (inside, "in-place")):
+        if time_us > MAX_TIME_US:
+            raise TransitsimError(
+                f"{where}: {place} time {time_us:.4g} us is more than {MAX_TIME_US:.0e} us (hours "
+                "for one collective): not a measurement"
+            )
+        for name, value in (("algbw", algbw), ("busbw", busbw)):
+            if value > MAX_BANDWIDTH_GBPS:
+                raise TransitsimError(
+                    f"{where}: {place} {name} {value:.4g} GB/s is more than any link carries "
+                    f"({MAX_BANDWIDTH_GBPS:,.0f} GB/s): not a measurement"
+                )
+
+
 def half_unit(token: str) -> float:
     """Half the last printed digit's unit: how far the printed value may be from the true one
     (nccl-tests prints 2, 1 or 0 decimals, or an exponent, as the width allows)."""
@@ -289,6 +309,7 @@ def read_row(tokens: list[str], cols: Columns, where: str) -> tuple[dict, RowFig
     time_us, algbw = out[0], out[1]
     if time_us <= 0:
         raise TransitsimError(f"{where}: time {tokens[cols.time[0]]!r} is not positive")
+    _check_plausible(out, inside, where)
     expected = size / time_us / 1e3  # bytes per microsecond -> GB/s
     if abs(expected - algbw) > ALGBW_SLACK_GBPS + ALGBW_TOLERANCE * max(expected, algbw):
         raise TransitsimError(

@@ -323,7 +323,12 @@ def nccl_tests_command(
         "--min-size",
         help="fit rows of at least this size (default: 64 KiB in the NCCL mode, 1 MiB for regimes)",
     ),
-    max_regimes: int = MAX_REGIMES_OPTION,
+    max_regimes: int | None = typer.Option(
+        None,
+        "--max-regimes",
+        help=f"--model regimes: size regimes allowed (1..{MAX_REGIMES}, default 2), 2 parameters "
+        "each",
+    ),
     place: str = PLACE,
     line_rate: str | None = LINE_RATE,
     name: str | None = NAME,
@@ -339,11 +344,13 @@ def nccl_tests_command(
         "--no-holdout",
         help="skip the second fit that leaves every second size out and predicts it",
     ),
-    channels: int = typer.Option(
-        DEFAULT_CHANNELS, "--channels", help="--model nccl: the channels of the network fitted"
+    channels: int | None = typer.Option(
+        None,
+        "--channels",
+        help=f"--model nccl: the channels of the network fitted (default {DEFAULT_CHANNELS})",
     ),
-    max_protocols: int = typer.Option(
-        3, "--max-protocols", help="--model nccl: protocols allowed (1: Simple .. 3: all)"
+    max_protocols: int | None = typer.Option(
+        None, "--max-protocols", help="--model nccl: protocols allowed (1: Simple .. 3: all)"
     ),
     csv: bool = CSV,
     json_: bool = JSON,
@@ -359,20 +366,27 @@ def nccl_tests_command(
         raise TransitsimError(f"-o {output}: is one of the tables read; give another file")
     if collective is not None:
         collective = collective.replace("-", "_")
+    given = {"--channels": channels, "--max-protocols": max_protocols, "--max-regimes": max_regimes}
+    _check_applies(model, given, algo, [])  # before reading, where --model says
     tables = [read_nccl_tests(path, collective, ranks) for path in files]
     groups: dict[tuple[str, int], list[Table]] = {}
     for table in tables:  # one fit per collective and rank count: tables of one sweep, or repeats
         groups.setdefault((table.collective, table.ranks), []).append(table)
+    # the NCCL mode where transitsim has the collective's schedule, else regimes
+    models = {key: model or ("nccl" if key[0] in NCCL_COLLECTIVES else "regimes") for key in groups}
+    _check_applies(model, given, algo, [(kind, models[kind, n]) for kind, n in groups])
     calibrations, accuracies = [], []
     for (kind, count), group in groups.items():
-        # the NCCL mode where transitsim has the collective's schedule, else regimes
-        chosen = model or ("nccl" if kind in NCCL_COLLECTIVES else "regimes")
+        chosen = models[kind, count]
         smallest = min_size or ("64 KiB" if chosen == "nccl" else "1 MiB")
-        settings = _fit_options(algo, holdout, smallest, max_regimes, place, line_rate, topology)
+        regimes = 2 if max_regimes is None else max_regimes
+        settings = _fit_options(algo, holdout, smallest, regimes, place, line_rate, topology)
         settings["algo"] = settings["algo"] if kind == "all_reduce" else None
         if chosen == "nccl":
             settings.pop("max_regimes")
-            settings.update(channels=channels, max_protocols=max_protocols, coefficient_cache={})
+            settings.update(channels=DEFAULT_CHANNELS if channels is None else channels,
+                            max_protocols=3 if max_protocols is None else max_protocols,
+                            coefficient_cache={})  # fmt: skip
         fit = calibrate_nccl if chosen == "nccl" else calibrate
         final = fit(group, **settings)
 
@@ -387,6 +401,23 @@ def nccl_tests_command(
         accuracies.append(accuracy(final, None if no_holdout else refit, kind, count))
     command = f"transitsim calibrate nccl-tests (transitsim {__version__})"
     return _finish(calibrations, accuracies, use, output, payload, name, command, fmt, quiet)
+
+
+def _check_applies(
+    model: str | None, given: dict[str, int | None], algo: str | None, fits: list[tuple[str, str]]
+) -> None:
+    """Refuse an option that applies to none of the fits, each (collective, model), rather than
+    ignore it; with no fits yet (before reading), only what --model itself rules out."""
+    models = {m for _, m in fits} or ({model} if model else {"nccl", "regimes"})
+    wants = {"--channels": "nccl", "--max-protocols": "nccl", "--max-regimes": "regimes"}
+    for option, value in given.items():
+        if value is not None and wants[option] not in models:
+            held = ", ".join(sorted({kind for kind, _ in fits}))
+            why = f"not --model {model}" if model else f"and {held} is fitted with the other"
+            raise TransitsimError(f"{option} applies to --model {wants[option]} only, {why}")
+    if algo is not None and fits and not any(kind == "all_reduce" for kind, _ in fits):
+        held = ", ".join(sorted({kind for kind, _ in fits}))
+        raise TransitsimError(f"--algo applies to all_reduce only; the tables hold {held}")
 
 
 def testbed_command(

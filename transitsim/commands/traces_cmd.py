@@ -223,10 +223,10 @@ def _import_profile(
 ) -> int:
     """`traces import --profile ... [--loss ...]`: one trace from a profile and a loss log (and
     the measured network); nothing is written when any part cannot be."""
-    log = read_loss_log(loss, parse_columns(columns)) if loss is not None else None
-    check_writable_folder(out, what="traces folder")
+    check_writable_folder(out, what="traces folder")  # before any file is read
     if network is not None:
         check_writable_file(network, what="network file")
+    log = read_loss_log(loss, parse_columns(columns)) if loss is not None else None
     result = build_trace(profiles, log, options)
     why = None
     try:

@@ -30,10 +30,13 @@ host) in the warnings.
 import dataclasses
 import math
 import re
+from bisect import bisect_left, bisect_right
+from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from transitsim.base.errors import TransitsimError
+from transitsim.traces.dtypes import element_size
 from transitsim.traces.kineto_device import DeviceStep, DeviceTimeline, device_timeline
 from transitsim.traces.kineto_events import (
     Event,
@@ -46,14 +49,6 @@ from transitsim.traces.kineto_events import (
 )
 
 US = 1e-6
-DTYPE_BYTES = {
-    "float": 4, "float32": 4, "double": 8, "float64": 8, "half": 2, "float16": 2,
-    "c10::half": 2, "bfloat16": 2, "c10::bfloat16": 2, "long int": 8, "long": 8, "int64": 8,
-    "int": 4, "int32": 4, "short int": 2, "short": 2, "int16": 2, "signed char": 1, "char": 1,
-    "int8": 1, "unsigned char": 1, "byte": 1, "uint8": 1, "bool": 1,
-    "c10::complex<float>": 8, "complex<float>": 8, "c10::complex<double>": 16,
-    "c10::float8_e4m3fn": 1, "c10::float8_e5m2": 1, "float8_e4m3fn": 1, "float8_e5m2": 1,
-}  # fmt: skip
 _KIND_WORDS = (  # first match wins: reduce_scatter before reduce, all_gather before gather
     ("reducescatter", "reduce_scatter"),
     ("allreduce", "all_reduce"),
@@ -107,6 +102,7 @@ class Collective:
     launch_us: float
     end_us: float
     dtype_bytes: int | None = None  # bytes per element, where the trace says
+    unknown_dtype: str | None = None  # an element type of no known size, where one made nbytes None
     ready_us: float | None = None  # GPU trace: when its inputs were done on the device
     run_us: tuple[float, float] | None = None  # when it ran: its kernels (GPU), its op (CPU)
     op: Event | None = field(default=None, compare=False, repr=False)  # the host op read
@@ -168,12 +164,13 @@ class RankProfile:
     optimizer: str | None = None  # Optimizer.step#<name>.step, where the trace has one
 
 
-def _dims_elements(dims: object) -> int | None:
-    """Elements of one shape ([] is a scalar: 1), or of a nested TensorList of shapes."""
+def _dims_elements(dims: object, depth: int = 0) -> int | None:
+    """Elements of one shape ([] is a scalar: 1), or of a nested TensorList of shapes (at most
+    three lists deep: deeper is no shape torch records)."""
     if isinstance(dims, list) and all(isinstance(d, int) and not isinstance(d, bool) for d in dims):
         return math.prod(dims) if all(d >= 0 for d in dims) else None
-    if isinstance(dims, list) and dims and all(isinstance(d, list) for d in dims):
-        parts = [_dims_elements(d) for d in dims]
+    if depth < 2 and isinstance(dims, list) and dims and all(isinstance(d, list) for d in dims):
+        parts = [_dims_elements(d, depth + 1) for d in dims]
         return None if any(p is None for p in parts) else sum(parts)  # type: ignore[misc]
     return None
 
@@ -193,7 +190,7 @@ def _shape_size(args: dict) -> tuple[int | None, int | None]:
             return None, None
         tensors += 1
         elements += count
-        size = DTYPE_BYTES.get(kind.lower())
+        size = element_size(kind)
         nbytes = -1 if size is None or nbytes < 0 else nbytes + count * size
     if not tensors:
         return None, None
@@ -205,7 +202,7 @@ def _msg_size(args: dict) -> tuple[int | None, int | None]:
     count = args.get("In msg nelems")
     if not isinstance(count, int) or isinstance(count, bool) or count < 0:
         return None, None
-    size = DTYPE_BYTES.get(str(args.get("dtype", "")).lower())
+    size = element_size(args.get("dtype"))
     return count, (None if size is None else count * size)
 
 
@@ -214,11 +211,19 @@ def _element_bytes(args: dict, elements: int | None, nbytes: int | None) -> int 
     first tensor's recorded type."""
     if elements and nbytes is not None:
         return nbytes // elements
-    size = DTYPE_BYTES.get(str(args.get("dtype", "")).lower())
+    size = element_size(args.get("dtype"))
     if size is None and isinstance(args.get("Input type"), list):
-        types = [t for t in args["Input type"] if isinstance(t, str)]
-        size = next((DTYPE_BYTES[t.lower()] for t in types if t.lower() in DTYPE_BYTES), None)
+        size = next((b for t in args["Input type"] if (b := element_size(t))), None)
     return size
+
+
+def unknown_type(args: dict) -> str | None:
+    """The first element type an op records (its `dtype`, else a tensor's `Input type`) that has
+    no known size, else None."""
+    names = [args.get("dtype")] if "dtype" in args else []
+    if isinstance(args.get("Input type"), list):
+        names += [t for t in args["Input type"] if t not in ("", "Scalar", "ScalarList", "None")]
+    return next((str(n)[:60] for n in names if isinstance(n, str) and not element_size(n)), None)
 
 
 def kernel_dtype_bytes(name: str) -> int | None:
@@ -230,6 +235,38 @@ def kernel_dtype_bytes(name: str) -> int | None:
 def _group(args: dict) -> int | None:
     size = args.get("Group size")
     return size if isinstance(size, int) and not isinstance(size, bool) and size > 0 else None
+
+
+class _Launchers:
+    """The `c10d::` launches no backend op sits inside (gloo runs the op later on a worker
+    thread), each handed to one op: the earliest unused one of the op's kind, started before it,
+    whose element count is the op's or unknown. Queues by kind and by (kind, count), each read
+    from its first unused entry, make every op's match O(1) amortised, not a scan of them all."""
+
+    def __init__(self, launchers: list[Event]) -> None:  # in time order
+        self.queues: dict[tuple, list[tuple[int, Event]]] = defaultdict(list)
+        for position, event in enumerate(launchers):
+            kind = collective_kind(event.name)
+            self.queues[(kind,)].append((position, event))
+            self.queues[(kind, _shape_size(event.args)[0])].append((position, event))
+        self.heads: dict[tuple, int] = defaultdict(int)
+        self.used: set[int] = set()
+
+    def _first(self, key: tuple) -> tuple[int, Event] | None:
+        queue, head = self.queues.get(key, []), self.heads[key]
+        while head < len(queue) and queue[head][0] in self.used:
+            head += 1
+        self.heads[key] = head
+        return queue[head] if head < len(queue) else None
+
+    def take(self, kind: str, elements: int | None, before: float) -> Event | None:
+        keys = [(kind,)] if elements is None else [(kind, elements), (kind, None)]
+        heads = [h for h in map(self._first, keys) if h is not None and h[1].ts <= before]
+        if not heads:
+            return None
+        position, event = min(heads, key=lambda h: h[0])
+        self.used.add(position)
+        return event
 
 
 def _collectives(
@@ -244,8 +281,7 @@ def _collectives(
     anchored = {
         id(a) for op in backend_ops for a in ancestors[id(op)] if a.name.startswith("c10d::")
     }
-    free = [e for e in launchers if id(e) not in anchored]  # gloo: launched on another thread
-    used: set[int] = set()
+    free = _Launchers([e for e in launchers if id(e) not in anchored])  # gloo: on other threads
     out = []
     unsized = 0
     for op in backend_ops:
@@ -271,21 +307,14 @@ def _collectives(
                 if elements is None:
                     elements = _shape_size(parent.args)[0]
         if launch is None:
-            match = next(
-                (
-                    e
-                    for e in free
-                    if id(e) not in used
-                    and e.ts <= op.ts
-                    and collective_kind(e.name) == kind
-                    and (elements is None or _shape_size(e.args)[0] in (None, elements))
-                ),
-                None,
-            )
+            match = free.take(kind, elements, op.ts)
             if match is not None:
-                used.add(id(match))
                 launch = match.ts
         unsized += nbytes is None and kind not in ("barrier",)
+        unknown = None
+        if nbytes is None:
+            rpcs = [p.args for p in ancestors[id(op)] if p.name == "record_param_comms"]
+            unknown = next(filter(None, map(unknown_type, [op.args, *rpcs])), None)
         out.append(
             Collective(
                 kind=kind,
@@ -299,6 +328,7 @@ def _collectives(
                 end_us=op.end,
                 dtype_bytes=dtype,
                 run_us=(op.ts, op.end),
+                unknown_dtype=unknown,
                 op=op,
             )
         )
@@ -325,15 +355,29 @@ def _on_device(collective: Collective, device: DeviceTimeline) -> Collective:
     )
 
 
+class _ByStart:
+    """Events in time order, found by the window they overlap: by bisection on their starts,
+    reaching back the longest event's length (O(log n + found), not a scan of them all)."""
+
+    def __init__(self, events: list[Event]) -> None:  # sorted by start
+        self.events = events
+        self.starts = [e.ts for e in events]
+        self.longest = max((e.dur for e in events), default=0.0)
+
+    def overlapping(self, start: float, end: float) -> list[Event]:
+        first = bisect_left(self.starts, start - self.longest)
+        last = bisect_left(self.starts, end)
+        return [e for e in self.events[first:last] if e.end > start]
+
+
 def _host_figures(
-    span: Event, inside: list[Event], backend_ops: list[Event], ancestors: dict, comm_threads: set
+    span: Event, inside: list[Event], backend_ops: _ByStart, ancestors: dict, comm_threads: set
 ) -> tuple[float, float]:
     """CPU-only trace: (communication, hidden) of a step in microseconds, from the backend ops'
     spans (clipped to the step) against the host ops of the threads running no collective."""
     comm = [
         (max(e.ts, span.ts), min(e.end, span.end))
-        for e in backend_ops
-        if e.ts < span.end and e.end > span.ts
+        for e in backend_ops.overlapping(span.ts, span.end)
     ]
     work = [
         (e.ts, e.end)
@@ -449,10 +493,13 @@ def read_rank_profile(path: Path | str) -> RankProfile:
         collectives = [_on_device(c, device) for c in collectives]
     backend_ops = [e for e in host if _BACKEND_OP.match(e.name) and collective_kind(e.name)]
     comm_threads = {(str(e.pid), str(e.tid)) for e in backend_ops}
+    ops, host_starts = _ByStart(backend_ops), [e.ts for e in host]
+    launches = [c.launch_us for c in collectives]  # in launch order
     steps, clamped = [], []
-    for index, (number, span) in enumerate(spans):
-        inside = [e for e in host if span.ts <= e.ts and e.end <= span.end + 1.0]
-        mine = [c for c in collectives if span.ts <= c.launch_us <= span.end]
+    for index, (number, span) in enumerate(spans):  # each step's events found by bisection
+        first, last = bisect_left(host_starts, span.ts), bisect_right(host_starts, span.end + 1.0)
+        inside = [e for e in host[first:last] if e.end <= span.end + 1.0]
+        mine = collectives[bisect_left(launches, span.ts) : bisect_right(launches, span.end)]
         update = union_length(
             [(e.ts, e.end) for e in inside if e.name.startswith("Optimizer.step#")]
         )
@@ -465,7 +512,7 @@ def read_rank_profile(path: Path | str) -> RankProfile:
                 clamped.append(number)
             continue
         backward = [e for e in inside if e.name.startswith("autograd::engine::evaluate_function")]
-        comm_us, hidden_us = _host_figures(span, inside, backend_ops, ancestors, comm_threads)
+        comm_us, hidden_us = _host_figures(span, inside, ops, ancestors, comm_threads)
         wall_s = span.dur * US
         exposed_s = (comm_us - hidden_us) * US
         compute_s = max(wall_s - exposed_s - update * US, 0.0)

@@ -5,32 +5,41 @@ gzipped): `traceEvents` (Chrome trace events: complete "X" events with `ts` and 
 microseconds, `cat`, `pid`, `tid`, `args`) and a few top-level keys (`distributedInfo` with the
 rank, world size and backend; `deviceProperties` with the GPUs). Only complete events carry the
 time spans read here, and the `ac2g` flow arrows that tie a GPU event to its host launch where
-the event lacks a `correlation`; counters and metadata are skipped. Plain `json` reads the
-file (Holistic Trace Analysis and Perfetto's trace processor read it too, but each brings a
-large dependency, and the second a binary of its own, for what is a list of spans).
+the event lacks a `correlation`; counters and metadata are skipped. `ijson` (yajl, in C) reads
+the file as a stream, one event at a time, so memory grows with the events kept, never with the
+file: a 1 MB .json.gz can hold a GB of JSON (Holistic Trace Analysis and Perfetto's trace
+processor read it too, but each brings a large dependency, and the second a binary of its own,
+for what is a list of spans).
 
 Everything wrong with the file is one TransitsimError line naming it: not JSON, not a trace,
 no ProfilerStep spans, numbers that are not numbers.
 """
 
+import contextlib
 import gzip
-import io
-import json
+import itertools
 import math
 import re
 import zlib
 from collections import defaultdict
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
+import ijson
 import numpy as np
 
 from transitsim.base.errors import TransitsimError
-from transitsim.base.reading import read_regular_file
+from transitsim.base.reading import open_regular_file
 
 MAX_PROFILE_BYTES = 1 << 31  # 2 GiB of JSON: a few steps of a large job, not /dev/zero
+# Complete events kept from one file: the largest real per-rank trace in shared/ has 0.2 M; each
+# kept event costs about 1 KB of memory, so this bounds a profile's memory near 4 GB.
+MAX_EVENTS = 4_000_000
+HEADER_KEYS = ("distributedInfo", "deviceProperties")
 STEP_NAME = re.compile(r"^ProfilerStep#(\d{1,12})$")
+OVERLAP_SLACK_US = 1.0  # consecutive step spans may share a rounded microsecond
 # Events that run on a GPU (their pid is a device); the rest ran on the host.
 GPU_CATS = frozenset({"kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation"})
 
@@ -73,32 +82,85 @@ class RawProfile:
     flow_ends: dict[tuple[str, str, float], int | str] = field(default_factory=dict)
 
 
-def _read_bytes(path: Path) -> bytes:
-    """The file's JSON text as bytes, gunzipped when it is gzip (by its magic, not its name)."""
-    if not path.exists():
-        raise TransitsimError(f"{path}: no such file")
-    packed = read_regular_file(path, MAX_PROFILE_BYTES, "profiler trace")  # no FIFO, no device
-    raw = packed
-    if packed[:2] == b"\x1f\x8b":
+class _Bounded:
+    """The JSON text as ijson reads it, refused past MAX_PROFILE_BYTES (a gzip bomb)."""
+
+    def __init__(self, handle: BinaryIO, path: Path) -> None:
+        self.handle, self.path, self.total = handle, path, 0
+
+    def read(self, size: int = -1) -> bytes:
+        chunk = self.handle.read(size)
+        self.total += len(chunk)
+        if self.total > MAX_PROFILE_BYTES:
+            raise TransitsimError(f"{self.path}: more than {MAX_PROFILE_BYTES:,} bytes of JSON")
+        return chunk
+
+
+@contextlib.contextmanager
+def _json_text(path: Path) -> Iterator[_Bounded]:
+    """The file's JSON text as a stream, gunzipped when it is gzip (by its magic, not its name);
+    a broken file is one line (a JSON error is the caller's to name)."""
+    with open_regular_file(path, MAX_PROFILE_BYTES, "profiler trace") as handle:  # no FIFO
+        gzipped = handle.read(2) == b"\x1f\x8b"
+        handle.seek(0)
         try:
-            with gzip.GzipFile(fileobj=io.BytesIO(packed)) as unzipped:
-                raw = unzipped.read(MAX_PROFILE_BYTES + 1)
+            if gzipped:
+                with gzip.GzipFile(fileobj=handle) as unzipped:
+                    yield _Bounded(unzipped, path)  # type: ignore[arg-type]
+            else:
+                yield _Bounded(handle, path)
         except (OSError, EOFError, zlib.error) as exc:
             reason = str(exc).splitlines()[0] if str(exc) else "broken gzip"
             raise TransitsimError(f"{path}: cannot read the profile ({reason})") from None
-    if len(raw) > MAX_PROFILE_BYTES:
-        raise TransitsimError(f"{path}: more than {MAX_PROFILE_BYTES:,} bytes of JSON")
-    return raw
+        except (ijson.JSONError, ValueError) as exc:  # ValueError: ijson on a few kinds of junk
+            reason = str(exc).strip().splitlines()[0][:80] if str(exc).strip() else "broken"
+            raise TransitsimError(
+                f"{path}: not a profiler trace (not JSON: {reason}; torch.profiler writes JSON "
+                "or .json.gz)"
+            ) from None
 
 
-def _load_json(path: Path) -> Any:
-    raw = _read_bytes(path)
-    try:
-        return json.loads(raw)
-    except (ValueError, RecursionError):
-        raise TransitsimError(
-            f"{path}: not a profiler trace (not JSON; torch.profiler writes JSON or .json.gz)"
-        ) from None
+def _header_values(path: Path) -> tuple[str, dict[str, Any]]:
+    """The document's kind ("object", "array" or "other") and the values of its HEADER_KEYS:
+    read token by token up to its `traceEvents` (torch.profiler writes them first), and a key
+    not seen by then looked for after the events by ijson's C parser."""
+    found: dict[str, Any] = {}
+    with _json_text(path) as text:
+        tokens = ijson.parse(text, use_float=True)
+        first = next(tokens, None)
+        if first is None or first[1] != "start_map":
+            return ("array" if first is not None and first[1] == "start_array" else "other"), {}
+        key, builder, depth = None, None, 0
+        for prefix, event, value in tokens:
+            if builder is not None:
+                builder.event(event, value)
+                depth += (event in ("start_map", "start_array")) - (
+                    event in ("end_map", "end_array")
+                )
+                if depth == 0:
+                    found[str(key)], builder = builder.value, None
+            elif prefix == "" and event == "map_key":
+                key = value
+            elif prefix == key and key in HEADER_KEYS:
+                builder, depth = ijson.ObjectBuilder(), 0
+                builder.event(event, value)
+                depth = int(event in ("start_map", "start_array"))
+                if depth == 0:
+                    found[str(key)], builder = builder.value, None
+            elif prefix == "traceEvents" and key == "traceEvents" and event == "start_array":
+                found["traceEvents"] = True
+                break
+    for missing in (k for k in HEADER_KEYS if "traceEvents" in found and k not in found):
+        with _json_text(path) as text:  # after the events, if anywhere: a pass in C
+            for value in ijson.items(text, missing, use_float=True):
+                found[missing] = value  # the last of repeated keys, as json.loads keeps
+    return "object", found
+
+
+def _events(path: Path, prefix: str) -> Iterator[Any]:
+    """The items of the document's event list, one at a time (memory: one event, not the file)."""
+    with _json_text(path) as text:
+        yield from ijson.items(text, prefix, use_float=True)
 
 
 def _number(value: Any) -> float | None:
@@ -126,21 +188,30 @@ def _header(document: dict[str, Any]) -> tuple[int | None, int | None, str | Non
 
 
 def read_raw_profile(path: Path | str) -> RawProfile:
-    """Read one rank's Kineto trace (JSON or gzipped JSON) into its complete events."""
+    """Read one rank's Kineto trace (JSON or gzipped JSON) into its complete events, streamed:
+    memory grows with the events kept (at most MAX_EVENTS), not with the file."""
     path = Path(path)
-    document = _load_json(path)
-    if isinstance(document, list):  # the Chrome format also allows a bare array of events
-        document = {"traceEvents": document}
-    if not isinstance(document, dict) or not isinstance(document.get("traceEvents"), list):
+    if not path.exists():
+        raise TransitsimError(f"{path}: no such file")
+    kind, header = _header_values(path)
+    if kind == "other":
         raise TransitsimError(f"{path}: not a profiler trace (no 'traceEvents' list)")
     events: list[Event] = []
     skipped = 0
     starts: dict[int | str, float] = {}
     ends: dict[tuple[str, str, float], int | str] = {}
-    for raw in document["traceEvents"]:
+    listed = 0
+    for raw in _events(path, "item" if kind == "array" else "traceEvents.item"):
+        listed += 1
         if not isinstance(raw, dict):
             raise TransitsimError(f"{path}: not a profiler trace (an event is not an object)")
-        if raw.get("ph") in ("s", "f") and raw.get("cat") == "ac2g":
+        flow = raw.get("ph") in ("s", "f") and raw.get("cat") == "ac2g"
+        if (flow or raw.get("ph") == "X") and len(events) + len(starts) + len(ends) >= MAX_EVENTS:
+            raise TransitsimError(
+                f"{path}: more than {MAX_EVENTS:,} complete events and flow arrows: profile "
+                "fewer steps (torch.profiler's schedule: active=N)"
+            )
+        if flow:
             _flow(raw, starts, ends)
             continue
         if raw.get("ph") != "X":
@@ -162,8 +233,10 @@ def read_raw_profile(path: Path | str) -> RawProfile:
                 args=args if isinstance(args, dict) else {},
             )
         )
+    if kind == "object" and not listed and "traceEvents" not in header:
+        raise TransitsimError(f"{path}: not a profiler trace (no 'traceEvents' list)")
     events.sort(key=lambda e: (e.ts, -e.dur))
-    rank, world, backend, device = _header(document)
+    rank, world, backend, device = _header(header)
     if device == "cpu" and any(e.cat == "kernel" for e in events):
         device = "gpu"  # GPU kernels, but no deviceProperties to name the GPU
     if world is not None and not 1 <= world <= 10**7:
@@ -245,7 +318,21 @@ def step_spans(profile: RawProfile) -> tuple[list[tuple[int, Event]], list[str]]
                     f"{profile.path}: ProfilerStep numbers repeat: not one rank's file"
                 )
         spans.append((number, longest))
+    spans, enclosing = _innermost(sorted(spans, key=lambda item: (item[1].ts, -item[1].dur)))
+    for (first, a), (second, b) in itertools.pairwise(spans):
+        if a.end - b.ts > OVERLAP_SLACK_US:
+            raise TransitsimError(
+                f"{profile.path}: ProfilerStep#{first} and ProfilerStep#{second} overlap by "
+                f"{ms_range([a.end - b.ts])}: steps follow each other, so this is not one "
+                "rank's profile as torch.profiler writes it"
+            )
     notes = []
+    if enclosing:
+        listed = ", ".join(f"#{n}" for n in enclosing[:5]) + (", ..." if len(enclosing) > 5 else "")
+        notes.append(
+            f"{len(enclosing)} ProfilerStep span(s) enclosing other steps' spans dropped "
+            f"({listed}): each collective counted once, in the innermost step"
+        )
     if zero:
         notes.append(f"{zero} zero-length ProfilerStep span(s) dropped")
     if twins:
@@ -255,7 +342,20 @@ def step_spans(profile: RawProfile) -> tuple[list[tuple[int, Event]], list[str]]
             f"{len(slivers)} ProfilerStep span(s) of {ms_range(slivers)} beside their step's "
             "full span dropped"
         )
-    return sorted(spans, key=lambda item: item[1].ts), notes
+    return spans, notes
+
+
+def _innermost(spans: list[tuple[int, Event]]) -> tuple[list[tuple[int, Event]], list[int]]:
+    """The spans (sorted by start, longest first) less those that enclose the next one, which
+    hold other steps (a span around the whole loop, nested steps); and the numbers dropped."""
+    kept, dropped = [], []
+    for index, (number, span) in enumerate(spans):
+        following = spans[index + 1][1] if index + 1 < len(spans) else None
+        if following is not None and span.contains(following):
+            dropped.append(number)
+        else:
+            kept.append((number, span))
+    return kept, dropped
 
 
 def ms_range(durations_us: list[float]) -> str:

@@ -101,20 +101,51 @@ def _jsonl_records(path: Path, text: str) -> list[dict[str, Any]]:
     return records
 
 
-def _csv_frame(path: Path, text: str) -> pd.DataFrame:
+def _csv_frame(path: Path, text: str, notes: list[str]) -> pd.DataFrame:
     sample = text[:65536]
     try:
         dialect = csv.Sniffer().sniff(sample, delimiters=",;\t")
         delimiter = dialect.delimiter
     except csv.Error:
         delimiter = ","
+    rows = _checked_rows(path, text, delimiter, notes)
     try:
-        frame = pd.read_csv(io.StringIO(text), sep=delimiter, dtype=str, keep_default_na=False)
+        frame = pd.read_csv(
+            io.StringIO(text), sep=delimiter, dtype=str, keep_default_na=False, nrows=rows
+        )
     except (pd.errors.ParserError, pd.errors.EmptyDataError, ValueError) as exc:
         first = str(exc).splitlines()[0] if str(exc) else "unreadable"
         raise TransitsimError(f"{path}: not a CSV loss log ({first})") from None
     frame.columns = [str(c).strip() for c in frame.columns]
     return frame
+
+
+def _checked_rows(path: Path, text: str, delimiter: str, notes: list[str]) -> int | None:
+    """The data rows to read: every row must have the header's fields (pandas would take the
+    extra leading fields of a longer row as its index, shifting every column), except a short
+    last row, a run killed mid-write, which is dropped with a note (None: read them all)."""
+    reader = csv.reader(io.StringIO(text), delimiter=delimiter)
+    try:
+        header = next(reader, [])
+        ragged, rows = [], 0
+        for row in reader:
+            if not row:
+                continue  # a blank line, which pandas skips too
+            rows += 1
+            if len(row) != len(header):
+                ragged.append((reader.line_num, len(row), rows))
+    except csv.Error as exc:
+        raise TransitsimError(f"{path}:{reader.line_num}: not a CSV loss log ({exc})") from None
+    if not ragged:
+        return None
+    line, fields, index = ragged[0]
+    if len(ragged) == 1 and index == rows and fields < len(header):
+        notes.append(f"its last line ({line}) is cut short (a run killed mid-write): dropped")
+        return rows - 1
+    raise TransitsimError(
+        f"{path}:{line}: {fields} field(s) where the header has {len(header)}: a ragged CSV "
+        "row (its columns would shift)"
+    )
 
 
 def _tensorboard_frame(path: Path) -> pd.DataFrame:
@@ -134,8 +165,10 @@ def _tensorboard_frame(path: Path) -> pd.DataFrame:
     if scalars is None or len(scalars) == 0 or "tag" not in scalars:
         raise TransitsimError(f"{path}: no scalars in the TensorBoard events")
     wide = scalars.pivot_table(index="step", columns="tag", values="value", aggfunc="last")
+    # the events' own step numbers are the column `step`; a scalar logged under the tag `step`
+    # keeps its values as `step (tag)` (--columns step='step (tag)' picks it)
+    wide.columns = [f"{c} (tag)" if str(c) == "step" else str(c) for c in wide.columns]
     wide = wide.reset_index()
-    wide.columns = [str(c) for c in wide.columns]
     return wide.astype(object).where(wide.notna(), None)  # a tag not logged at a step: missing
 
 
@@ -169,7 +202,10 @@ def _number(value: Any, nan: float) -> float | None:
     if isinstance(value, bool):
         return None
     if isinstance(value, int | float | np.integer | np.floating):
-        number = float(value)
+        try:
+            number = float(value)
+        except OverflowError:  # a JSON integer beyond any float
+            return None
     elif isinstance(value, str):
         if not value.strip():
             return math.nan
@@ -218,7 +254,7 @@ def read_loss_log(path: Path | str, columns: dict[str, str] | None = None) -> Lo
                 {str(k): [record.get(k) for record in records] for k in keys}, dtype=object
             )
         else:
-            frame = _csv_frame(path, text)
+            frame = _csv_frame(path, text, notes)
     if len(frame) == 0:
         raise TransitsimError(f"{path}: no rows in the loss log")
     picked = {role: _pick(frame, role, given, path) for role in ROLES}

@@ -27,7 +27,10 @@ import pandas as pd
 
 from transitsim.base.atomic import check_writable_folder
 from transitsim.base.errors import TransitsimError
+from transitsim.traces.dtypes import element_size
 from transitsim.traces.format import (
+    MAX_PARAMS,
+    MAX_STEP_BYTES,
     STEP_COLUMNS,
     VARIANTS,
     Trace,
@@ -39,7 +42,6 @@ from transitsim.traces.format import (
     write_trace,
 )
 from transitsim.traces.kineto import (
-    DTYPE_BYTES,
     Collective,
     RankProfile,
     StepTiming,
@@ -94,11 +96,17 @@ def _step_kind(step: StepTiming) -> tuple[int, str]:
 
 def _job_steps(profiles: list[RankProfile]) -> list[_JobStep]:
     numbers = sorted(set.intersection(*({s.number for s in p.steps} for p in profiles)))
+    by_number = [(p.rank or 0, {s.number: s for s in p.steps}) for p in profiles]
     out = []
     for number in numbers:
-        per_rank = {p.rank or 0: next(s for s in p.steps if s.number == number) for p in profiles}
+        per_rank = {rank: steps[number] for rank, steps in by_number}
         critical = max(per_rank.values(), key=lambda s: s.compute_s)
         payload, kind = _step_kind(per_rank[min(per_rank)])
+        if payload > MAX_STEP_BYTES:
+            raise TransitsimError(
+                f"{profiles[0].path}: ProfilerStep#{number}'s {kind}s send {payload:,} bytes "
+                f"(more than {MAX_STEP_BYTES:,}): recorded shapes no model has"
+            )
         out.append(_JobStep(number, critical, payload, kind, per_rank))
     return out
 
@@ -443,6 +451,8 @@ def _check_options(options: ImportOptions) -> None:
         raise TransitsimError(f"--variant {options.variant!r} is not one of {', '.join(VARIANTS)}")
     if options.params is not None and options.params < 1:
         raise TransitsimError(f"--params must be at least 1, got {options.params}")
+    if options.params is not None and options.params > MAX_PARAMS:
+        raise TransitsimError(f"--params must be at most {MAX_PARAMS:,}, got {options.params:,}")
     if options.dtype is not None:
         _dtype_size(options.dtype)
     if options.optimizer is not None:
@@ -453,7 +463,7 @@ def _check_options(options: ImportOptions) -> None:
 
 def _dtype_size(text: str) -> int:
     key = text.strip().lower()
-    size = DTYPE_ALIASES.get(key) or DTYPE_BYTES.get(key) or DTYPE_BYTES.get(f"c10::{key}")
+    size = DTYPE_ALIASES.get(key) or element_size(key)
     if size is None:
         raise TransitsimError(
             f"--dtype {text!r} is not an element type (fp32, bf16, fp16, fp64, fp8, int8, "
@@ -495,9 +505,12 @@ def _payload(
     size, source = _element_bytes(options, steps)
     whole = not mine or unsized == len(mine) or not template["payload_bytes"]
     if whole and options.params is None:
+        unknown = next((c.unknown_dtype for c in mine if c.unknown_dtype), None)
         what = (
             "no gradient all-reduce or all-gather in the steps"
             if not mine
+            else f"{unsized} {kind}(s) of element type {unknown!r}, whose size is unknown"
+            if unknown
             else f"{unsized} {kind}(s) recorded without shapes"
             if unsized
             else f"its {kind}s send 0 bytes"
@@ -518,9 +531,11 @@ def _payload(
         )
         return options.params, size
     if unsized:
+        unknown = next((c.unknown_dtype for c in mine if c.unknown_dtype), None)
+        why = f" (element type {unknown!r} of unknown size)" if unknown else ""
         warnings.append(
-            f"{unsized} of {len(mine)} {kind}(s) have no readable size: the payload counts only "
-            "the others (give --params N for the whole exchange)"
+            f"{unsized} of {len(mine)} {kind}(s) have no readable size{why}: the payload counts "
+            "only the others (give --params N for the whole exchange)"
         )
     elements = sum(c.elements or 0 for c in steps[0].critical.collectives if c.kind == kind)
     if options.params is None:
