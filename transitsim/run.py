@@ -18,7 +18,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from transitsim.analysis.decision import decide
 from transitsim.analysis.metrics import ladder, parse_targets, resolve_config
+from transitsim.analysis.outcomes import DEFAULT_TIE_MARGIN
 from transitsim.analysis.summary import (
     grid_crossovers,
     is_number,
@@ -213,8 +215,8 @@ def run_scenario(
         baseline,
         title=title,
         own_labels=own_labels,
+        tie_margin=scenario.verdict.tie_margin,
     )
-    result.tie_margin = scenario.verdict.tie_margin
     result.extrapolation = (
         extrapolation_text(scenario.scale_params, extra_workers, compact=True) or None
     )
@@ -340,8 +342,11 @@ def assemble(
     *,
     title: str,
     own_labels: dict[str, str] | None = None,
+    tie_margin: float = DEFAULT_TIE_MARGIN,
 ) -> RunResult:
-    """The run's tables from its job results (failed jobs are listed, not tabulated)."""
+    """The run's tables from its job results (failed jobs are listed, not tabulated). The
+    summary carries the decision table's call and winner at each point (analysis/decision.py,
+    at this tie margin), and the crossovers are read from them."""
     done = [r for r in results if r.ok]
     failures = [r for r in results if not r.ok]
     if not done:
@@ -366,12 +371,13 @@ def assemble(
             notes.append(f"no speed-ups: baseline {baseline!r}: {exc}")
             baseline = None
     summary = summarise(timeline, params, targets, baseline, labels) if targets else no_summary()
+    summary = decide(summary, params, labels, tie_margin)
     return RunResult(
         title=title,
         timeline=timeline,
         summary=summary,
         ladder=ladder(list(traces.values()), targets) if targets else pd.DataFrame(),
-        crossovers=grid_crossovers(summary, params) if targets else pd.DataFrame(),
+        crossovers=grid_crossovers(summary, params, labels) if targets else pd.DataFrame(),
         link_util=link_utilisation(
             (r.job.network_name, r.job.trace_name, r.step_events) for r in done
         ),
@@ -382,6 +388,7 @@ def assemble(
         params=params,
         failures=failures,
         notes=notes,
+        tie_margin=tie_margin,
     )
 
 

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from transitsim.analysis.outcomes import short_names
 from transitsim.base.units import key_unit
 
 # Scenario keys as a reader says them. Unlisted keys: their last part, underscores as spaces.
@@ -245,7 +246,9 @@ def cut_apart(names: list[str], limit: int) -> list[str]:
 
 def config_tags(configs: list[str], labels: dict[str, str], variants: dict[str, str]) -> dict:
     """A few characters per configuration for a heatmap cell: the label's first word ("A",
-    "E'") where that is short and unique, else its variant letter, else its number."""
+    "E'") where that is short and unique, else its variant letter, else the shortest start of
+    each label that no other label starts with ("H DiLoCo every 50"; never a number a reader
+    must look up)."""
     for pick in (
         lambda c: labels.get(c, c).split(" ", 1)[0],
         lambda c: variants.get(c, ""),
@@ -253,4 +256,4 @@ def config_tags(configs: list[str], labels: dict[str, str], variants: dict[str, 
         tags = {c: pick(c) for c in configs}
         if all(0 < len(t) <= 6 for t in tags.values()) and len(set(tags.values())) == len(tags):
             return tags
-    return {c: f"#{i + 1}" for i, c in enumerate(configs)}
+    return short_names({c: labels.get(c, c) for c in configs})

@@ -67,7 +67,9 @@ def _one_two_five(values: pd.Series) -> list[float]:
 
 
 def _stars(part: pd.DataFrame, key: str, divisor: float, labels: dict[str, str]) -> go.Scatter:
-    """The fastest configuration at each swept value, as gold stars (hover: by how much)."""
+    """The leader at each swept value, as gold stars (hover: the point's outcome, from the
+    decision table: a tie "B = A", or "C ~ H" where the intervals cannot separate them; meta:
+    that outcome, so a dotted line marks where it changes, as the crossovers table does)."""
     best = winners(part)
     by_network = part.drop_duplicates("network").set_index("network")[key]
     stars = [(by_network[w.network] / divisor, w) for w in best if w.config is not None]
@@ -87,17 +89,26 @@ def _stars(part: pd.DataFrame, key: str, divisor: float, labels: dict[str, str])
         },
         customdata=np.column_stack(
             [
-                [text(labels.get(w.config, w.config)) for _, w in stars],
+                [text(_outcome_words(w, labels)) for _, w in stars],
                 [margin_text(w.margin) for _, w in stars],
             ]
         )
         if stars
         else None,
-        hovertemplate=(
-            "fastest: <b>%{customdata[0]}</b><br>%{customdata[1]} ahead of the next<extra></extra>"
-        ),
-        meta=[w.config for _, w in stars],
+        hovertemplate=("<b>%{customdata[0]}</b><br>next by mean: %{customdata[1]}<extra></extra>"),
+        meta=[w.outcome or w.config for _, w in stars],
     )
+
+
+def _outcome_words(w, labels: dict[str, str]) -> str:
+    """A star's hover: "fastest: A", "tie: B = A", "leads, cannot separate: C ~ H"."""
+    if not w.outcome or w.outcome == w.config:
+        return f"fastest: {labels.get(w.config, w.config)}"
+    if " = " in w.outcome:
+        return f"tie: {w.outcome}"
+    if " ~ " in w.outcome:
+        return f"leads by mean, cannot separate: {w.outcome}"
+    return f"fastest: {w.outcome}"
 
 
 def _line_map(
