@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from transitsim.analysis.decision import decide
+from transitsim.analysis.hardware import marked_labels
 from transitsim.analysis.metrics import ladder, parse_targets, resolve_config
 from transitsim.analysis.outcomes import DEFAULT_TIE_MARGIN
 from transitsim.analysis.summary import (
@@ -363,6 +364,8 @@ def assemble(
     timeline.attrs = {"notes": notes}
     metas = {trace.config_name: trace.meta for trace in traces.values()}
     labels = config_labels(metas) | (own_labels or {})
+    labels, hardware_notes = marked_labels(labels, traces.values())
+    notes[:0] = hardware_notes  # first: they change what a spread means
     if baseline is not None and targets:
         replayed = dict(zip(timeline["config"], timeline["variant"], strict=True))
         try:

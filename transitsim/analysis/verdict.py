@@ -118,17 +118,27 @@ class Style:
     prefix: bool = True  # "with or without overlap: " before what holds for every held value
     tail: str = "full"  # full | short | none
     along: bool = True  # a 1-D sweep told run by run along its axis (False: the leader only)
+    apart: int = 9  # how many a leader cannot be separated from are named (the rest counted)
+    others: int = 2  # how many other leaders a pooled clause names after the first
+
+
+def _apart(b: Board, keys: list[str], style: Style) -> str:
+    """ "(cannot separate from H and L)", or "(cannot separate from 4 others)" past style.apart."""
+    if not keys:
+        return ""
+    if len(keys) > style.apart:
+        return f" (cannot separate from {len(keys)} other{'s' if len(keys) > 1 else ''})"
+    return f" (cannot separate from {_and([b.name(k, style.short) for k in keys])})"
 
 
 def _who(b: Board, outcome: Outcome, style: Style, verb: bool) -> str:
     """'X is fastest' / 'X' (verb=False, a later run of a winner) / 'X and Y tie' /
     'X leads (cannot separate from Y)'."""
     names = [b.name(key, style.short) for key in outcome.members]
-    unsure = [b.name(key, style.short) for key in outcome.unsure_members]
-    apart = f" (cannot separate from {_and(unsure)})" if unsure else ""
+    apart = _apart(b, list(outcome.unsure_members), style)
     if outcome.tie:
         return f"{_and(names)} tie{apart}"
-    if unsure:
+    if apart:
         return f"{names[0]} leads{apart}"
     return f"{names[0]} is fastest" if verb else names[0]
 
@@ -266,14 +276,14 @@ def _leader(b: Board, outcomes: list[Outcome], style: Style, noun: str) -> str:
             clauses.append(f"{verb} {where(drew)}{company}")
             first = False
         if led:
-            named = [b.name(k, style.short) for k in apart.get(lead, {})]
-            clauses.append(f"leads {where(led)} (cannot separate from {_and(named)})")
+            clauses.append(f"leads {where(led)}{_apart(b, [*apart.get(lead, {})], style)}")
         text = f"{name} {_and(clauses)}"
     alone_word = " alone" if tied or unsure else ""
-    for key in [k for k in alone if k != lead][:2]:
+    for key in [k for k in alone if k != lead][: style.others]:
         text += f", {b.name(key, style.short)}{alone_word} {on} {alone[key]}"
-    for key in [k for k in unsure if k != lead][:1]:
+    for key in [k for k in unsure if k != lead][: style.others]:
         text += f", {b.name(key, style.short)} leads {on} {unsure[key]}"
+        text += _apart(b, [*apart.get(key, {})], style)
     return text
 
 
@@ -389,7 +399,7 @@ _POOLED = Style(short=True, detailed=False)
 _TERSE = Style(
     short=True, detailed=False, own=1, partners=False, by_held=False, listed=False, prefix=False
 )
-STYLES = (  # the most said first; the first that fits in two lines is the sentence
+_BASES = (  # the most said first; the first that fits in two lines is the sentence
     Style(),
     Style(short=True),
     Style(short=True, tail="short"),
@@ -405,7 +415,14 @@ STYLES = (  # the most said first; the first that fits in two lines is the sente
     # a 1-D sweep whose runs of tied winners do not fit: who leads, pooled over the axis
     replace(_POOLED, along=False, tail="short"),
     replace(_TERSE, along=False, own=0, tail="short"),
+    replace(_POOLED, along=False, own=0, tail="short", others=1),
+    replace(_TERSE, along=False, own=0, tail="short", others=1),
+    replace(_TERSE, along=False, own=0, tail="none", others=0),
 )
+
+
+# each style names every contender a leader cannot be separated from, then two, then counts them
+STYLES = tuple(replace(style, apart=apart) for style in _BASES for apart in (9, 2, 0))
 
 
 def compose(b: Board, target: float, extrapolation: str | None, style: Style) -> str:
