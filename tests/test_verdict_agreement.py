@@ -218,7 +218,7 @@ def test_one_seed_is_said(outputs: Outputs) -> None:
             assert "1 seed" in line, line
             tail = line.rstrip(".").split("; ")[-1]
             for key in single:
-                assert found.name(key, True) in tail, (key, line)
+                assert found.contenders[key].base in tail, (key, line)
 
 
 def sweep_key(out: Outputs) -> list[str]:

@@ -49,6 +49,7 @@ class Contender:
     name: str  # the configuration's label, disambiguated, with its placement
     short: str  # the shortest unique start of the label, with its placement
     seeds: int | None
+    base: str = ""  # the configuration's shortest unique start, without its placement
 
 
 @dataclass(frozen=True)
@@ -299,6 +300,7 @@ def _contender_names(records: list[dict[str, Any]], labels: dict[str, str]) -> d
             name=f"{base[config]}{comma}{placed}" if placed else base[config],
             short=f"{short_base[config]} {placed}".strip(),
             seeds=None if _missing(seeds) else int(seeds),
+            base=short_base[config],
         )
     return contenders
 

@@ -120,6 +120,7 @@ class Style:
     along: bool = True  # a 1-D sweep told run by run along its axis (False: the leader only)
     apart: int = 9  # how many a leader cannot be separated from are named (the rest counted)
     others: int = 2  # how many other leaders a pooled clause names after the first
+    parts: bool = True  # False: the scenario's own question alone (where it has one)
 
 
 def _apart(b: Board, keys: list[str], style: Style) -> str:
@@ -348,6 +349,11 @@ def _own_question(b: Board, style: Style) -> list[str]:
                 continue
             wins.setdefault(found[0].key, []).append(found[-1].time_s / found[0].time_s)
         if not wins:
+            if ties or unsure:  # the question still has its answer: they cannot be told apart
+                names = _and([b.name(k, style.short) for k in keys])
+                said = [f"tie at {ties}"] if ties else []
+                said += [f"cannot be separated at {unsure}"] if unsure else []
+                clauses.append(f"{names} {' and '.join(said)} of {compared} points")
             continue
         best = max(wins, key=lambda k: len(wins[k]))
         ratios = wins[best]
@@ -373,9 +379,9 @@ def _tail(b: Board, style: Style) -> list[str]:
     never_reach = [k for k in b.contenders if k not in reached]
     single = [k for k in b.contenders if k in won | unsure and b.contenders[k].seeds == 1]
     one_seed = []  # said in every style: a verdict resting on one seed says so
-    if single:
-        names = [b.name(k, True) for k in single]
-        one_seed = [f"{_and(names)}: 1 seed"]
+    if single:  # by configuration: its placements are the same seed
+        names = list(dict.fromkeys(b.contenders[k].base or b.name(k, True) for k in single))
+        one_seed = [f"{_and(names)} from 1 seed" + (" each" if len(names) > 1 else "")]
     if style.tail == "none":
         return one_seed
     if style.tail == "short":
@@ -410,6 +416,7 @@ _BASES = (  # the most said first; the first that fits in two lines is the sente
     replace(_POOLED, own=1, partners=False, by_held=False, tail="short"),
     replace(_POOLED, own=1, partners=False, by_held=False, prefix=False, tail="short"),
     replace(_TERSE, tail="short"),
+    replace(_TERSE, parts=False, tail="none"),  # a placement question answered, and only that
     replace(_TERSE, own=0, tail="short"),
     replace(_TERSE, own=0, tail="none"),
     # a 1-D sweep whose runs of tied winners do not fit: who leads, pooled over the axis
@@ -440,7 +447,8 @@ def compose(b: Board, target: float, extrapolation: str | None, style: Style) ->
     if merged:
         parts = [merged]
     clauses = _own_question(b, style)  # the scenario's own question first
-    clauses += parts or ["no configuration reaches it"]
+    if style.parts or not clauses:
+        clauses += parts or ["no configuration reaches it"]
     clauses += _tail(b, style)
     text = f"{head}, " + "; ".join(clauses) + "."
     for gap, closed in (("  ", " "), (" .", "."), (" ;", ";"), (" ,", ",")):
