@@ -336,8 +336,11 @@ def test_listed_networks_of_a_sweep_get_their_own_panel_not_an_empty_one(listed_
     panels = listed_panels
     fig = panels["winner"].figure
     titles = [a.text for a in fig.layout.annotations]
-    assert len(titles) == 4 and not any("–" in t for t in titles)  # 2 overlap x 2 placements
-    assert "summed at receivers" in titles[0] and "no overlap" in titles[0]
+    # 2 overlap modes; the two placements share each chart (issue 43: E and E' on one axes)
+    assert len(titles) == 2 and not any("–" in t for t in titles)
+    assert "no overlap" in titles[0]
+    names = {t.name for t in fig.data if t.xaxis in (None, "x")}
+    assert {"A AdamW, all-gathered", "A AdamW, summed at the switch"} <= names
     for trace in fig.data:  # every line has points, so no panel is empty
         assert len(trace.x) and all(math.isfinite(x) for x in trace.x)
     assert all(math.isfinite(shape.x0) for shape in fig.layout.shapes)  # no stray diagonal
@@ -355,7 +358,7 @@ def test_seed_intervals_become_error_bars_and_a_table_column(listed_panels) -> N
     sweep = sweep_with_listed()
     points = sweep[sweep["host_link.rate"].notna()]
     fig = listed_panels["winner"].figure
-    line = next(t for t in fig.data if t.name == "A AdamW")
+    line = next(t for t in fig.data if t.name == "A AdamW, all-gathered")
     rows = points[(points.config == "A-adamw") & (points.overlap == "none")]
     rows = rows[rows["placement.sum"] == "receivers"].sort_values("host_link.rate")
     mean = rows.time_to_target_s.to_numpy()
@@ -379,7 +382,7 @@ def test_a_sweep_given_without_intervals_takes_them_from_the_summary() -> None:
     sweep = summary.drop(columns=["time_to_target_s_lo", "time_to_target_s_hi", "interval"])
     panels = build_panels(small_timeline(), summary, make_ladder(), sweep=sweep, labels=LABELS)
     fig = {p.key: p for p in panels}["winner"].figure
-    line = next(t for t in fig.data if t.name == "A AdamW")
+    line = next(t for t in fig.data if t.name == "A AdamW, all-gathered")
     assert line.error_y.array is not None and "95 % t interval" in line.customdata[0][2]
 
 

@@ -20,7 +20,7 @@ from test_report_truth import read_figures, values
 
 from transitsim.analysis.decision import decide, decision_table
 from transitsim.analysis.metrics import LADDER_COLUMNS
-from transitsim.analysis.outcomes import board, by_held
+from transitsim.analysis.outcomes import CONTENDER_AXES, board, by_held
 from transitsim.analysis.summary import grid_crossovers
 from transitsim.analysis.verdict import verdict
 from transitsim.base import human
@@ -247,7 +247,8 @@ def test_the_sentences_values_are_the_crossovers(outputs: Outputs) -> None:
 
 def test_star_chart_lines_and_stars_are_the_decision(outputs: Outputs) -> None:
     """The 1-D winner map: each star's outcome (meta) is the decision table's at its value,
-    and the dotted lines sit exactly where the crossovers table says it changes."""
+    and the dotted lines sit exactly where the crossovers table says it changes. A placement
+    swept beside the key is drawn on the same axes (E all-gathered and summed together)."""
     keys = sweep_key(outputs)
     if len(keys) != 1:
         pytest.skip("not a 1-D sweep")
@@ -255,7 +256,11 @@ def test_star_chart_lines_and_stars_are_the_decision(outputs: Outputs) -> None:
     data, layout = outputs.figures["plot-winner"]
     points = outputs.summary.dropna(subset=[key])
     params = [c for c in points.columns if not is_result(c)]
-    held = [p for p in params if p != key and points[p].nunique(dropna=False) > 1]
+    held = [
+        p
+        for p in params
+        if p != key and p not in CONTENDER_AXES and points[p].nunique(dropna=False) > 1
+    ]
     panels = groups(points, held, outputs.targets)
     stars = [trace for trace in data if trace.get("name") == "fastest"]
     assert len(stars) == len(panels)
@@ -263,7 +268,7 @@ def test_star_chart_lines_and_stars_are_the_decision(outputs: Outputs) -> None:
     shapes = layout.get("shapes", [])
     for index, ((_, part), star) in enumerate(zip(panels, stars, strict=True)):
         x = [round(v * divisor, 3) for v in values(star["x"])]
-        winners = part.drop_duplicates("network").set_index(key)["winner"]
+        winners = part.drop_duplicates(key).set_index(key)["winner"]
         assert star["meta"] == [winners[v] for v in sorted(winners.index)]
         axis = "x" if index == 0 else f"x{index + 1}"
         lines = sorted(round(s["x0"] * divisor, 3) for s in shapes if s.get("xref") == axis)
@@ -311,3 +316,18 @@ def test_no_time_to_loss_bound_at_or_below_zero(outputs: Outputs) -> None:
     lows = outputs.summary["time_to_target_s_lo"].dropna()
     assert len(lows) and (lows > 0).all()
     assert not math.isnan(outputs.summary["time_to_target_s"].max())
+
+
+def test_both_placements_of_a_configuration_share_one_chart(outputs: Outputs) -> None:
+    """Issue 43: in-network-sum drew E all-gathered and E summed at the switch in separate
+    charts; the verdict compares them, so the winner map draws them on the same axes."""
+    placed = [
+        a for a in CONTENDER_AXES if a in outputs.summary and outputs.summary[a].nunique() > 1
+    ]
+    if not placed or len(sweep_key(outputs)) != 1:
+        pytest.skip("no placement swept beside one key")
+    data, _ = outputs.figures["plot-winner"]
+    for axis in {t.get("xaxis", "x") for t in data if t.get("type") == "scatter"}:
+        names = [t["name"] for t in data if t.get("xaxis", "x") == axis and t.get("name")]
+        assert any("summed at the switch" in n for n in names), names
+        assert any("all-gathered" in n for n in names), names
