@@ -582,3 +582,30 @@ def test_winner_map_calls_a_tie_with_a_wide_interval_behind_the_runner_up() -> N
     cells = [str(c) for trace in fig.data for c in np.asarray(trace.text).ravel()]
     assert sum("tie" in c for c in cells) == 1, cells  # only where H's range reaches H-s's
     assert any("2.07x" in c and "tie" in c for c in cells), cells
+
+
+def test_link_view_names_the_links_it_leaves_out() -> None:
+    """Issue 43: the link heatmap showed 12 of 16 links without saying so. Now every link of a
+    16-link step is kept, and past LINKS_PER_NETWORK the quieter ones are named in the view."""
+    from transitsim.analysis.summary import LINKS_PER_NETWORK, link_utilisation
+    from transitsim.report.links import step_heatmap
+
+    def events(count: int) -> pd.DataFrame:
+        return pd.DataFrame(
+            {
+                "process": "links",
+                "track": [f"h{i}-up" for i in range(count)],
+                "start_s": 0.0,
+                "end_s": [0.001 * (i + 1) for i in range(count)],
+                "utilisation": 1.0,
+            }
+        )
+
+    sixteen = link_utilisation([("rack", "A-s0", events(16))])
+    assert sixteen["link"].nunique() == 16 and not sixteen.attrs["omitted"]
+    many = link_utilisation([("rack", "A-s0", events(LINKS_PER_NETWORK + 3))])
+    assert many["link"].nunique() == LINKS_PER_NETWORK
+    assert many.attrs["omitted"] == {"rack|A-s0": ["h0-up", "h1-up", "h2-up"]}
+    timeline = make_timeline(["rack"])
+    fig, _ = step_heatmap(many, timeline)
+    assert "not shown: h0-up, h1-up, h2-up" in fig.layout.title.text

@@ -30,7 +30,7 @@ BOTTLENECK_PARTS = {
     "wire": ("wire_s",),
     "wait": ("wait_s",),
 }
-LINKS_PER_NETWORK = 12  # busiest links shown in the report's utilisation chart
+LINKS_PER_NETWORK = 32  # busiest links shown in the report's utilisation chart (the rest named)
 
 
 def is_number(value: Any) -> bool:
@@ -136,8 +136,10 @@ def _outcome_at(at: pd.DataFrame) -> dict[str, Any]:
 
 def link_utilisation(recorded: Iterable[tuple[str, str, pd.DataFrame | None]]) -> pd.DataFrame:
     """The report's link chart: per (network, run, one recorded step's events), the busiest links
-    as a step function (utilisation from t0, back to 0 at t1)."""
+    as a step function (utilisation from t0, back to 0 at t1). attrs["omitted"]: per
+    "network|run", the quieter links left out, so the chart can name them."""
     rows = []
+    omitted: dict[str, list[str]] = {}
     for network, run, events in recorded:
         if events is None:
             continue
@@ -145,7 +147,11 @@ def link_utilisation(recorded: Iterable[tuple[str, str, pd.DataFrame | None]]) -
         if links.empty:
             continue
         busy = (links["end_s"] - links["start_s"]) * links["utilisation"]
-        top = busy.groupby(links["track"], sort=False).sum().nlargest(LINKS_PER_NETWORK)
+        totals = busy.groupby(links["track"], sort=False).sum()
+        top = totals.nlargest(LINKS_PER_NETWORK)
+        left = sorted(str(link) for link in totals.index if link not in top.index)
+        if left:
+            omitted[f"{network}|{run}"] = left
         for link in sorted(top.index):
             spans = links[links["track"] == link].sort_values("start_s", kind="stable")
             for start, end, share in spans[["start_s", "end_s", "utilisation"]].itertuples(
@@ -153,7 +159,9 @@ def link_utilisation(recorded: Iterable[tuple[str, str, pd.DataFrame | None]]) -
             ):
                 rows.append((network, run, link, start, share))
                 rows.append((network, run, link, end, 0.0))
-    return pd.DataFrame(rows, columns=["network", "run", "link", "t_s", "utilisation"])
+    frame = pd.DataFrame(rows, columns=["network", "run", "link", "t_s", "utilisation"])
+    frame.attrs["omitted"] = omitted
+    return frame
 
 
 def runs_table(timeline: pd.DataFrame, labels: dict[str, str]) -> pd.DataFrame:

@@ -60,6 +60,15 @@ def _targets(summary: pd.DataFrame | None, ladder: pd.DataFrame) -> list[float]:
     return list(dict.fromkeys(found))
 
 
+def spans_a_decade(summary: pd.DataFrame | None) -> bool:
+    """Times to a target more than 10x apart: the loss-vs-time chart goes on a log time axis,
+    so the fastest (15 s) are not squashed against the edge by the slowest (6,500 s)."""
+    if summary is None or "time_to_target_s" not in summary:
+        return False
+    spent = summary["time_to_target_s"].dropna().astype(float)
+    return bool(len(spent) and (spent > 0).all() and spent.max() / spent.min() > 10)
+
+
 def build_panels(
     timeline: pd.DataFrame,
     summary: pd.DataFrame,
@@ -82,6 +91,7 @@ def build_panels(
     sweep = with_intervals(sweep, summary)
     winner, note = winner_figure(sweep, summary, targets, labels, palette)
     wire = timeline["wire_bytes"].dropna()
+    log_time = spans_a_decade(summary)
     panels = [Panel("winner", "Which configuration reaches the target first", note, winner)]
     listed = listed_figure(sweep, targets, labels, palette)
     if listed is not None:
@@ -100,7 +110,15 @@ def build_panels(
             "Loss against wall-clock time",
             "simulated time on the network chosen in the menu; line: mean over seeds, band: "
             "lowest to highest seed; dashed: the targets",
-            loss_figure(timeline, "time_s", "simulated time (s)", labels, palette, targets),
+            loss_figure(
+                timeline,
+                "time_s",
+                "simulated time (s)" + (", log scale" if log_time else ""),
+                labels,
+                palette,
+                targets,
+                log_x=log_time,
+            ),
         ),
         Panel(
             "loss-bytes",
