@@ -49,3 +49,34 @@ def test_the_notebook_view_is_html_with_the_verdict_and_a_table(result) -> None:
     assert page.startswith("<p><b>Verdict:</b> To loss 3.3")
     assert "<table" in page and "NVIDIA L4" in page
     assert result.summary["call"].tolist() == ["leads"]
+
+
+def test_tables_fit_the_width_without_cutting_a_number() -> None:
+    """Issue 43: at 80 columns a time printed as "4.408-4.… s". In 100 (or 80) columns a table
+    wraps its text and drops its last columns, naming them, and never cuts a number."""
+    import io
+
+    import pandas as pd
+
+    from transitsim.base.tables import emit_table
+
+    frame = pd.DataFrame(
+        {
+            "label": ["C low band 1d256 summed at the switch", "A AdamW"],
+            "network": ["rack[host_link.rate=2.5 Gb/s] +overlap", "rack"],
+            "steps": [1876.0, 208.0],
+            "time": ["4.408-4.412 s", "96.41 s"],
+            "bytes": [25987506563.0, 11531982537.0],
+            "bottleneck": ["wire 57%", "wire 96%"],
+        }
+    )
+    for width in (100, 80):
+        out = io.StringIO()
+        emit_table(frame, title="Val loss 3.3", out=out, width=width)
+        text = out.getvalue()
+        assert max(len(line) for line in text.splitlines()) <= width
+        assert "…" not in text
+        for number in ("1,876", "4.408-4.412", "96.41"):
+            assert number in text, (width, text)
+        if "25,987,506,563" not in text:
+            assert "not shown at 80 columns: bytes, bottleneck" in text
