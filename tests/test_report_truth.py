@@ -609,3 +609,20 @@ def test_link_view_names_the_links_it_leaves_out() -> None:
     timeline = make_timeline(["rack"])
     fig, _ = step_heatmap(many, timeline)
     assert "not shown: h0-up, h1-up, h2-up" in fig.layout.title.text
+
+
+def test_a_replay_without_targets_opens_on_the_predicted_step_time() -> None:
+    """Issue 43: the bring-your-own report's first screen said "no configuration reached a
+    target"; it now shows each configuration's predicted mean step on each network."""
+    timeline = make_timeline(NETWORKS[:2])
+    empty = pd.DataFrame(columns=["config", "network", "target", "time_to_target_s"])
+    panels = build_panels(timeline, empty, make_ladder(), labels=LABELS)
+    first = panels[0]
+    assert first.key == "winner" and first.heading == "Predicted step time on each network"
+    bars = [t for t in first.figure.data if t.type == "bar"]
+    assert {t.name for t in bars} == set(LABELS.values())
+    weights = timeline["interval_steps"].astype(float)
+    rows = timeline[(timeline["config"] == "A-adamw") & (timeline["network"] == NETWORKS[0])]
+    expected = (rows["step_s"] * weights[rows.index]).sum() / weights[rows.index].sum()
+    a_bar = next(t for t in bars if t.name == "A AdamW")
+    assert values(a_bar.x)[0] == pytest.approx(expected)

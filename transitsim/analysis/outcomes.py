@@ -24,6 +24,7 @@ from typing import Any
 
 import pandas as pd
 
+from transitsim.analysis.hardware import MARK
 from transitsim.analysis.overlap_verdict import base_network
 from transitsim.analysis.uncertainty import ONE_SEED, overlaps
 from transitsim.base import human
@@ -170,6 +171,8 @@ def short_names(names: dict[str, str]) -> dict[str, str]:
                 break
         else:
             result[key] = names[key]
+        if tokens and tokens[-1] == MARK.strip() and not result[key].endswith(MARK):
+            result[key] += MARK  # seeds on different hardware: the mark stays (hardware.py)
     return result
 
 

@@ -28,6 +28,7 @@ from transitsim.report.links import (
 )
 from transitsim.report.overlap import has_hiding, hiding_figure, overlap_verdict_table
 from transitsim.report.page import render_html
+from transitsim.report.step_time import step_time_figure
 from transitsim.report.winner import (
     SWEEP_COLUMNS,
     is_result,
@@ -93,6 +94,16 @@ def build_panels(
     wire = timeline["wire_bytes"].dropna()
     log_time = spans_a_decade(summary)
     panels = [Panel("winner", "Which configuration reaches the target first", note, winner)]
+    if winner is None and len(timeline):  # a replay without targets: the step it came for
+        panels = [
+            Panel(
+                "winner",
+                "Predicted step time on each network",
+                "no target reached or asked: each configuration's predicted mean step time on "
+                "each network it was replayed on (hover: the share of it the exchange took)",
+                step_time_figure(timeline, labels, palette),
+            )
+        ]
     listed = listed_figure(sweep, targets, labels, palette)
     if listed is not None:
         panels.append(
