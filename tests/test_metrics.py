@@ -205,14 +205,15 @@ def test_time_to_target_summarises_per_config_network_and_target() -> None:
     never = row("topk", "wan-10", 1.0)
     assert never["reached"] == "0/2" and math.isnan(never["time_to_target_s"])
     assert math.isnan(never["speedup_vs_baseline"])
-    # two seeds: their range, called so (topk's seeds reach at steps 6 and 7: 12 s and 14 s)
+    # two seeds: their range, called so (topk's seeds reach at steps 6 and 7: 12 s and 14 s),
+    # widened to the evaluations before them (steps 5 and 6: 10 s and 12 s, mean 11 s)
     assert (topk["interval"], topk["time_to_target_s_lo"], topk["time_to_target_s_hi"]) == (
         "range",
-        12.0,
+        11.0,
         14.0,
     )
     assert topk["time_to_target_s_sd"] == pytest.approx(math.sqrt(2))
-    assert (topk["steps_to_target_lo"], topk["steps_to_target_hi"]) == (6, 7)
+    assert (topk["steps_to_target_lo"], topk["steps_to_target_hi"]) == (5.5, 7)
     assert never[["time_to_target_s_lo", "time_to_target_s_hi"]].isna().all()
     assert not isinstance(never["interval"], str)  # no interval unless every seed reaches it
 
@@ -238,30 +239,80 @@ def seed_timeline(times_by_seed: dict[int, float], config: str = "c") -> pd.Data
     return pd.DataFrame(rows)
 
 
-def test_three_seeds_give_a_t_interval_of_the_mean() -> None:
-    """Seeds reaching at 10, 12 and 14 s: mean 12, sd 2, and 12 -/+ t(0.975, 2) x 2 / sqrt(3)
-    with t(0.975, 2) = 4.3027 (the t table): 7.032 .. 16.968."""
+def test_three_seeds_give_a_t_interval_of_the_mean_on_log_time() -> None:
+    """Seeds reaching at 10, 12 and 14 s: mean 12, sd 2; the interval is the t interval of the
+    mean log time, exp(mean log -/+ t(0.975, 2) x sd(log) / sqrt(3)) with t(0.975, 2) = 4.3027
+    (the t table), a factor either side, never at or below 0."""
     (row,) = time_to_target(seed_timeline({0: 10.0, 1: 12.0, 2: 14.0}), [2.0]).itertuples()
     assert row.time_to_target_s == 12.0 and row.interval == "t95"
     assert row.time_to_target_s_sd == pytest.approx(2.0)
-    assert row.time_to_target_s_lo == pytest.approx(12 - 4.302653 * 2 / math.sqrt(3), abs=1e-5)
-    assert row.time_to_target_s_hi == pytest.approx(12 + 4.302653 * 2 / math.sqrt(3), abs=1e-5)
+    logs = np.log([10.0, 12.0, 14.0])
+    half = 4.302653 * np.std(logs, ddof=1) / math.sqrt(3)
+    assert row.time_to_target_s_lo == pytest.approx(math.exp(logs.mean() - half), abs=1e-5)
+    assert row.time_to_target_s_hi == pytest.approx(math.exp(logs.mean() + half), abs=1e-5)
     assert row.steps_to_target == 6.0 and row.steps_to_target_sd == pytest.approx(1.0)
 
 
-def test_two_seeds_give_their_range_and_one_seed_no_spread() -> None:
+def test_two_seeds_give_their_range_and_one_seed_its_evaluations() -> None:
     (two,) = time_to_target(seed_timeline({0: 10.0, 1: 16.0}), [2.0]).itertuples()
     assert (two.interval, two.time_to_target_s_lo, two.time_to_target_s_hi) == ("range", 10, 16)
     (one,) = time_to_target(seed_timeline({0: 10.0}), [2.0]).itertuples()
-    assert (one.interval, one.time_to_target_s_lo, one.time_to_target_s_hi) == ("one seed", 10, 10)
+    # evaluated every step (2 s): it crossed between 8 s (loss 3.0) and 10 s (2.0)
+    assert (one.interval, one.time_to_target_s_lo, one.time_to_target_s_hi) == ("one seed", 8, 10)
     assert math.isnan(one.time_to_target_s_sd)
+
+
+def coarse_timeline(reach_steps: dict[int, int], every: int = 25) -> pd.DataFrame:
+    """Issue 43's H every 50: evaluated every 25 steps; seed s's loss falls linearly from 3.5 at
+    step 0 to 2.5 at reach_steps[s] x 2 (so it crosses 3.0 at reach_steps[s]), 1 s a step."""
+    rows = []
+    for seed, reach in reach_steps.items():
+        for step in range(1, 201):
+            loss = 3.5 - 0.5 * step / reach
+            rows.append(
+                {
+                    "run": f"h-s{seed}",
+                    "config": "h",
+                    "variant": "H",
+                    "network": "wan",
+                    "step": step,
+                    "val_loss": loss if step % every == 0 else math.nan,
+                    "time_s": float(step),
+                    "wire_bytes": 10.0 * step,
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def test_steps_to_a_target_are_interpolated_between_evaluations() -> None:
+    """A seed crossing 3.0 at step 40, evaluated at 25 (3.2) and 50 (2.875): the first
+    evaluation at or below says 50; the crossing is at 40, and the interval is 25..50."""
+    (row,) = time_to_target(coarse_timeline({0: 40}), [3.0]).itertuples()
+    assert row.steps_to_target == pytest.approx(40.0)
+    assert row.time_to_target_s == pytest.approx(40.0)
+    assert row.bytes_to_target == pytest.approx(400.0)
+    assert (row.time_to_target_s_lo, row.time_to_target_s_hi) == (25.0, 50.0)
+    assert (row.steps_to_target_lo, row.steps_to_target_hi) == (25.0, 50.0)
+
+
+def test_no_interval_bound_is_at_or_below_zero() -> None:
+    """Issue 43: seeds first evaluated at or below the target at steps 50, 100 and 100 gave a
+    linear t interval of +-86 %, and one from 0 s; on log time it stays above 0 and still
+    holds every seed's evaluation bracket."""
+    (row,) = time_to_target(coarse_timeline({0: 30, 1: 90, 2: 80}), [3.0]).itertuples()
+    assert row.time_to_target_s == pytest.approx((30 + 90 + 80) / 3)
+    assert row.time_to_target_s_lo > 0
+    assert row.time_to_target_s_lo <= (25 + 75 + 75) / 3  # the mean of the brackets' lows
+    assert row.time_to_target_s_hi >= (50 + 100 + 100) / 3
+    for values in ([1e-6, 1.0, 1e3], [50.0, 100.0, 100.0]):
+        assert seed_interval(values)[1] > 0
 
 
 def test_t_quantiles_match_the_table() -> None:
     expected = {1: 12.7062, 2: 4.3027, 3: 3.1824, 4: 2.7764, 9: 2.2622, 30: 2.0423}
     for dof, value in expected.items():
         assert t_quantile_975(dof) == pytest.approx(value, abs=1e-4)
-    assert seed_interval([5.0, 5.0, 5.0]) == (0.0, 5.0, 5.0, "t95")
+    assert seed_interval([5.0, 5.0, 5.0]) == pytest.approx((0.0, 5.0, 5.0, "t95"))
     *figures, kind = seed_interval([])
     assert all(math.isnan(x) for x in figures) and kind == ""
 

@@ -256,7 +256,10 @@ def test_winner_lines_for_a_one_dimensional_sweep_one_chart_per_target() -> None
     assert not fig.layout.updatemenus
     stars = [t for t in fig.data if t.name == "fastest"]
     assert len(stars) == 2 and list(stars[0].x) == [10, 100, 1000]  # in the axis's Gb/s
-    assert "C-&lt;b&gt;bold" in stars[0].customdata[0][0] and stars[0].customdata[1][0] == "A-adamw"
+    assert (
+        "C-&lt;b&gt;bold" in stars[0].customdata[0][0]
+        and stars[0].customdata[1][0] == "fastest: A-adamw"
+    )
     changes = [shape for shape in fig.layout.shapes if shape.line.dash == "dot"]
     assert [shape.x0 for shape in changes] == [100, 100]
     assert list(fig.layout.xaxis.ticktext) == ["10", "100", "1,000"]

@@ -336,8 +336,11 @@ def test_listed_networks_of_a_sweep_get_their_own_panel_not_an_empty_one(listed_
     panels = listed_panels
     fig = panels["winner"].figure
     titles = [a.text for a in fig.layout.annotations]
-    assert len(titles) == 4 and not any("–" in t for t in titles)  # 2 overlap x 2 placements
-    assert "summed at receivers" in titles[0] and "no overlap" in titles[0]
+    # 2 overlap modes; the two placements share each chart (issue 43: E and E' on one axes)
+    assert len(titles) == 2 and not any("–" in t for t in titles)
+    assert "no overlap" in titles[0]
+    names = {t.name for t in fig.data if t.xaxis in (None, "x")}
+    assert {"A AdamW, all-gathered", "A AdamW, summed at the switch"} <= names
     for trace in fig.data:  # every line has points, so no panel is empty
         assert len(trace.x) and all(math.isfinite(x) for x in trace.x)
     assert all(math.isfinite(shape.x0) for shape in fig.layout.shapes)  # no stray diagonal
@@ -355,7 +358,7 @@ def test_seed_intervals_become_error_bars_and_a_table_column(listed_panels) -> N
     sweep = sweep_with_listed()
     points = sweep[sweep["host_link.rate"].notna()]
     fig = listed_panels["winner"].figure
-    line = next(t for t in fig.data if t.name == "A AdamW")
+    line = next(t for t in fig.data if t.name == "A AdamW, all-gathered")
     rows = points[(points.config == "A-adamw") & (points.overlap == "none")]
     rows = rows[rows["placement.sum"] == "receivers"].sort_values("host_link.rate")
     mean = rows.time_to_target_s.to_numpy()
@@ -379,7 +382,7 @@ def test_a_sweep_given_without_intervals_takes_them_from_the_summary() -> None:
     sweep = summary.drop(columns=["time_to_target_s_lo", "time_to_target_s_hi", "interval"])
     panels = build_panels(small_timeline(), summary, make_ladder(), sweep=sweep, labels=LABELS)
     fig = {p.key: p for p in panels}["winner"].figure
-    line = next(t for t in fig.data if t.name == "A AdamW")
+    line = next(t for t in fig.data if t.name == "A AdamW, all-gathered")
     assert line.error_y.array is not None and "95 % t interval" in line.customdata[0][2]
 
 
@@ -579,3 +582,47 @@ def test_winner_map_calls_a_tie_with_a_wide_interval_behind_the_runner_up() -> N
     cells = [str(c) for trace in fig.data for c in np.asarray(trace.text).ravel()]
     assert sum("tie" in c for c in cells) == 1, cells  # only where H's range reaches H-s's
     assert any("2.07x" in c and "tie" in c for c in cells), cells
+
+
+def test_link_view_names_the_links_it_leaves_out() -> None:
+    """Issue 43: the link heatmap showed 12 of 16 links without saying so. Now every link of a
+    16-link step is kept, and past LINKS_PER_NETWORK the quieter ones are named in the view."""
+    from transitsim.analysis.summary import LINKS_PER_NETWORK, link_utilisation
+    from transitsim.report.links import step_heatmap
+
+    def events(count: int) -> pd.DataFrame:
+        return pd.DataFrame(
+            {
+                "process": "links",
+                "track": [f"h{i}-up" for i in range(count)],
+                "start_s": 0.0,
+                "end_s": [0.001 * (i + 1) for i in range(count)],
+                "utilisation": 1.0,
+            }
+        )
+
+    sixteen = link_utilisation([("rack", "A-s0", events(16))])
+    assert sixteen["link"].nunique() == 16 and not sixteen.attrs["omitted"]
+    many = link_utilisation([("rack", "A-s0", events(LINKS_PER_NETWORK + 3))])
+    assert many["link"].nunique() == LINKS_PER_NETWORK
+    assert many.attrs["omitted"] == {"rack|A-s0": ["h0-up", "h1-up", "h2-up"]}
+    timeline = make_timeline(["rack"])
+    fig, _ = step_heatmap(many, timeline)
+    assert "not shown: h0-up, h1-up, h2-up" in fig.layout.title.text
+
+
+def test_a_replay_without_targets_opens_on_the_predicted_step_time() -> None:
+    """Issue 43: the bring-your-own report's first screen said "no configuration reached a
+    target"; it now shows each configuration's predicted mean step on each network."""
+    timeline = make_timeline(NETWORKS[:2])
+    empty = pd.DataFrame(columns=["config", "network", "target", "time_to_target_s"])
+    panels = build_panels(timeline, empty, make_ladder(), labels=LABELS)
+    first = panels[0]
+    assert first.key == "winner" and first.heading == "Predicted step time on each network"
+    bars = [t for t in first.figure.data if t.type == "bar"]
+    assert {t.name for t in bars} == set(LABELS.values())
+    weights = timeline["interval_steps"].astype(float)
+    rows = timeline[(timeline["config"] == "A-adamw") & (timeline["network"] == NETWORKS[0])]
+    expected = (rows["step_s"] * weights[rows.index]).sum() / weights[rows.index].sum()
+    a_bar = next(t for t in bars if t.name == "A AdamW")
+    assert values(a_bar.x)[0] == pytest.approx(expected)

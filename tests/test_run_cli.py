@@ -101,10 +101,22 @@ def run_cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, s
     return exited.value.code, out, err
 
 
-def first_time_to(timeline: pd.DataFrame, run: str, network: str, target: float) -> float:
-    """Independent of metrics: the simulated time of the first evaluation at or below target."""
+def crossing(timeline: pd.DataFrame, run: str, network: str, target: float) -> tuple:
+    """Independent of metrics: (the time the loss crosses target, interpolated linearly between
+    the last evaluation above it and the first at or below; those two evaluations' times)."""
     rows = timeline[(timeline["run"] == run) & (timeline["network"] == network)]
-    return float(rows.loc[rows["val_loss"] <= target, "time_s"].iloc[0])
+    evaluated = rows[rows["val_loss"].notna()].sort_values("step")
+    losses, times = evaluated["val_loss"].to_numpy(), evaluated["time_s"].to_numpy()
+    first = int(np.argmax(losses <= target))
+    if first == 0:
+        return float(times[0]), float(times[0]), float(times[0])
+    share = (losses[first - 1] - target) / (losses[first - 1] - losses[first])
+    x = times[first - 1] + share * (times[first] - times[first - 1])
+    return float(x), float(times[first - 1]), float(times[first])
+
+
+def first_time_to(timeline: pd.DataFrame, run: str, network: str, target: float) -> float:
+    return crossing(timeline, run, network, target)[0]
 
 
 def test_run_writes_consistent_outputs(workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -486,11 +498,11 @@ def test_simulate_gives_the_same_interval_columns(workdir: Path) -> None:
     after = columns.index("time_to_target_s") + 1
     assert columns[after : after + len(INTERVAL_COLUMNS)] == list(INTERVAL_COLUMNS)
     (row,) = result.summary.itertuples()
-    seeds = [
-        first_time_to(result.timeline, f"tiny-adamw-s{s}", "8x200g-switch", 3.5) for s in (0, 1)
-    ]
+    found = [crossing(result.timeline, f"tiny-adamw-s{s}", "8x200g-switch", 3.5) for s in (0, 1)]
+    seeds, before, after = (np.array(column) for column in zip(*found, strict=True))
+    # the seeds' range, widened to the mean of their evaluation brackets (issue 43)
     assert (row.interval, row.time_to_target_s_lo, row.time_to_target_s_hi) == (
         "range",
-        pytest.approx(min(seeds)),
-        pytest.approx(max(seeds)),
+        pytest.approx(min(seeds.min(), before.mean())),
+        pytest.approx(max(seeds.max(), after.mean())),
     )

@@ -50,19 +50,22 @@ def test_every_verdict_sentence_fits_two_lines(name: str) -> None:
     assert set(result.table["target"]) == set(summary(name)["target"])
 
 
-def test_two_datacentres_452_against_453_7_from_two_seeds_is_a_tie() -> None:
+def test_two_datacentres_two_seeds_far_apart_with_overlapping_ranges_cannot_separate() -> None:
+    """Issue 22 called 452.0 s against 453.7 s from two seeds a tie (0.37 % apart: still one,
+    tests/test_verdict.py). Interpolated between evaluations (issue 43), A and B at 1 Gb/s are
+    further apart than the tie margin with ranges that overlap: A leads, and the table and the
+    sentence say that the two seeds cannot separate it from B, rather than calling it a tie or
+    a win."""
     result = judged("two-datacentres")
     rows = result.table[
         (result.table["target"] == 2.0)
         & (result.table["held"] == "overlap none")
-        & (result.table["where"] == "1 Gb/s x 5,000 km")
+        & result.table["where"].str.contains("1 Gb/s x 5,000 km")
     ]
     (row,) = rows.itertuples()
-    assert (row.outcome, row.fastest) == ("tie", "B top-k 2d64 = A AdamW")
-    assert row.time_s_min == pytest.approx(452.0, abs=0.05)
-    assert row.margin_max == pytest.approx(453.666 / 451.997 - 1, rel=1e-3)  # 0.37 %
-    assert row.interval.count("(range)") == 2 and row.seeds == "2, 2"
-    assert "ties at 3 (with B; 2 seeds each)" in result.sentences[1]
+    assert (row.outcome, row.fastest, row.cannot_separate) == ("leads", "A AdamW", "B top-k 2d64")
+    assert row.margin_max > 0.01 and row.interval.endswith("(range)") and row.seeds == "2"
+    assert "(cannot separate from B)" in result.sentences[1]
 
 
 def test_in_network_sum_modes_0_014_percent_is_a_tie() -> None:
@@ -79,42 +82,44 @@ def test_in_network_sum_modes_0_014_percent_is_a_tie() -> None:
         "E' loopback feedback",
         "E' exact feedback",
     ]
-    assert point.winners[0].time_s == pytest.approx(15.787, abs=5e-4)
-    assert point.margin == pytest.approx(0.00014, abs=0.00001)
+    assert 0 < point.margin < 0.0005  # 0.014 %: far inside the 1 % tie margin
     result = judged("in-network-sum-modes")
-    assert (
-        "E' loopback and E' exact tie at all 5 values of host_link.rate (3 seeds each)"
-        in (result.sentences[0])
-    )
+    assert "E' loopback and E' exact tie below 400 Gb/s (3 seeds each)" in (result.sentences[0])
 
 
 def test_in_network_sum_answers_e_against_e_summed_by_name() -> None:
+    """The scenario's own question first, and E's one seed said (issue 43: most "ties" came
+    from C's wide interval against E's one seed)."""
     (line,) = judged("in-network-sum").sentences
     assert line.startswith("To loss 3.3, E summed at the switch beats E all-gathered at ")
+    assert line.endswith("; E from 1 seed.")
 
 
-def test_two_datacentres_local_sgd_names_the_family_where_it_wins() -> None:
-    """Issue 26: with a replica per site, the local-SGD family alone is fastest where the WAN
-    is slow (1 and 10 Gb/s: no compressor among the tied), and the verdict names it; where the
-    WAN is fast, C's band ties with it: every step's dense all-reduce inside each site is what
-    the compressors do not pay."""
+def test_two_datacentres_local_sgd_names_c_where_it_leads() -> None:
+    """Issue 43: "H DiLoCo every 50 ties for fastest at every one of the 16 grid points ...;
+    the others never win" called configurations 14.8x apart ties, and C, which leads half the
+    grid by mean, one that never wins. Now C leads where it leads; where the seeds (and the
+    evaluation every 25 steps) cannot separate the local-SGD variants, the sentence and the
+    table say so; the local-SGD family leads where the WAN is slow (1 and 10 Gb/s)."""
     result = judged("two-datacentres-local-sgd")
-    assert "H DiLoCo every 50 ties for fastest at every one of the 16" in result.sentences[0]
-    assert "H-s ties for fastest at every one of the 16 grid points" in result.sentences[1]
+    first = result.sentences[0]
+    assert "C is fastest at" in first and "never win" not in first.split("C is fastest")[0]
+    assert "H-s leads at 8 (cannot separate from H DiLoCo every 50)" in first
+    assert "ties for fastest" not in first
     table = result.table
     compressors = ("A AdamW", "B top-k 2d64", "C low band 1d256", "E optics")
     slow = table[table["where"].str.startswith(("1 Gb/s", "10 Gb/s"))]
-    assert len(slow) == 8  # 2 targets x 2 overlap modes x the 1 and 10 Gb/s rows
     for fastest in slow["fastest"]:
         assert not any(name in fastest for name in compressors), fastest
-    fast = table[table["where"] == "the other 8 points"]
-    assert len(fast) == 2 and all(row.startswith("C low band 1d256 = ") for row in fast["fastest"])
+    fast = table[table["where"].str.startswith("400 Gb/s x 10 km") & (table["target"] == 3.0)]
+    assert len(fast) and set(fast["fastest"]) == {"C low band 1d256"}
+    assert (fast["outcome"] == "fastest").all()  # apart from every other, both overlap modes
 
 
 def test_background_traffic_local_sgd_keeps_the_family_ahead_at_every_share() -> None:
-    """Issue 26 item 4: other traffic on the WAN slows the every-step methods (A 86.73 s to
-    806.7 s to loss 3.0 from no share to 90 %), and a local-SGD variant stays among the fastest
-    at every share, with and without overlap; no compressor is ever among them."""
+    """Issue 26 item 4: other traffic on the WAN slows the every-step methods (A about 9x
+    slower to loss 3.0 from no share to 90 %), and a local-SGD variant leads at every share,
+    with and without overlap; no compressor is ever among the fastest."""
     result = judged("background-traffic-local-sgd")
     compressors = ("A AdamW", "B top-k 2d64", "C low band 1d256", "E optics")
     for fastest in result.table["fastest"]:
@@ -123,5 +128,6 @@ def test_background_traffic_local_sgd_keeps_the_family_ahead_at_every_share() ->
     frame = summary("background-traffic-local-sgd")
     a = frame[(frame["label"] == "A AdamW") & (frame["target"] == 3.0)]
     a = a[a["overlap"] == "none"].set_index("wan_link.background")["time_to_target_s"]
-    assert a.loc[0.0] == pytest.approx(86.73, abs=0.01)
-    assert a.loc[0.9] == pytest.approx(806.7, abs=0.1)
+    assert a.loc[0.9] / a.loc[0.0] > 5
+    swept = a[a.index.notna()].sort_index()  # the listed network (a series) has no share
+    assert swept.is_monotonic_increasing

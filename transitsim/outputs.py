@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from transitsim.analysis.decision import SUMMARY_DECISION_COLUMNS as DECISION_COLUMNS
 from transitsim.analysis.metrics import INTERVAL_COLUMNS, LADDER_COLUMNS, SUMMARY_COLUMNS
 from transitsim.analysis.outcomes import DEFAULT_TIE_MARGIN
 from transitsim.analysis.verdict import Verdict, verdict
@@ -215,7 +216,8 @@ def _write_report(result: RunResult, path: Path) -> Path:
         grid_rows = result.summary.dropna(subset=result.params, how="all")
         # the winner map reads every other numeric column as a swept key: no intervals here
         figures = [c for c in SUMMARY_COLUMNS if c not in INTERVAL_COLUMNS]
-        sweep = grid_rows[[*figures, *result.params]]
+        decided = [c for c in DECISION_COLUMNS if c in result.summary.columns]
+        sweep = grid_rows[[*figures, *decided, *result.params]]
     return write_report(
         path,
         result.timeline,

@@ -18,7 +18,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from transitsim.analysis.decision import decide
+from transitsim.analysis.hardware import marked_labels
 from transitsim.analysis.metrics import ladder, parse_targets, resolve_config
+from transitsim.analysis.outcomes import DEFAULT_TIE_MARGIN
 from transitsim.analysis.summary import (
     grid_crossovers,
     is_number,
@@ -213,8 +216,8 @@ def run_scenario(
         baseline,
         title=title,
         own_labels=own_labels,
+        tie_margin=scenario.verdict.tie_margin,
     )
-    result.tie_margin = scenario.verdict.tie_margin
     result.extrapolation = (
         extrapolation_text(scenario.scale_params, extra_workers, compact=True) or None
     )
@@ -340,8 +343,11 @@ def assemble(
     *,
     title: str,
     own_labels: dict[str, str] | None = None,
+    tie_margin: float = DEFAULT_TIE_MARGIN,
 ) -> RunResult:
-    """The run's tables from its job results (failed jobs are listed, not tabulated)."""
+    """The run's tables from its job results (failed jobs are listed, not tabulated). The
+    summary carries the decision table's call and winner at each point (analysis/decision.py,
+    at this tie margin), and the crossovers are read from them."""
     done = [r for r in results if r.ok]
     failures = [r for r in results if not r.ok]
     if not done:
@@ -358,6 +364,8 @@ def assemble(
     timeline.attrs = {"notes": notes}
     metas = {trace.config_name: trace.meta for trace in traces.values()}
     labels = config_labels(metas) | (own_labels or {})
+    labels, hardware_notes = marked_labels(labels, traces.values())
+    notes[:0] = hardware_notes  # first: they change what a spread means
     if baseline is not None and targets:
         replayed = dict(zip(timeline["config"], timeline["variant"], strict=True))
         try:
@@ -366,12 +374,13 @@ def assemble(
             notes.append(f"no speed-ups: baseline {baseline!r}: {exc}")
             baseline = None
     summary = summarise(timeline, params, targets, baseline, labels) if targets else no_summary()
+    summary = decide(summary, params, labels, tie_margin)
     return RunResult(
         title=title,
         timeline=timeline,
         summary=summary,
         ladder=ladder(list(traces.values()), targets) if targets else pd.DataFrame(),
-        crossovers=grid_crossovers(summary, params) if targets else pd.DataFrame(),
+        crossovers=grid_crossovers(summary, params, labels) if targets else pd.DataFrame(),
         link_util=link_utilisation(
             (r.job.network_name, r.job.trace_name, r.step_events) for r in done
         ),
@@ -382,6 +391,7 @@ def assemble(
         params=params,
         failures=failures,
         notes=notes,
+        tie_margin=tie_margin,
     )
 
 

@@ -22,6 +22,8 @@ from typing import Any
 
 import pandas as pd
 
+from transitsim.analysis.decision import decide
+from transitsim.analysis.hardware import marked_labels
 from transitsim.analysis.metrics import (
     check_target,
     check_target_count,
@@ -36,11 +38,16 @@ from transitsim.traces.format import Trace, find_traces, read_trace, validate_tr
 GLOB_CHARS = "*?["
 
 
-@dataclass
+HEAD_ROWS = 8  # summary rows a repr shows
+HEAD_COLUMNS = ("label", "network", "target", "reached", "time_to_target_s", "interval", "call")
+
+
+@dataclass(repr=False)
 class SimulationResult:
     """timeline: one row per (trace row, network); summary: steps, time and bytes to each target
-    per (configuration, network, target), with speed-ups against the baseline; link_stats: per
-    (run, network, link) use over the run; notes: caveats (extrapolation, fallbacks)."""
+    per (configuration, network, target), with speed-ups against the baseline and each row's
+    call at its point (analysis/decision.py); link_stats: per (run, network, link) use over the
+    run; notes: caveats (extrapolation, fallbacks, seeds on different hardware)."""
 
     timeline: pd.DataFrame
     summary: pd.DataFrame
@@ -54,6 +61,36 @@ class SimulationResult:
         from transitsim.analysis.verdict import verdict_sentences
 
         return verdict_sentences(self.summary, [], self.labels)
+
+    def _head(self) -> pd.DataFrame:
+        columns = [c for c in HEAD_COLUMNS if c in self.summary.columns]
+        return self.summary[columns].head(HEAD_ROWS)
+
+    def _more(self) -> str:
+        rows, runs = len(self.summary), self.timeline["run"].nunique()
+        shown = min(rows, HEAD_ROWS)
+        return (
+            f"{shown} of {rows} summary rows; {runs} runs, {len(self.notes)} notes "
+            "(.summary, .timeline, .link_stats, .notes)"
+        )
+
+    def __repr__(self) -> str:
+        """The verdict, then the summary's head: what a terminal or notebook shows first."""
+        lines = [f"Verdict: {line}" for line in self.verdict] or ["(no targets: no verdict)"]
+        lines += [f"note: {note}" for note in self.notes[:2]]
+        with pd.option_context("display.width", 100, "display.max_columns", 10):
+            head = self._head().to_string(index=False, max_colwidth=40)
+        return "\n".join([*lines, head, self._more()])
+
+    def _repr_html_(self) -> str:
+        """A notebook's view: the verdict, the notes, then the summary's head as a table."""
+        from html import escape
+
+        parts = [f"<p><b>Verdict:</b> {escape(line)}</p>" for line in self.verdict]
+        parts += [f"<p><i>note: {escape(note)}</i></p>" for note in self.notes[:2]]
+        parts.append(self._head().to_html(index=False, float_format=lambda v: f"{v:.4g}"))
+        parts.append(f"<p>{escape(self._more())}</p>")
+        return "".join(parts)
 
 
 def simulate(
@@ -101,7 +138,10 @@ def simulate(
     from transitsim.base.tables import config_labels
 
     labels = config_labels({trace.config_name: trace.meta for trace in loaded})
-    summary = summarise(timeline, [], target_list, baseline, labels)
+    labels, hardware_notes = marked_labels(labels, loaded)
+    notes = [*hardware_notes, *notes]
+    timeline.attrs["notes"] = notes
+    summary = decide(summarise(timeline, [], target_list, baseline, labels), [], labels)
     summary.attrs = dict(timeline.attrs)
     return SimulationResult(
         timeline=timeline, summary=summary, link_stats=link_stats, notes=notes, labels=labels

@@ -271,7 +271,9 @@ def time_to_target(
 
     timeline: one row per (run, network, step) with METRIC_COLUMNS (time_s and wire_bytes
     cumulative) and possibly grid-parameter columns, which are carried into the summary. A figure
-    is the mean over seeds, NaN unless every seed reaches. speedup_vs_baseline is the baseline
+    is the mean over seeds of where each seed's loss crossed the target, interpolated between
+    its evaluations (crossings), NaN unless every seed reaches; its interval carries both the
+    seeds' spread and the evaluations' bracket (uncertainty.py). speedup_vs_baseline is the baseline
     configuration's time divided by this one's on the same network and target; the baseline is
     named by variant id (with one configuration) or by configuration name.
     """
@@ -282,9 +284,10 @@ def time_to_target(
     keys = ["config", "variant", "network", *params]
     ordered = timeline.sort_values(["run", "network", "step"], kind="stable")
     seeds = timeline.groupby(keys, sort=False, dropna=False)["run"].nunique()
+    evaluated = with_previous_evaluation(ordered)
     parts = []
     for target in targets:
-        hits = ordered[ordered["val_loss"] <= target].drop_duplicates(["run", "network"])
+        hits = crossings(evaluated, target)
         firsts = hits.groupby(keys, sort=False, dropna=False).agg(
             reached_runs=("run", "nunique"),
             steps_to_target=("step", "mean"),
@@ -318,19 +321,63 @@ def time_to_target(
     return summary[columns]
 
 
+def with_previous_evaluation(ordered: pd.DataFrame) -> pd.DataFrame:
+    """The evaluated rows (in run, network, step order), each with the previous evaluation's
+    step, loss, time and bytes of its run on its network (NaN at the first)."""
+    evaluated = ordered[ordered["val_loss"].notna()].copy()
+    previous = evaluated.groupby(["run", "network"], sort=False)[
+        ["step", "val_loss", "time_s", "wire_bytes"]
+    ].shift(1)
+    for column in previous.columns:
+        evaluated[f"prev_{column}"] = previous[column].astype("float64")
+    return evaluated
+
+
+def crossings(evaluated: pd.DataFrame, target: float) -> pd.DataFrame:
+    """Per (run, network) that reaches the target: where its loss crossed it.
+
+    The first evaluation at or below the target and the one before it (above the target)
+    bracket the crossing; step, time_s and wire_bytes are interpolated linearly in the loss
+    between them, and step_before/after, time_s_before/after hold the bracket (both the first
+    evaluation where there is none before it: the run was already there when first evaluated).
+    """
+    hits = evaluated[evaluated["val_loss"] <= target].drop_duplicates(["run", "network"])
+    hits = hits.copy()
+    loss_after = hits["val_loss"].astype("float64")
+    loss_before = hits["prev_val_loss"]
+    drop = loss_before - loss_after
+    share = ((loss_before - target) / drop.where(drop > 0)).clip(0.0, 1.0).fillna(1.0)
+    for column in ("step", "time_s", "wire_bytes"):
+        after = hits[column].astype("float64")
+        before = hits[f"prev_{column}"].fillna(after)
+        hits[f"{column}_before"] = before
+        hits[f"{column}_after"] = after
+        hits[column] = before + share * (after - before)
+    return hits
+
+
 def _intervals(hits: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     """Per group of first hits (one row per seed): the spread and interval of its time and
     steps to the target (analysis/uncertainty.py), as INTERVAL_COLUMNS, indexed as the
     groupby of the means is (so the two join row for row, NaN grid values included)."""
     groups = hits.groupby(keys, sort=False, dropna=False)
-    times = groups["time_s"].agg(lambda v: seed_interval(v.to_numpy()))
-    steps = groups["step"].agg(lambda v: seed_interval(v.to_numpy()))
-    frame = pd.DataFrame(index=times.index)
+    index = groups["time_s"].mean().index  # the means' groupby order, NaN grid values included
+    times, steps = [], []
+    for _, group in groups:
+        times.append(_bracketed(group, "time_s"))
+        steps.append(_bracketed(group, "step"))
+    frame = pd.DataFrame(index=index)
     for position, column in enumerate(INTERVAL_COLUMNS[:4]):
         frame[column] = [item[position] for item in times]
     for position, column in enumerate(INTERVAL_COLUMNS[4:]):
         frame[column] = [item[position] for item in steps]
     return frame.astype({c: "float64" for c in INTERVAL_COLUMNS if c != "interval"})
+
+
+def _bracketed(rows: pd.DataFrame, column: str) -> tuple[float, float, float, str]:
+    """seed_interval of one group's crossings, bracketed by their evaluations."""
+    values = [rows[f"{column}{end}"].to_numpy(dtype="float64") for end in ("", "_before", "_after")]
+    return seed_interval(*values)
 
 
 def crossovers(summary: pd.DataFrame, param: str) -> pd.DataFrame:

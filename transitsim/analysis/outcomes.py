@@ -9,9 +9,13 @@ The verdict (verdict.py) and its table are written from these outcomes. Terms:
 - a **point** is one grid point (its swept numeric values, "1 Gb/s x 5,000 km") or one listed
   network, within a **held group**: the values of the text axes held along it (overlap, a
   bool such as switch.aggregator, a collective);
-- the **tie rule**: at a point, every contender whose mean time is less than `tie_margin`
-  (default 1 %) above the fastest one's, or whose seed interval (uncertainty.py) overlaps the
-  fastest one's, ties with it. The winner set is the fastest contender and those tied with it.
+- the **calls** at a point (issue 43): the contender with the least mean time **leads**; one
+  whose mean is less than `tie_margin` (default 1 %) above the leader's **ties** with it (the
+  leader then ties too); one further behind whose interval (uncertainty.py: seeds and the
+  evaluation interval) overlaps the leader's **cannot separate** from it: too few seeds or too
+  coarse an evaluation to say, and never called fastest or tied; the rest are **behind**. The
+  winner set is the leader and those tied with it. So a contender is never "fastest" or "tied
+  for fastest" where another leads it by more than the margin with a tight interval.
 """
 
 import math
@@ -20,6 +24,7 @@ from typing import Any
 
 import pandas as pd
 
+from transitsim.analysis.hardware import MARK
 from transitsim.analysis.overlap_verdict import base_network
 from transitsim.analysis.uncertainty import ONE_SEED, overlaps
 from transitsim.base import human
@@ -45,6 +50,7 @@ class Contender:
     name: str  # the configuration's label, disambiguated, with its placement
     short: str  # the shortest unique start of the label, with its placement
     seeds: int | None
+    base: str = ""  # the configuration's shortest unique start, without its placement
 
 
 @dataclass(frozen=True)
@@ -57,6 +63,11 @@ class Standing:
     hi: float
     kind: str
     seeds: int | None
+    rows: tuple[Any, ...] = ()  # the summary rows (index labels) it stands for
+
+
+LEADS, TIES, UNSURE, BEHIND, NOT_REACHED = "leads", "ties", "cannot separate", "behind", ""
+CALLS = (LEADS, TIES, UNSURE, BEHIND, NOT_REACHED)
 
 
 @dataclass(frozen=True)
@@ -69,10 +80,16 @@ class Outcome:
     values: tuple[Any, ...]  # the point's swept values (grid), for ordering and regions
     standings: tuple[Standing, ...]  # every contender that reached the target, fastest first
     tied: int  # how many of them make the winner set (0: none reached the target here)
+    unsure: int = 0  # how many after them the leader cannot be separated from
 
     @property
     def winners(self) -> tuple[Standing, ...]:
         return self.standings[: self.tied]
+
+    @property
+    def unsures(self) -> tuple[Standing, ...]:
+        """Contenders behind by more than the margin whose interval overlaps the leader's."""
+        return self.standings[self.tied : self.tied + self.unsure]
 
     @property
     def runner_up(self) -> Standing | None:
@@ -83,9 +100,23 @@ class Outcome:
         return tuple(s.key for s in self.winners)
 
     @property
+    def unsure_members(self) -> tuple[str, ...]:
+        return tuple(s.key for s in self.unsures)
+
+    @property
     def who(self) -> frozenset[str]:
-        """The winner set as a set: a tie of A and B is one outcome whichever is ahead."""
-        return frozenset(self.members)
+        """The outcome as a set: a tie of A and B is one outcome whichever is ahead; a leader
+        that cannot be separated from B is another outcome than the same leader alone."""
+        return frozenset(self.members) | frozenset(f"?{k}" for k in self.unsure_members)
+
+    def call(self, key: str) -> str:
+        """This contender's call here (CALLS)."""
+        for position, standing in enumerate(self.standings):
+            if standing.key == key:
+                if position < self.tied:
+                    return TIES if self.tie else LEADS
+                return UNSURE if position < self.tied + self.unsure else BEHIND
+        return NOT_REACHED
 
     @property
     def tie(self) -> bool:
@@ -111,6 +142,8 @@ class Board:
     held: list[str]
     split: list[str] = field(default_factory=list)  # configs split into placed contenders
     tie_margin: float = DEFAULT_TIE_MARGIN
+    # per (part, held, point): the summary rows there that did not reach the target
+    unreached: dict[tuple, list[Any]] = field(default_factory=dict)
 
     def name(self, key: str, short: bool = False) -> str:
         contender = self.contenders[key]
@@ -138,6 +171,8 @@ def short_names(names: dict[str, str]) -> dict[str, str]:
                 break
         else:
             result[key] = names[key]
+        if tokens and tokens[-1] == MARK.strip() and not result[key].endswith(MARK):
+            result[key] += MARK  # seeds on different hardware: the mark stays (hardware.py)
     return result
 
 
@@ -172,7 +207,8 @@ def board(
     sweep = [p for p in sweep_rows if rows.loc[grid_mask, p].dropna().nunique() >= 2]
     held = [p for p in others if p not in sweep_rows and rows[p].dropna().astype(str).nunique() > 1]
     records = rows.to_dict("records")
-    for record, grid in zip(records, grid_mask.tolist(), strict=True):
+    for record, grid, label in zip(records, grid_mask.tolist(), rows.index, strict=True):
+        record["_rows"] = [label]
         placed = _placed(axes, record)
         record["config"] = str(record["config"])
         record["vkey"] = f"{record['config']}|{placed}" if placed else record["config"]
@@ -185,14 +221,18 @@ def board(
     for record in records:
         points.setdefault((record["_part"], record["_held"], record["_point"]), []).append(record)
     outcomes = []
+    unreached: dict[tuple, list[Any]] = {}
     for (part, held_values, point), at in points.items():
         values = tuple(at[0][k] for k in sweep) if part == "grid" else ()
         outcomes.append(_outcome(part, held_values, point, values, at, tie_margin))
+        missed = [row for r in at if math.isnan(_time(r)) for row in r["_rows"]]
+        unreached[(part, held_values, point)] = missed
     outcomes.sort(key=lambda o: o.part != "grid")  # stable: the grid's points, then the listed
     has_grid = any(o.part == "grid" for o in outcomes)
     placed_configs = {c.config for c in contenders.values() if c.key != c.config}
     split = [c for c in dict.fromkeys(r["config"] for r in records) if c in placed_configs]
-    return Board(outcomes, contenders, sweep if has_grid else [], held, split, tie_margin)
+    sweep = sweep if has_grid else []
+    return Board(outcomes, contenders, sweep, held, split, tie_margin, unreached)
 
 
 def _time(record: dict[str, Any]) -> float:
@@ -217,14 +257,17 @@ def _merge_placements(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
         for config, found in times.items()
         if len(keys[config]) > 1 and all(len(v) == 1 for v in found.values())
     }
-    merged, seen = [], set()
+    merged: list[dict[str, Any]] = []
+    seen: dict[tuple, dict[str, Any]] = {}
     for r in records:
         if r["config"] in alike:
             r = {**r, "vkey": r["config"]}
         at = (r["_part"], r["_held"], r["_point"], r["vkey"])
         if at not in seen:
-            seen.add(at)
+            seen[at] = r
             merged.append(r)
+        else:
+            seen[at]["_rows"] = [*seen[at]["_rows"], *r["_rows"]]
     return merged
 
 
@@ -260,6 +303,7 @@ def _contender_names(records: list[dict[str, Any]], labels: dict[str, str]) -> d
             name=f"{base[config]}{comma}{placed}" if placed else base[config],
             short=f"{short_base[config]} {placed}".strip(),
             seeds=None if _missing(seeds) else int(seeds),
+            base=short_base[config],
         )
     return contenders
 
@@ -284,6 +328,7 @@ def _standing(row: dict[str, Any]) -> Standing:
         hi=time_s if _missing(hi) else float(hi),
         kind=kind if isinstance(kind, str) and kind else ONE_SEED,
         seeds=None if _missing(seeds) else int(seeds),
+        rows=tuple(row.get("_rows", ())),
     )
 
 
@@ -301,14 +346,21 @@ def _outcome(
         return Outcome(part, held, point, values, (), 0)
     best = standings[0]
     tied = [best, *(other for other in standings[1:] if ties_with(best, other, tie_margin))]
-    rest = [other for other in standings[1:] if not ties_with(best, other, tie_margin)]
-    return Outcome(part, held, point, values, tuple(tied + rest), len(tied))
+    later = [other for other in standings[1:] if not ties_with(best, other, tie_margin)]
+    unsure = [other for other in later if cannot_separate(best, other)]
+    rest = [other for other in later if not cannot_separate(best, other)]
+    return Outcome(part, held, point, values, tuple(tied + unsure + rest), len(tied), len(unsure))
 
 
 def ties_with(best: Standing, other: Standing, tie_margin: float) -> bool:
-    """The tie rule: less than tie_margin behind the fastest, or seed intervals that overlap."""
-    close = best.time_s > 0 and other.time_s / best.time_s - 1 < tie_margin
-    return close or overlaps((best.lo, best.hi), (other.lo, other.hi))
+    """The tie rule: a mean less than tie_margin behind the leader's."""
+    return best.time_s > 0 and other.time_s / best.time_s - 1 < tie_margin
+
+
+def cannot_separate(best: Standing, other: Standing) -> bool:
+    """Further behind than the margin, but the intervals overlap: the seeds (or the evaluation
+    interval) cannot tell which is faster."""
+    return overlaps((best.lo, best.hi), (other.lo, other.hi))
 
 
 # ---------------------------------------------------------------------------------------------

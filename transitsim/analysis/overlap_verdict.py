@@ -48,18 +48,23 @@ def exchange_hiding(timeline: pd.DataFrame) -> pd.DataFrame:
 
 
 def _fastest(rows: pd.DataFrame) -> tuple[str | None, float]:
+    """The outcome at one network (the decision table's `winner` text where the summary has
+    it: decision.py, so this table says what the verdict says) and the leader's time."""
     ranked = rows.dropna(subset=["time_to_target_s"]).sort_values(
         ["time_to_target_s", "config"], kind="stable"
     )
     if ranked.empty:
         return None, math.nan
+    if "winner" in ranked.columns:
+        return str(ranked.iloc[0]["winner"]), float(ranked.iloc[0]["time_to_target_s"])
     return str(ranked.iloc[0]["config"]), float(ranked.iloc[0]["time_to_target_s"])
 
 
 def overlap_verdicts(
     summary: pd.DataFrame, timeline: pd.DataFrame, baseline: set[str] | None = None
 ) -> pd.DataFrame:
-    """Per target and network: the fastest configuration without and with overlap.
+    """Per target and network: the fastest configuration without and with overlap (the
+    point's outcome, "B = A" for a tie, where the summary carries the decision's columns).
 
     baseline: the configs of the baseline; baseline_hidden_share is the share of their exchange
     (mean per step) that the backward hid on the overlapped copy (NaN without one). Empty when

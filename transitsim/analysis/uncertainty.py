@@ -1,19 +1,28 @@
-"""How sure a time-to-loss is: its spread over seeds, and an interval a verdict can compare.
+"""How sure a time-to-loss is: its spread over seeds and between evaluations, as an interval.
 
-A configuration's seeds are its runs; each reaches a target at its own time. The summary keeps
-their mean (as it always did) and adds, per (config, network, target):
+A configuration's seeds are its runs. Each seed's loss is evaluated every so many steps, so the
+step (and time) it reaches a target is known only to the evaluation interval: it lies between
+the last evaluation above the target (a) and the first at or below (b). metrics.py takes the
+crossing x by linear interpolation of the loss between a and b. The summary keeps the mean of x
+over seeds and adds, per (config, network, target):
 
-- sd: the sample standard deviation over seeds (n - 1 in the denominator; NaN with one seed);
-- lo, hi and the interval's kind:
-    "t95"      three or more seeds: mean -/+ t(0.975, n - 1) x sd / sqrt(n), the two-sided 95 %
-               Student t interval of the mean (seeds taken as independent draws of one normal);
-               lo is never below 0 (no time is negative);
-    "range"    two seeds: the smallest and largest seed (a t interval from two seeds is 12.7 sd
-               wide, which says nothing; the range says what was seen, and is called a range);
-    "one seed" one seed: lo = hi = its time, no spread known.
+- sd: the sample standard deviation of x over seeds (NaN with one seed);
+- lo, hi and the interval's kind, from two sources joined:
+    seeds      "t95" (three or more seeds): the 95 % Student t interval of the mean taken on
+               log time, exp(mean log x -/+ t(0.975, n - 1) x sd(log x) / sqrt(n)). Times to a
+               loss are positive and spread by factors (a seed that needs twice the steps takes
+               twice the time), so the interval is a factor either side, and no bound is ever
+               at or below 0 (the linear t interval of three seeds at steps 50, 100, 100 ran
+               from 0 s). "range" (two seeds): the smallest and largest x (a t interval from
+               two seeds is 12.7 sd wide, which says nothing). "one seed": x itself.
+    evaluation the mean of the a's and the mean of the b's: wherever between its evaluations
+               each seed crossed, the mean lies in there. lo is the lower of the two lows
+               (ignored where it is 0: an evaluation at time 0), hi the higher of the highs.
 
-The t quantile is computed exactly (Abramowitz & Stegun 26.7.3-4 for whole degrees of freedom,
-solved by bisection), so nothing beyond numpy is needed.
+So a run evaluated every 25 steps that crosses between two evaluations is never more certain
+than those 25 steps, whatever its seeds say; and one seed has an interval (its evaluation's)
+rather than a point. The t quantile is computed exactly (Abramowitz & Stegun 26.7.3-4 for whole
+degrees of freedom, solved by bisection), so nothing beyond numpy is needed.
 """
 
 import math
@@ -60,30 +69,46 @@ def t_quantile_975(dof: int) -> float:
     return (low + high) / 2
 
 
-def seed_interval(values: Sequence[float] | np.ndarray) -> tuple[float, float, float, str]:
+def seed_interval(
+    values: Sequence[float] | np.ndarray,
+    before: Sequence[float] | np.ndarray | None = None,
+    after: Sequence[float] | np.ndarray | None = None,
+) -> tuple[float, float, float, str]:
     """(sd, lo, hi, kind) of one configuration's per-seed values (see the module docstring).
 
-    NaN figures and kind "" when there are no values (no seed reached the target)."""
+    before/after: each seed's last evaluation above the target and first at or below (the
+    bracket its value lies in); None: the values are exact. NaN figures and kind "" when there
+    are no values (no seed reached the target)."""
     array = np.asarray(values, dtype="float64")
     count = len(array)
     if count == 0:
         return math.nan, math.nan, math.nan, ""
+    sd = float(np.std(array, ddof=1)) if count > 1 else math.nan
     if count == 1:
-        value = float(array[0])
-        return math.nan, value, value, ONE_SEED
-    sd = float(np.std(array, ddof=1))
-    if count == 2:
-        return sd, float(array.min()), float(array.max()), RANGE
-    mean = float(array.mean())
-    half = t_quantile_975(count - 1) * sd / math.sqrt(count)
-    return sd, max(mean - half, 0.0), mean + half, T95
+        lo = hi = float(array[0])
+        kind = ONE_SEED
+    elif count == 2:
+        lo, hi, kind = float(array.min()), float(array.max()), RANGE
+    elif (array > 0).all():
+        logs = np.log(array)
+        half = t_quantile_975(count - 1) * float(np.std(logs, ddof=1)) / math.sqrt(count)
+        lo, hi, kind = math.exp(logs.mean() - half), math.exp(logs.mean() + half), T95
+    else:  # a value of 0 has no log: what was seen
+        lo, hi, kind = float(array.min()), float(array.max()), T95
+    if before is not None and after is not None:
+        low = float(np.mean(np.asarray(before, dtype="float64")))
+        high = float(np.mean(np.asarray(after, dtype="float64")))
+        lo = min(lo, low) if low > 0 else lo
+        hi = max(hi, high)
+    return sd, lo, hi, kind
 
 
 def describe_interval(lo: float, hi: float, kind: str, seeds: int) -> str:
-    """How a table cell says an interval: "95 % t 451.2-452.8, 3 seeds", "range ..., 2 seeds"."""
-    if kind == ONE_SEED or not kind:
-        return "1 seed"
+    """How a table cell says an interval: "95 % t 451.2-452.8, 3 seeds", "range ..., 2 seeds",
+    "1 seed" (or "1 seed, 4.1-5.0 s" where its evaluations bracket it)."""
     shown = f"{human.seconds(lo)}-{human.seconds(hi)}"
+    if kind == ONE_SEED or not kind:
+        return f"1 seed, {shown}" if hi > lo else "1 seed"
     name = "95 % t" if kind == T95 else "range"
     return f"{name} {shown}, {seeds} seeds"
 

@@ -26,6 +26,7 @@ from transitsim.analysis.outcomes import (
     board,
     by_held,
     by_winners,
+    cannot_separate,
     held_text,
     region_text,
     run_where,
@@ -41,11 +42,14 @@ MAX_LINES = 2
 
 @dataclass(frozen=True)
 class Winner:
-    """The fastest configuration at one network point and how far ahead of the next it is."""
+    """The leader at one network point, how far ahead of the next it is, and the point's
+    outcome as the decision table says it (decision.py)."""
 
     network: str
     config: str | None  # None: no configuration reached the target there
     margin: float  # runner-up time / best time (nan when only one reached it)
+    outcome: str = ""  # "A", "B = A" (a tie), "C ~ H" (cannot separate); "" when none reached
+    call: str = ""  # the leader's call: "leads" or "ties"
 
 
 @dataclass(frozen=True)
@@ -57,18 +61,24 @@ class Verdict:
 
 
 def winners(rows: pd.DataFrame) -> list[Winner]:
-    """Per network (first-appearance order), the config with the least time to target."""
+    """Per network (first-appearance order), the leader: the config with the least time to
+    target. Where the summary carries the decision's columns (decision.decide), the outcome
+    and the call come from there, so every chart says what the verdict says."""
     result = []
+    decided = "winner" in rows.columns and "call" in rows.columns
     for network, part in rows.groupby("network", sort=False):
         reached = part.dropna(subset=["time_to_target_s"]).sort_values(
-            "time_to_target_s", kind="stable"
+            ["time_to_target_s", "config"], kind="stable"
         )
         if reached.empty:
             result.append(Winner(str(network), None, float("nan")))
             continue
         times = reached["time_to_target_s"].astype(float).tolist()
         margin = times[1] / times[0] if len(times) > 1 and times[0] > 0 else float("nan")
-        result.append(Winner(str(network), str(reached["config"].iloc[0]), margin))
+        best = reached.iloc[0]
+        outcome = str(best["winner"]) if decided else str(best["config"])
+        call = str(best["call"]) if decided else ""
+        result.append(Winner(str(network), str(best["config"]), margin, outcome, call))
     return result
 
 
@@ -108,13 +118,29 @@ class Style:
     prefix: bool = True  # "with or without overlap: " before what holds for every held value
     tail: str = "full"  # full | short | none
     along: bool = True  # a 1-D sweep told run by run along its axis (False: the leader only)
+    apart: int = 9  # how many a leader cannot be separated from are named (the rest counted)
+    others: int = 2  # how many other leaders a pooled clause names after the first
+    parts: bool = True  # False: the scenario's own question alone (where it has one)
+
+
+def _apart(b: Board, keys: list[str], style: Style) -> str:
+    """ "(cannot separate from H and L)", or "(cannot separate from 4 others)" past style.apart."""
+    if not keys:
+        return ""
+    if len(keys) > style.apart:
+        return f" (cannot separate from {len(keys)} other{'s' if len(keys) > 1 else ''})"
+    return f" (cannot separate from {_and([b.name(k, style.short) for k in keys])})"
 
 
 def _who(b: Board, outcome: Outcome, style: Style, verb: bool) -> str:
-    """'X is fastest' / 'X' (verb=False, a later run of a winner) / 'X and Y tie (3 seeds)'."""
+    """'X is fastest' / 'X' (verb=False, a later run of a winner) / 'X and Y tie' /
+    'X leads (cannot separate from Y)'."""
     names = [b.name(key, style.short) for key in outcome.members]
+    apart = _apart(b, list(outcome.unsure_members), style)
     if outcome.tie:
-        return f"{_and(names)} tie"
+        return f"{_and(names)} tie{apart}"
+    if apart:
+        return f"{names[0]} leads{apart}"
     return f"{names[0]} is fastest" if verb else names[0]
 
 
@@ -133,7 +159,7 @@ def _along(b: Board, outcomes: list[Outcome], style: Style) -> str:
             parts.append(f"none reaches it {where}")
             continue
         parts.append(f"{_who(b, run[0], style, not said)} {where}{_tie_seeds(run[0])}")
-        said = said or not run[0].tie
+        said = said or not (run[0].tie or run[0].unsure)
     return ", ".join(parts)
 
 
@@ -190,12 +216,15 @@ def _seed_span(b: Board, keys: list[str]) -> str:
 
 
 def _leader(b: Board, outcomes: list[Outcome], style: Style, noun: str) -> str:
-    """The contender in the most winner sets, alone or tied, and who else wins alone:
-    'A is fastest at 14 of the 16 grid points and ties at 2 (with B; 2 seeds each)'."""
+    """The contender that leads the most points by mean, and how: 'A is fastest at 12 of the
+    16 grid points, ties at 2 (with B; 2 seeds each) and leads at 2 (cannot separate from C)';
+    then who else leads alone."""
     total = len(outcomes)
     alone: dict[str, int] = {}
     tied: dict[str, int] = {}
+    unsure: dict[str, int] = {}
     partners: dict[str, dict[str, None]] = {}
+    apart: dict[str, dict[str, None]] = {}
     for outcome in outcomes:
         if outcome.tie:
             for key in outcome.members:
@@ -203,38 +232,59 @@ def _leader(b: Board, outcomes: list[Outcome], style: Style, noun: str) -> str:
                 partners.setdefault(key, {}).update(
                     dict.fromkeys(m for m in outcome.members if m != key)
                 )
+        elif outcome.unsure:
+            key = outcome.members[0]
+            unsure[key] = unsure.get(key, 0) + 1
+            apart.setdefault(key, {}).update(dict.fromkeys(outcome.unsure_members))
         elif outcome.winners:
             alone[outcome.members[0]] = alone.get(outcome.members[0], 0) + 1
-    keys = list(dict.fromkeys([*alone, *tied]))
+    keys = list(dict.fromkeys([*alone, *tied, *unsure]))
     if not keys:
         return "no configuration reaches it"
-    lead = max(keys, key=lambda k: (alone.get(k, 0) + tied.get(k, 0), alone.get(k, 0)))
+
+    def count(k: str) -> tuple[int, int]:
+        return alone.get(k, 0) + tied.get(k, 0) + unsure.get(k, 0), alone.get(k, 0)
+
+    lead = max(keys, key=count)
     on = "on" if noun == "listed networks" else "at"
     every = f"at every one of the {total} {noun}"
     if on == "on":
         every = _every_listed(b, total)
-    won, drew = alone.get(lead, 0), tied.get(lead, 0)
+    won, drew, led = alone.get(lead, 0), tied.get(lead, 0), unsure.get(lead, 0)
     name = b.name(lead, style.short)
     if won == total:
         text = f"{name} is fastest {every}"
     else:
-        with_ = [*partners.get(lead, {})]
-        seeds = _seed_span(b, [lead, *with_])
-        named = [b.name(k, style.short) for k in with_]
-        inside = [f"with {_and(named)}"] if style.partners and named else []
-        inside += [seeds] if seeds else []
-        company = f" ({'; '.join(inside)})" if inside else ""
-        if won and drew:
-            text = f"{name} is fastest {on} {won} of the {total} {noun} and ties {on} {drew}"
-            text += company
-        elif won:
-            text = f"{name} is fastest {on} {won} of the {total} {noun}"
-        else:
-            where = every if drew == total else f"{on} {drew} of the {total} {noun}"
-            text = f"{name} ties for fastest {where}{company}"
-    alone_word = " alone" if tied else ""
-    for key in [k for k in alone if k != lead][:2]:
+        clauses = []
+        first = True
+
+        def where(n: int) -> str:
+            return (
+                every if n == total else f"{on} {n} of the {total} {noun}" if first else f"{on} {n}"
+            )
+
+        if won:
+            clauses.append(f"is fastest {where(won)}")
+            first = False
+        if drew:
+            with_ = [*partners.get(lead, {})]
+            seeds = _seed_span(b, [lead, *with_])
+            named = [b.name(k, style.short) for k in with_]
+            inside = [f"with {_and(named)}"] if style.partners and named else []
+            inside += [seeds] if seeds else []
+            company = f" ({'; '.join(inside)})" if inside else ""
+            verb = "ties" if clauses else "ties for fastest"
+            clauses.append(f"{verb} {where(drew)}{company}")
+            first = False
+        if led:
+            clauses.append(f"leads {where(led)}{_apart(b, [*apart.get(lead, {})], style)}")
+        text = f"{name} {_and(clauses)}"
+    alone_word = " alone" if tied or unsure else ""
+    for key in [k for k in alone if k != lead][: style.others]:
         text += f", {b.name(key, style.short)}{alone_word} {on} {alone[key]}"
+    for key in [k for k in unsure if k != lead][: style.others]:
+        text += f", {b.name(key, style.short)} leads {on} {unsure[key]}"
+        text += _apart(b, [*apart.get(key, {})], style)
     return text
 
 
@@ -285,7 +335,7 @@ def _own_question(b: Board, style: Style) -> list[str]:
     for config in sorted(b.split, key=standing, reverse=True)[: style.own]:
         keys = [k for k, c in b.contenders.items() if c.config == config and k != config]
         wins: dict[str, list[float]] = {}
-        ties = compared = 0
+        ties = unsure = compared = 0
         for outcome in b.outcomes:
             found = sorted((s for s in outcome.standings if s.key in keys), key=lambda s: s.time_s)
             if outcome.part != "grid" or len(found) < 2:
@@ -294,8 +344,16 @@ def _own_question(b: Board, style: Style) -> list[str]:
             if any(ties_with(found[0], other, b.tie_margin) for other in found[1:]):
                 ties += 1
                 continue
+            if any(cannot_separate(found[0], other) for other in found[1:]):
+                unsure += 1
+                continue
             wins.setdefault(found[0].key, []).append(found[-1].time_s / found[0].time_s)
         if not wins:
+            if ties or unsure:  # the question still has its answer: they cannot be told apart
+                names = _and([b.name(k, style.short) for k in keys])
+                said = [f"tie at {ties}"] if ties else []
+                said += [f"cannot be separated at {unsure}"] if unsure else []
+                clauses.append(f"{names} {' and '.join(said)} of {compared} points")
             continue
         best = max(wins, key=lambda k: len(wins[k]))
         ratios = wins[best]
@@ -308,24 +366,31 @@ def _own_question(b: Board, style: Style) -> list[str]:
         low, high = human.ratio(min(ratios)), human.ratio(max(ratios))
         spread = low if low == high else f"{low[:-1]}-{high}"
         tail = f", ties at {ties}" if ties else ""
+        tail += f", cannot separate at {unsure}" if unsure else ""
         clauses.append(f"{b.name(best, style.short)} beats {slower} {where} ({spread}){tail}")
     return clauses
 
 
 def _tail(b: Board, style: Style) -> list[str]:
     won = {key for o in b.outcomes for key in o.members}
+    unsure = {key for o in b.outcomes for key in o.unsure_members}
     reached = {s.key for o in b.outcomes for s in o.standings}
-    never_win = [k for k in b.contenders if k in reached and k not in won]
+    never_win = [k for k in b.contenders if k in reached and k not in won | unsure]
     never_reach = [k for k in b.contenders if k not in reached]
+    single = [k for k in b.contenders if k in won | unsure and b.contenders[k].seeds == 1]
+    one_seed = []  # said in every style: a verdict resting on one seed says so
+    if single:  # by configuration: its placements are the same seed
+        names = list(dict.fromkeys(b.contenders[k].base or b.name(k, True) for k in single))
+        one_seed = [f"{_and(names)} from 1 seed" + (" each" if len(names) > 1 else "")]
     if style.tail == "none":
-        return []
+        return one_seed
     if style.tail == "short":
         if never_win and never_reach:
             verb = "reaches" if len(never_reach) == 1 else "reach"
-            return [f"the others never win ({len(never_reach)} never {verb} it)"]
+            return [f"the others never win ({len(never_reach)} never {verb} it)", *one_seed]
         if never_win:
-            return ["the others never win"]
-        return ["the others never reach it"] if never_reach else []
+            return ["the others never win", *one_seed]
+        return (["the others never reach it"] if never_reach else []) + one_seed
     parts = []
     if never_win:
         names = [b.name(k, style.short) for k in never_win]
@@ -333,14 +398,14 @@ def _tail(b: Board, style: Style) -> list[str]:
     if never_reach:
         names = [b.name(k, style.short) for k in never_reach]
         parts.append(f"{_and(names)} never {'reaches' if len(names) == 1 else 'reach'} it")
-    return parts
+    return parts + one_seed
 
 
 _POOLED = Style(short=True, detailed=False)
 _TERSE = Style(
     short=True, detailed=False, own=1, partners=False, by_held=False, listed=False, prefix=False
 )
-STYLES = (  # the most said first; the first that fits in two lines is the sentence
+_BASES = (  # the most said first; the first that fits in two lines is the sentence
     Style(),
     Style(short=True),
     Style(short=True, tail="short"),
@@ -351,12 +416,20 @@ STYLES = (  # the most said first; the first that fits in two lines is the sente
     replace(_POOLED, own=1, partners=False, by_held=False, tail="short"),
     replace(_POOLED, own=1, partners=False, by_held=False, prefix=False, tail="short"),
     replace(_TERSE, tail="short"),
+    replace(_TERSE, parts=False, tail="none"),  # a placement question answered, and only that
     replace(_TERSE, own=0, tail="short"),
     replace(_TERSE, own=0, tail="none"),
     # a 1-D sweep whose runs of tied winners do not fit: who leads, pooled over the axis
     replace(_POOLED, along=False, tail="short"),
     replace(_TERSE, along=False, own=0, tail="short"),
+    replace(_POOLED, along=False, own=0, tail="short", others=1),
+    replace(_TERSE, along=False, own=0, tail="short", others=1),
+    replace(_TERSE, along=False, own=0, tail="none", others=0),
 )
+
+
+# each style names every contender a leader cannot be separated from, then two, then counts them
+STYLES = tuple(replace(style, apart=apart) for style in _BASES for apart in (9, 2, 0))
 
 
 def compose(b: Board, target: float, extrapolation: str | None, style: Style) -> str:
@@ -374,7 +447,8 @@ def compose(b: Board, target: float, extrapolation: str | None, style: Style) ->
     if merged:
         parts = [merged]
     clauses = _own_question(b, style)  # the scenario's own question first
-    clauses += parts or ["no configuration reaches it"]
+    if style.parts or not clauses:
+        clauses += parts or ["no configuration reaches it"]
     clauses += _tail(b, style)
     text = f"{head}, " + "; ".join(clauses) + "."
     for gap, closed in (("  ", " "), (" .", "."), (" ;", ";"), (" ,", ",")):

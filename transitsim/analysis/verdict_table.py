@@ -1,11 +1,12 @@
 """The table under the verdict: what each sentence sums up, point by point.
 
 One row per target, held group (the overlap, a switch setting: what a sentence says "with or
-without") and run of points with the same outcome (one swept key), or winner set (a grid of
-two or more keys; listed networks): the fastest (or tied) configurations, the fastest one's
-time to loss over those points, each one's seed interval, how far ahead (a win) or apart (a
-tie) they are, who comes next, and from how many seeds. The report shows it as it is; the
-terminal prints it under the sentences (commands/run_cmd.py).
+without") and run of points with the same outcome (one swept key), or outcome (a grid of two or
+more keys; listed networks): the fastest (or tied) configurations; those the leader cannot be
+told apart from (outcomes.py: intervals that overlap, means further apart than the tie margin);
+the fastest one's time to loss over those points, each one's interval, how far ahead (a win) or
+apart (a tie) they are, who comes next, and from how many seeds. The report shows it as it is;
+the terminal prints it under the sentences (commands/run_cmd.py).
 """
 
 import math
@@ -31,6 +32,7 @@ TABLE_COLUMNS = [
     "points",
     "outcome",
     "fastest",
+    "cannot_separate",
     "time_s_min",
     "time_s_max",
     "interval",
@@ -67,6 +69,7 @@ def _table_row(b: Board, target: float, outcomes: list[Outcome], where: str) -> 
             "points": len(outcomes),
             "outcome": "not reached",
             "fastest": "",
+            "cannot_separate": "",
             "interval": "",
             "next": "",
             "seeds": "",
@@ -81,8 +84,9 @@ def _table_row(b: Board, target: float, outcomes: list[Outcome], where: str) -> 
         "held": held_text(first.held),
         "where": where,
         "points": len(outcomes),
-        "outcome": "tie" if first.tie else "fastest",
+        "outcome": "tie" if first.tie else "leads" if first.unsure else "fastest",
         "fastest": " = ".join(b.name(key) for key in first.members),
+        "cannot_separate": " / ".join(b.name(key) for key in first.unsure_members),
         "time_s_min": min(best),
         "time_s_max": max(best),
         "interval": " / ".join(_interval_text(outcomes, key) for key in first.members),

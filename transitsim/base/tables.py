@@ -114,22 +114,92 @@ def _markdown(df: pd.DataFrame, headers: list[str], title: str | None) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _rich_table(df: pd.DataFrame, headers: list[str]) -> Table:
+def _terminal_width(out: TextIO) -> int | None:
+    console = Console(file=out)
+    return console.width if console.is_terminal else None
+
+
+def _unbroken(df: pd.DataFrame, column: str, header: str) -> int:
+    """The narrowest a column may be: its longest cell where it holds numbers, else its longest
+    word that holds a digit ("4.408-4.412", "1,876"), and its header's longest word."""
+    cells = [format_cell(column, v) for v in df[column]]
+    if _is_numeric(df[column]):
+        widest = max((len(c) for c in cells), default=0)
+    else:
+        words = [w for c in cells for w in c.split() if any(ch.isdigit() for ch in w)]
+        widest = max((len(w) for w in words), default=0)
+    return max(widest, max((len(w) for w in header.split()), default=0), 1)
+
+
+def fit_columns(
+    df: pd.DataFrame, headers: list[str], width: int
+) -> tuple[pd.DataFrame, list[str], list[str]]:
+    """The columns that fit in width without cutting a number (each at least _unbroken wide,
+    plus rich's three characters of border and padding), dropped from the right; and the
+    headers of those dropped."""
+    needed = [_unbroken(df, c, h) + 3 for c, h in zip(df.columns, headers, strict=True)]
+    keep = len(needed)
+    while keep > 1 and sum(needed[:keep]) + 1 > width:
+        keep -= 1
+    return df.iloc[:, :keep], headers[:keep], headers[keep:]
+
+
+def _widths(df: pd.DataFrame, headers: list[str], width: int) -> list[int]:
+    """Each column's width in `width` characters: a number column its widest cell, the text
+    columns the rest, shared by how wide they would be, never below their longest number."""
+    least = [_unbroken(df, c, h) for c, h in zip(df.columns, headers, strict=True)]
+    natural = [
+        max([len(h), *(len(format_cell(c, v)) for v in df[c])])
+        for c, h in zip(df.columns, headers, strict=True)
+    ]
+    text = [i for i, c in enumerate(df.columns) if not _is_numeric(df[c])]
+    fixed = sum(natural[i] for i in range(len(natural)) if i not in text)
+    room = width - 1 - 3 * len(natural) - fixed
+    wanted = sum(natural[i] for i in text)
+    widths = list(natural)
+    if wanted <= room:
+        return widths
+    pinned: set[int] = set()  # text columns held at their least width
+    while True:
+        free = [i for i in text if i not in pinned]
+        left = room - sum(least[i] for i in pinned)
+        share = sum(natural[i] for i in free)
+        for i in free:
+            widths[i] = natural[i] * left // share if share else least[i]
+        short = [i for i in free if widths[i] < least[i]]
+        if not short:
+            return widths
+        for i in short:
+            widths[i] = least[i]
+            pinned.add(i)
+
+
+def _rich_table(df: pd.DataFrame, headers: list[str], width: int | None = None) -> Table:
     """Every cell and header as rich Text, never markup: a network called
-    "rack[host_link.rate=100 Gb/s]" prints as it is written."""
+    "rack[host_link.rate=100 Gb/s]" prints as it is written. In a width, a column is never
+    narrower than its numbers (they wrap whole or not at all); long words fold, never "…"."""
     table = Table(header_style="bold")
-    for column, header in zip(df.columns, headers, strict=True):
-        table.add_column(Text(header), justify="right" if _is_numeric(df[column]) else "left")
+    widths = _widths(df, headers, width) if width is not None else [None] * len(headers)
+    for column, header, size in zip(df.columns, headers, widths, strict=True):
+        table.add_column(
+            Text(header),
+            justify="right" if _is_numeric(df[column]) else "left",
+            width=size,
+            overflow="fold",
+        )
     for row in df.itertuples(index=False):
         table.add_row(*(Text(format_cell(c, v)) for c, v in zip(df.columns, row, strict=True)))
     return table
 
 
-def print_rich(renderable: Any, out: TextIO | None = None) -> None:
-    """Print with rich; when piped, as wide as the content needs (rich would wrap at 80)."""
+def print_rich(renderable: Any, out: TextIO | None = None, width: int | None = None) -> None:
+    """Print with rich; when piped, as wide as the content needs (rich would wrap at 80);
+    width: exactly this wide."""
     out = out or sys.stdout
     console = Console(file=out, highlight=False)
-    if not console.is_terminal:
+    if width is not None:
+        console = Console(file=out, width=width, highlight=False, soft_wrap=False)
+    elif not console.is_terminal:
         unbounded = console.options.update_width(100_000)
         width = max(80, Measurement.get(console, unbounded, renderable).maximum)
         console = Console(file=out, width=width, highlight=False, soft_wrap=False)
@@ -142,10 +212,14 @@ def emit_table(
     title: str | None = None,
     headers: dict[str, str] | None = None,
     out: TextIO | None = None,
+    width: int | None = None,
 ) -> None:
     """Print df to stdout (or out) as a rich table, CSV, a markdown table or JSON records.
 
     headers renames columns for people (table, markdown); CSV and JSON keep the column names.
+    width: the rich table's width (default: the terminal's; unbounded when piped). A table
+    wider than that wraps its text and drops its last columns, saying which; it never cuts a
+    number.
     """
     if fmt not in FORMATS:
         raise TransitsimError(f"unknown output format {fmt!r} (expected one of {FORMATS})")
@@ -159,10 +233,17 @@ def emit_table(
     elif fmt == "markdown":
         out.write(_markdown(df, shown, title))
     else:
-        table = _rich_table(df, shown)
+        width = width or _terminal_width(out)
+        dropped: list[str] = []
+        if width is not None:
+            df, shown, dropped = fit_columns(df, shown, width)
+        table = _rich_table(df, shown, width)
+        if dropped:
+            note = f"(not shown at {width} columns: {', '.join(dropped)}; --format csv has all)"
+            title = f"{title}\n{note}" if title else note
         # The title as a line of its own: rich wraps a table's title at the table's width, and
         # a long source path split "4 ranks" across two lines.
-        print_rich(Group(Text(title, style="italic"), table) if title else table, out)
+        print_rich(Group(Text(title, style="italic"), table) if title else table, out, width)
 
 
 def variant_label(meta: dict[str, Any]) -> str:

@@ -28,6 +28,7 @@ from transitsim.report.links import (
 )
 from transitsim.report.overlap import has_hiding, hiding_figure, overlap_verdict_table
 from transitsim.report.page import render_html
+from transitsim.report.step_time import step_time_figure
 from transitsim.report.winner import (
     SWEEP_COLUMNS,
     is_result,
@@ -60,6 +61,15 @@ def _targets(summary: pd.DataFrame | None, ladder: pd.DataFrame) -> list[float]:
     return list(dict.fromkeys(found))
 
 
+def spans_a_decade(summary: pd.DataFrame | None) -> bool:
+    """Times to a target more than 10x apart: the loss-vs-time chart goes on a log time axis,
+    so the fastest (15 s) are not squashed against the edge by the slowest (6,500 s)."""
+    if summary is None or "time_to_target_s" not in summary:
+        return False
+    spent = summary["time_to_target_s"].dropna().astype(float)
+    return bool(len(spent) and (spent > 0).all() and spent.max() / spent.min() > 10)
+
+
 def build_panels(
     timeline: pd.DataFrame,
     summary: pd.DataFrame,
@@ -82,7 +92,18 @@ def build_panels(
     sweep = with_intervals(sweep, summary)
     winner, note = winner_figure(sweep, summary, targets, labels, palette)
     wire = timeline["wire_bytes"].dropna()
+    log_time = spans_a_decade(summary)
     panels = [Panel("winner", "Which configuration reaches the target first", note, winner)]
+    if winner is None and len(timeline):  # a replay without targets: the step it came for
+        panels = [
+            Panel(
+                "winner",
+                "Predicted step time on each network",
+                "no target reached or asked: each configuration's predicted mean step time on "
+                "each network it was replayed on (hover: the share of it the exchange took)",
+                step_time_figure(timeline, labels, palette),
+            )
+        ]
     listed = listed_figure(sweep, targets, labels, palette)
     if listed is not None:
         panels.append(
@@ -100,7 +121,15 @@ def build_panels(
             "Loss against wall-clock time",
             "simulated time on the network chosen in the menu; line: mean over seeds, band: "
             "lowest to highest seed; dashed: the targets",
-            loss_figure(timeline, "time_s", "simulated time (s)", labels, palette, targets),
+            loss_figure(
+                timeline,
+                "time_s",
+                "simulated time (s)" + (", log scale" if log_time else ""),
+                labels,
+                palette,
+                targets,
+                log_x=log_time,
+            ),
         ),
         Panel(
             "loss-bytes",

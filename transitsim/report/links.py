@@ -53,6 +53,7 @@ def _binned(rows: pd.DataFrame, edges: np.ndarray) -> np.ndarray:
 def step_heatmap(link_util: pd.DataFrame, timeline: pd.DataFrame) -> tuple[go.Figure, int]:
     """Links x time in one recorded step, per (network, run) with a menu; and the most links
     one view shows (for the panel's height)."""
+    omitted = dict(link_util.attrs.get("omitted", {}))  # quieter links the run left out
     runs = link_util["run"] if "run" in link_util else pd.Series("", index=link_util.index)
     keyed = link_util.assign(_run=runs.astype(str), network=link_util["network"].astype(str))
     names = network_names(ordered(timeline["network"].astype(str)) + ordered(keyed["network"]))
@@ -68,6 +69,10 @@ def step_heatmap(link_util: pd.DataFrame, timeline: pd.DataFrame) -> tuple[go.Fi
         edges = np.linspace(low, high if high > low else low + 1e-9, TIME_BINS + 1)
         z = np.vstack([_binned(rows[rows["link"] == link], edges) for link in links])
         label = names.get(network, network) + (f" · step of {run}" if run else "")
+        left = omitted.get(f"{network}|{run}", [])
+        if left:  # every link shown, or the ones not shown named
+            shown = ", ".join(left[:6]) + (f" and {len(left) - 6} more" if len(left) > 6 else "")
+            label += f" · {len(links)} busiest links; not shown: {shown}"
         fig.add_trace(
             go.Heatmap(
                 x=(edges[:-1] + edges[1:]) / 2 * 1e3,
@@ -87,7 +92,7 @@ def step_heatmap(link_util: pd.DataFrame, timeline: pd.DataFrame) -> tuple[go.Fi
                 name=text(short(label, 60)),
             )
         )
-        options.append((text(short(label, 90)), [i == number for i in range(len(views))], {}))
+        options.append((text(short(label, 200)), [i == number for i in range(len(views))], {}))
     first = options[0][0] if options else ""
     fig.update_layout(
         title={"text": first, "font": {"size": 13}} if len(views) == 1 else None,

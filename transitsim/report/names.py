@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from transitsim.analysis.outcomes import short_names
 from transitsim.base.units import key_unit
 
 # Scenario keys as a reader says them. Unlisted keys: their last part, underscores as spaces.
@@ -245,12 +246,23 @@ def cut_apart(names: list[str], limit: int) -> list[str]:
 
 def config_tags(configs: list[str], labels: dict[str, str], variants: dict[str, str]) -> dict:
     """A few characters per configuration for a heatmap cell: the label's first word ("A",
-    "E'") where that is short and unique, else its variant letter, else its number."""
+    "E'") where that is short and unique, else its variant letter, else the shortest start of
+    each label that no other label starts with ("H DiLoCo every 50"; never a number a reader
+    must look up)."""
+    words = {c: labels.get(c, c).replace(" †", "").split() or [c] for c in configs}
     for pick in (
-        lambda c: labels.get(c, c).split(" ", 1)[0],
+        lambda c: words[c][0],
         lambda c: variants.get(c, ""),
     ):
         tags = {c: pick(c) for c in configs}
         if all(0 < len(t) <= 6 for t in tags.values()) and len(set(tags.values())) == len(tags):
             return tags
-    return {c: f"#{i + 1}" for i, c in enumerate(configs)}
+    # the first word where it is unique, else the first and the last ("H 50", "H 10")
+    firsts = [w[0] for w in words.values()]
+    tags = {
+        c: w[0] if firsts.count(w[0]) == 1 or len(w) == 1 else f"{w[0]} {w[-1]}"
+        for c, w in words.items()
+    }
+    if len(set(tags.values())) == len(tags) and all(len(t) <= 10 for t in tags.values()):
+        return tags
+    return short_names({c: labels.get(c, c) for c in configs})

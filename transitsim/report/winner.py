@@ -14,7 +14,8 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from transitsim.analysis.verdict import winners
+from transitsim.analysis.outcomes import CONTENDER_AXES, PLACED
+from transitsim.analysis.verdict import Winner, winners
 from transitsim.base import human
 from transitsim.report.common import ordered, short, text
 from transitsim.report.grid import panel_grid
@@ -67,11 +68,17 @@ def _one_two_five(values: pd.Series) -> list[float]:
 
 
 def _stars(part: pd.DataFrame, key: str, divisor: float, labels: dict[str, str]) -> go.Scatter:
-    """The fastest configuration at each swept value, as gold stars (hover: by how much)."""
+    """The leader at each swept value, as gold stars (hover: the point's outcome, from the
+    decision table: a tie "B = A", or "C ~ H" where the intervals cannot separate them; meta:
+    that outcome, so a dotted line marks where it changes, as the crossovers table does)."""
     best = winners(part)
     by_network = part.drop_duplicates("network").set_index("network")[key]
-    stars = [(by_network[w.network] / divisor, w) for w in best if w.config is not None]
-    stars.sort(key=lambda item: item[0])
+    at: dict[float, Winner] = {}  # one star a value: a point placed two ways is one point
+    for w in best:
+        x = by_network[w.network] / divisor
+        if w.config is not None and (x not in at or _time(part, w) < _time(part, at[x])):
+            at[x] = w
+    stars = sorted(at.items(), key=lambda item: item[0])
     times = part.set_index(["network", "config"])["time_to_target_s"]
     return go.Scatter(
         x=[x for x, _ in stars],
@@ -87,17 +94,52 @@ def _stars(part: pd.DataFrame, key: str, divisor: float, labels: dict[str, str])
         },
         customdata=np.column_stack(
             [
-                [text(labels.get(w.config, w.config)) for _, w in stars],
+                [text(_outcome_words(w, labels)) for _, w in stars],
                 [margin_text(w.margin) for _, w in stars],
             ]
         )
         if stars
         else None,
-        hovertemplate=(
-            "fastest: <b>%{customdata[0]}</b><br>%{customdata[1]} ahead of the next<extra></extra>"
-        ),
-        meta=[w.config for _, w in stars],
+        hovertemplate=("<b>%{customdata[0]}</b><br>next by mean: %{customdata[1]}<extra></extra>"),
+        meta=[w.outcome or w.config for _, w in stars],
     )
+
+
+def _time(part: pd.DataFrame, w: Winner) -> float:
+    rows = part[(part["network"] == w.network) & (part["config"] == w.config)]
+    return float(rows["time_to_target_s"].iloc[0])
+
+
+def _lines(part: pd.DataFrame, labels: dict[str, str]) -> list[tuple[str, str, pd.DataFrame]]:
+    """(legend key, name, rows) per line: a configuration, or a configuration placed one way
+    where the sweep places it two ways (in-network-sum: E all-gathered and E summed at the
+    switch on the same axes, as the verdict compares them)."""
+    placed = [a for a in CONTENDER_AXES if a in part.columns and part[a].nunique() > 1]
+    found = []
+    for config in ordered(part["config"]):
+        rows = part[part["config"] == config]
+        name = labels.get(config, config)
+        if not placed:
+            found.append((config, name, rows))
+            continue
+        for values, group in rows.groupby(placed, sort=True, dropna=False):
+            values = values if isinstance(values, tuple) else (values,)
+            words = [
+                PLACED.get((a, str(v)), f"{a} {v}") for a, v in zip(placed, values, strict=True)
+            ]
+            found.append((f"{config}|{values}", f"{name}, {' '.join(words)}", group))
+    return found
+
+
+def _outcome_words(w, labels: dict[str, str]) -> str:
+    """A star's hover: "fastest: A", "tie: B = A", "leads, cannot separate: C ~ H"."""
+    if not w.outcome or w.outcome == w.config:
+        return f"fastest: {labels.get(w.config, w.config)}"
+    if " = " in w.outcome:
+        return f"tie: {w.outcome}"
+    if " ~ " in w.outcome:
+        return f"leads by mean, cannot separate: {w.outcome}"
+    return f"fastest: {w.outcome}"
 
 
 def _line_map(
@@ -113,10 +155,13 @@ def _line_map(
     unit, divisor = axis_unit(key, sweep[key].dropna().astype(float).tolist())
     shown: set[str] = set()
     for index, (_, part) in enumerate(found):
+        previous = ""
         row, col = index // cols + 1, index % cols + 1
-        for config in ordered(part["config"]):
-            line = part[part["config"] == config].sort_values(key, kind="stable")
-            name = labels.get(config, config)
+        for legend, name, rows in _lines(part, labels):
+            line = rows.sort_values(key, kind="stable")
+            config = str(line["config"].iloc[0])
+            dash = "dash" if legend != config and legend.rsplit("|", 1)[0] == previous else "solid"
+            previous = legend.rsplit("|", 1)[0]
             mean = line["time_to_target_s"].astype("float64")
             low, high = interval_bounds(line)
             spread = low is not None and bool(((high - low) > 0).any())
@@ -125,10 +170,10 @@ def _line_map(
                     x=line[key].astype("float64") / divisor,
                     y=mean,
                     mode="lines+markers",
-                    name=text(short(name, 40)),
-                    legendgroup=text(config),
-                    showlegend=config not in shown,
-                    line={"color": palette[config], "width": 2},
+                    name=text(short(name, 60)),
+                    legendgroup=text(legend),
+                    showlegend=legend not in shown,
+                    line={"color": palette[config], "width": 2, "dash": dash},
                     marker={"size": 7},
                     error_y={
                         "type": "data",
@@ -156,7 +201,7 @@ def _line_map(
                 row=row,
                 col=col,
             )
-            shown.add(config)
+            shown.add(legend)
         stars = _stars(part, key, divisor, labels)
         stars.showlegend = "fastest" not in shown
         fig.add_trace(stars, row=row, col=col)
@@ -206,7 +251,11 @@ def winner_figure(
         if keys:
             points = sweep.dropna(subset=keys, how="any")
             params = [c for c in points.columns if not is_result(c)]
-            held = [p for p in params if p not in keys and points[p].nunique(dropna=False) > 1]
+            held = [  # a placement is a line of its own, on the same axes (_lines)
+                p
+                for p in params
+                if p not in keys and p not in CONTENDER_AXES and points[p].nunique(dropna=False) > 1
+            ]
             bars = " (bars: seed interval)" if "time_to_target_s_lo" in sweep else ""
             if len(keys) == 1:
                 note = (

@@ -7,6 +7,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
+from transitsim.analysis.decision import in_winner_set
 from transitsim.analysis.verdict import winners
 from transitsim.base import human
 from transitsim.report.common import network_axis, ordered, short, text
@@ -15,6 +16,14 @@ from transitsim.report.names import network_names
 from transitsim.report.winner_parts import groups, interval_bounds, interval_text
 
 BAR_PX = 11  # one bar's height
+
+
+BAR_MARKS = {"leads": "★", "ties": "★ tie", "cannot separate": "~"}
+CALL_WORDS = {
+    "leads": "fastest here",
+    "ties": "tied for fastest here",
+    "cannot separate": "its interval overlaps the leader's: cannot separate",
+}
 
 
 def listed_bars(
@@ -46,7 +55,14 @@ def listed_bars(
             bars = part[part["config"] == config].set_index("network").reindex(networks)
             mean = bars["time_to_target_s"].astype("float64")
             low, high = interval_bounds(bars.reset_index())
-            fastest = [best.get(n) is not None and best[n].config == config for n in networks]
+            if "call" in bars.columns:  # the decision table's call (analysis/decision.py)
+                calls = bars["call"].fillna("").astype(str).tolist()
+            else:
+                calls = [
+                    "leads" if best.get(n) is not None and best[n].config == config else ""
+                    for n in networks
+                ]
+            fastest = [in_winner_set(c) for c in calls]
             fig.add_trace(
                 go.Bar(
                     y=[text(n) for n in networks],
@@ -63,8 +79,8 @@ def listed_bars(
                         },
                     },
                     text=[
-                        "★" if f else ("not reached" if np.isnan(v) else "")
-                        for f, v in zip(fastest, mean, strict=True)
+                        BAR_MARKS.get(c, "") or ("not reached" if np.isnan(v) else "")
+                        for c, v in zip(calls, mean, strict=True)
                     ],
                     textposition="outside",
                     textfont={
@@ -87,7 +103,7 @@ def listed_bars(
                         [
                             [human.seconds(v) for v in mean],
                             interval_text(bars.reset_index()),
-                            ["fastest here" if f else "" for f in fastest],
+                            [CALL_WORDS.get(c, "") for c in calls],
                         ]
                     ),
                     hovertemplate=(
@@ -101,6 +117,13 @@ def listed_bars(
             shown.add(config)
         network_axis(fig, networks, names, limit=36, row=row, col=col)
         fig.update_yaxes(autorange="reversed", row=row, col=col)
-        fig.update_xaxes(title_text="time to target (s)", row=row, col=col)
+        spent = part["time_to_target_s"].dropna()
+        log_x = bool(len(spent) and (spent > 0).all() and spent.max() / spent.min() > 10)
+        fig.update_xaxes(
+            title_text="time to target (s)" + (", log scale" if log_x else ""),
+            type="log" if log_x else "linear",
+            row=row,
+            col=col,
+        )
     fig.update_layout(barmode="group", legend={"title": {"text": "configuration"}})
     return fig

@@ -11,7 +11,7 @@ import plotly.graph_objects as go
 
 from transitsim.analysis.outcomes import DEFAULT_TIE_MARGIN
 from transitsim.analysis.uncertainty import overlaps
-from transitsim.analysis.verdict import winners
+from transitsim.analysis.verdict import Winner, winners
 from transitsim.report.common import ordered, short, text
 from transitsim.report.grid import panel_grid
 from transitsim.report.names import axis_title, config_tags, value_text
@@ -56,15 +56,7 @@ def heatmap_map(
             i, j = ys.index(yv), xs.index(xv)
             z[i, j] = index_of[w.config]
             margin = "only one" if math.isnan(w.margin) else margin_text(w.margin)
-            name = text(labels.get(w.config, w.config))
-            if w.margin < 1 + DEFAULT_TIE_MARGIN or _intervals_overlap(part, w.network):
-                cells[i, j] = f"{text(tags[w.config])} tie<br>{margin}"
-                hover[i, j] = (
-                    f"{name} ties ({margin} to the next: within 1 %, or a seed range overlaps its)"
-                )
-            else:
-                cells[i, j] = f"{text(tags[w.config])}<br>{margin}"
-                hover[i, j] = f"{name}, {margin} ahead of the next"
+            cells[i, j], hover[i, j] = _cell(w, part, tags, labels, margin)
         fig.add_trace(
             go.Heatmap(
                 x=[value_text(x_key, v, x_all) for v in xs],
@@ -115,6 +107,29 @@ def heatmap_map(
         plot_bgcolor="#f3f3f3",
     )
     return fig
+
+
+def _cell(
+    w: Winner, part: pd.DataFrame, tags: dict[str, str], labels: dict[str, str], margin: str
+) -> tuple[str, str]:
+    """A cell's text and hover from the decision table's call (analysis/decision.py): the
+    leader's tag, "tie" where another is within the tie margin, "?" where another's interval
+    overlaps and the means are far apart (cannot separate), and the margin to the next."""
+    tag = text(tags[w.config])
+    if w.call == "ties":
+        return f"{tag} tie<br>{margin}", f"{text(w.outcome)}: a tie (within the tie margin)"
+    if " ~ " in w.outcome:
+        return (
+            f"{tag} ?<br>{margin}",
+            f"{text(w.outcome)}: leads by mean; the intervals overlap, cannot separate",
+        )
+    if not w.call and (w.margin < 1 + DEFAULT_TIE_MARGIN or _intervals_overlap(part, w.network)):
+        name = text(labels.get(w.config, w.config))  # a summary without the decision's columns
+        return f"{tag} tie<br>{margin}", f"{name} ties ({margin} to the next)"
+    return (
+        f"{tag}<br>{margin}",
+        f"{text(labels.get(w.config, w.config))}, {margin} ahead of the next",
+    )
 
 
 def _intervals_overlap(part: pd.DataFrame, network: str) -> bool:

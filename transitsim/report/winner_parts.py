@@ -27,6 +27,8 @@ RESULT_COLUMNS = {
     "bottleneck",
     "extrapolated",
     "interval",
+    "call",  # the decision table's call and outcome at the point (analysis/decision.py)
+    "winner",
 }
 # Figures about a result (its spread over seeds, now or later) are results too.
 RESULT_PREFIXES = ("time_to_target_s_", "steps_to_target_", "bytes_to_target_")

@@ -277,7 +277,7 @@ class VerdictModel(StrictModel):
         lt=1,
         allow_inf_nan=False,
         description="configurations less than this share apart in mean time to loss (0.01: "
-        "1 %), or whose seed intervals overlap, are called a tie, not a win",
+        "1 %) are called a tie; further apart with overlapping intervals, 'cannot separate'",
     )
 
 

@@ -30,8 +30,8 @@ CROSSOVER_HEADERS = {
     "target": "Target",
     "parameter": "Parameter",
     "value": "At",
-    "previous_label": "Was fastest",
-    "best_label": "Now fastest",
+    "previous_winner": "Was fastest",
+    "winner": "Now fastest",
     "runner_up_ratio": "Runner-up / best",
 }
 MAX_NOTES = 5
@@ -87,9 +87,10 @@ def print_crossovers(result: RunResult, fmt: str = "table") -> None:
     if changes.empty:
         print("No crossovers: the fastest configuration is the same at every grid point.")
         return
-    changes["best_label"] = changes["best_config"].map(lambda c: result.labels.get(c, c))
-    changes["previous_label"] = changes["previous_config"].map(
-        lambda c: result.labels.get(c, c) if isinstance(c, str) else "–"
+    # the decision table's outcome (analysis/decision.py): "B = A" a tie, "C ~ H" cannot separate
+    changes["winner"] = changes["winner"].map(lambda w: w or "none reaches it")
+    changes["previous_winner"] = changes["previous_winner"].map(
+        lambda w: w if isinstance(w, str) and w else "none reaches it"
     )
     held = [p for p in result.params if p in changes.columns]
     if fmt in ("table", "markdown"):
@@ -108,6 +109,7 @@ VERDICT_HEADERS = {
     "held": "Held",
     "where": "Where",
     "fastest": "Fastest (a = b: tie)",
+    "cannot_separate": "Cannot separate from",
     "time": "Time to loss",
     "interval": "Seed interval",
     "gap": "Gap",
@@ -155,6 +157,8 @@ def verdict_rows(table, target: float):
     columns = list(VERDICT_HEADERS)
     if not rows["held"].astype(bool).any():
         columns.remove("held")
+    if not rows["cannot_separate"].fillna("").astype(bool).any():
+        columns.remove("cannot_separate")
     return rows[columns]
 
 
@@ -166,7 +170,10 @@ def print_verdict(result: RunResult, tables: bool = True, again: bool = False) -
         print(f"{prefix}: {line}")
     if not tables or judgement.table.empty:
         return
-    rule = f"tie: less than {percent(result.tie_margin)} apart, or seed intervals that overlap"
+    rule = (
+        f"tie: less than {percent(result.tie_margin)} apart; cannot separate: further apart, "
+        "intervals overlap"
+    )
     for value in result.targets:
         rows = verdict_rows(judgement.table, value)
         if len(rows):
