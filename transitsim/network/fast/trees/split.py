@@ -41,7 +41,7 @@ from transitsim.network.fast.shared.not_exact import NotExact
 from transitsim.network.fast.trees.compiled import busy, carried, compiled_pass, schedule_lists
 from transitsim.network.fast.trees.fixed import TreeTable
 from transitsim.network.schedules.dag import Schedule
-from transitsim.network.schedules.trees import tree_layout, tree_spacing_on
+from transitsim.network.schedules.trees import tree_layout
 
 
 @dataclass
@@ -127,8 +127,7 @@ def split_links(
             tuple(
                 (r, group_of[r])
                 for r in hop.resources
-                if r in group_of
-                and effective[r] == (capacity if local else caps[group_of[r]])
+                if r in group_of and effective[r] == (capacity if local else caps[group_of[r]])
             )
         )
     if not local:
@@ -147,11 +146,16 @@ def split_links(
 
 
 def tree_parts(
-    fabric: Fabric, algo: str, payload_bytes: int, pre_transform: bool, weights: Weights
+    fabric: Fabric,
+    algo: str,
+    payload_bytes: int,
+    pre_transform: bool,
+    weights: Weights,
+    spacing: int,
 ) -> tuple:
-    """A tree all-reduce on this fabric: its schedule, compiled paths, time table, and its link
-    groups (or why sharing them per link would not be exact)."""
-    spacing = tree_spacing_on(fabric, algo, payload_bytes, weights)
+    """A tree all-reduce on this fabric with this spacing (fast/trees/plan.py): its schedule,
+    compiled paths, time table, and its link groups (or why sharing them per link would not be
+    exact)."""
     workers = fabric.network.workers
     schedule, halves = tree_layout(algo, workers, payload_bytes, pre_transform, spacing)
     path_ids, compiled = assign_paths(fabric, schedule, weights)
