@@ -7,8 +7,9 @@ can be much faster there (issue 44: 8 ranks, 4 MB, 100 Gb/s: 797 us at 2 us of l
 at 3 us), so more latency took less time. Here every K of SPACINGS (and the chunk count: a
 larger K changes no order) is timed, all ranks starting together and no faults (what a plan can
 know), and the fastest taken, ties to the smaller K. The set tried does not depend on the
-latency, the rates or the start times, and each candidate's time grows with the latency and
-falls with the rates, so their least does too. The DES and the fast paths time the same
+latency, the rates or the start times, so wherever each candidate's time grows with the
+latency and falls with the rates, their least does too (max-min sharing inside one schedule
+does not always: docs/engine.md "Monotone physics"). The DES and the fast paths time the same
 chosen schedule. One tree, or no latency anywhere and no loop to break: K = 1 as before.
 """
 
