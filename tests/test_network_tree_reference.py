@@ -2,7 +2,8 @@
 
 A small fluid model written here from the description of the algorithm, not from the
 engine's code: NCCL's trees (ncclGetBtree, ncclGetDtree) built again; the payload cut into
-chunks of 64 KiB (at most 64 per tree); every transfer of chunk c up (child to parent) and down
+chunks of 64 KiB, the last one what is left (past 64 chunks a tree, chunks of twice the size,
+until the share fits in 64); every transfer of chunk c up (child to parent) and down
 (parent to child); each rank's half (reduce, broadcast) a queue of sends and a queue of
 receives, taken one at a time in pipeline-slot order; a star switch whose every host has a link
 up and a link down of one rate, shared max-min fairly by progressive filling over all the
@@ -85,16 +86,38 @@ def _max_min(flows: list[tuple[int, int]], capacity: float) -> list[float]:
 
 
 def reference_time_s(algo: str, n: int, payload: int, latency_s: float, overhead_s: float):
-    """The all-reduce's time on the reference model (see the module doc)."""
+    """The all-reduce's time on the reference model (see the module doc): the double binary
+    tree's spacing K between levels is the fastest of K = 1, 2, 3, 5, 8, 13, 21, 34 below the
+    chunk count and the chunk count itself (issue 44: chosen by time, not by a latency rule)."""
+    chunks = len(_chunk_sizes(payload / (1 if algo == "tree" else 2)))
+    if algo == "tree" or n < 3:
+        return _reference_time_s(algo, n, payload, latency_s, overhead_s, 1)
+    spacings = [k for k in (1, 2, 3, 5, 8, 13, 21, 34) if k < chunks] + [chunks]
+    times = [_reference_time_s(algo, n, payload, latency_s, overhead_s, k) for k in spacings]
+    best = times[0]
+    for t in times[1:]:
+        best = t if t < best * (1 - 1e-9) else best
+    return best
+
+
+def _chunk_sizes(share: float) -> list[float]:
+    """Chunks of 64 KiB, the last what is left; twice the size past 64 chunks, until it fits."""
+    size = CHUNK
+    while math.ceil(share / size) > MAX_CHUNKS:
+        size *= 2
+    sizes = [size] * int(share // size)
+    if share - size * len(sizes) > 0 or not sizes:
+        sizes.append(share - size * len(sizes))
+    return sizes
+
+
+def _reference_time_s(algo, n, payload, latency_s, overhead_s, spacing):
+    """The time with `spacing` slots between levels."""
     forest = [nccl_btree(n)] if algo == "tree" else nccl_dtree(n)
     share = payload / len(forest)
-    chunks = min(max(math.ceil(share / CHUNK), 1), MAX_CHUNKS)
-    bits = share / chunks * 8
+    sizes = _chunk_sizes(share)
+    chunks = len(sizes)
     pre, post = 2 * overhead_s, 2 * latency_s
-    busy = pre + bits / RATE_BPS
-    spacing = 1
-    if algo == "double_binary_tree" and latency_s > 0:
-        spacing = min(1 + math.floor(post / (2 * busy) + 0.5), chunks)
     depths = [_depths(p) for p in forest]
     tops = [max(d) for d in depths]
     # every transfer: (key, half, tree, chunk, src, dst); half 0 up, 1 down
@@ -157,7 +180,7 @@ def reference_time_s(algo: str, n: int, payload: int, latency_s: float, overhead
         release()
         for i in [i for i, t in begins.items() if t <= now * (1 + 1e-12)]:
             del begins[i]
-            active[i] = bits
+            active[i] = sizes[transfers[i][3]] * 8
     counted = [
         arrived[i]
         for i, (_, half, t, _, _, d) in enumerate(transfers)

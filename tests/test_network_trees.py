@@ -153,15 +153,17 @@ def test_the_issue_cases_are_near_their_lower_bounds():
     network = _switch(3, latency_s=5e-6)
     tree = simulate_exchange(network, Exchange("tree", 1_000_000))
     bound = closed_form_time_s(network, Exchange("tree", 1_000_000))
-    # rank 2 sends 2 MB (160 us) once chunk 0 came up from rank 1 (15 us), then 10 us to land
-    assert bound == pytest.approx(185e-6, rel=1e-12)
-    assert tree.time_s == pytest.approx(190e-6, rel=1e-9)  # was 315 us
+    # rank 2 sends 2 MB (160 us) once chunk 0 (64 KiB: 5.24288 us) came up from rank 1
+    # (15.24288 us), then 10 us to land (issue 44: fixed 64 KiB chunks, the last one partial;
+    # 185 us with 16 equal chunks of 62.5 kB)
+    assert bound == pytest.approx(185.24288e-6, rel=1e-12)
+    assert tree.time_s == pytest.approx(189.51424e-6, rel=1e-9)  # was 315 us, then 190 us
     network = _switch(8, latency_s=5e-6)
     dbt = simulate_exchange(network, Exchange("double_binary_tree", 4_000_000))
     ring = simulate_exchange(network, Exchange("ring_allreduce", 4_000_000))
     bound = closed_form_time_s(network, Exchange("double_binary_tree", 4_000_000))
     assert bound == pytest.approx(650e-6, rel=1e-12)  # 8 MB a rank at 100 Gb/s, + 10 us
-    assert dbt.time_s <= 1.1 * bound  # 711.9 us, was 1,026 us
+    assert dbt.time_s <= 1.1 * bound  # 708.2 us (711.9 us with equal chunks), was 1,026 us
     # the ring sends 2 (N - 1) / N = 1.75x the payload a rank, the trees 2x: 560 us of link
     # time against 640 us, which the ring's 14 latencies (140 us) about make up
     assert ring.time_s == pytest.approx(700e-6, rel=1e-9)

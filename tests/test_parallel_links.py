@@ -158,3 +158,63 @@ def test_fast_path_names_failover_it_cannot_follow():
         simulate_exchange(network, RING, faults=faults, method="fast")
     auto = simulate_exchange(network, RING, faults=faults)
     assert auto.method == "des"
+
+
+def _random_parallel(rng: np.random.Generator, algo: str):
+    """A random 2-3 datacentre network with 2-3 parallel WAN links, stragglers, no fault."""
+    count = 2 if algo == "hierarchical" else int(rng.integers(2, 4))
+    per = int(rng.integers(1, 4)) if algo != "hierarchical" else int(rng.integers(2, 4))
+    network = NetworkSpec(
+        "par",
+        "datacentres",
+        count * per,
+        LinkSpec(
+            float(rng.choice([25e9, 100e9])),
+            latency_s=float(rng.choice([0.0, 1e-6])),
+            overhead_s=float(rng.choice([0.0, 2e-7])),
+        ),
+        datacentres=count,
+        wan_link=LinkSpec(
+            float(rng.choice([10e9, 40e9, 100e9])), length_m=float(rng.choice([0, 1e5]))
+        ),
+        wan_links=int(rng.integers(2, 4)),
+    )
+    payload = int(rng.choice([777, 50_000, 300_001, 1_100_001]))
+    start = rng.exponential(float(rng.choice([1e-6, 1e-4])), network.workers)
+    return network, Exchange(algo, payload), start
+
+
+@pytest.mark.parametrize("algo", ["hierarchical", "tree", "double_binary_tree"])
+def test_trees_and_hierarchical_keep_their_fast_paths_on_parallel_links(algo):
+    """Issue 44 item 5: with k parallel WAN links and no fault, the trees and hierarchical take
+    their fast paths (they went to the DES, "weighted (transformed) bytes"), equal to the DES in
+    every finish, the bottleneck, and each link's busy seconds and bytes."""
+    for seed in range(12):
+        network, exchange, start = _random_parallel(np.random.default_rng([seed, 44]), algo)
+        fast = simulate_exchange(network, exchange, start_s=start, method="fast")
+        des = simulate_exchange(network, exchange, start_s=start, method="des")
+        assert fast.method == "fast"
+        np.testing.assert_allclose(fast.finish_s, des.finish_s, rtol=1e-9, atol=1e-15)
+        assert fast.bottleneck == des.bottleneck
+        for column in ("busy_s", "bytes"):
+            np.testing.assert_allclose(
+                fast.link_stats[column].to_numpy(),
+                des.link_stats[column].to_numpy(),
+                rtol=1e-9,
+                atol=1e-9,
+            )
+
+
+@pytest.mark.parametrize("algo", ["hierarchical", "tree", "double_binary_tree"])
+def test_the_refusal_names_failover_not_weighted_bytes(algo):
+    """Where a parallel-link case still goes to the DES (a link down mid-exchange while its
+    sibling carries on), "fast" names why (failover, or the trees' max-min across the WAN with a
+    link fault), not "weighted (transformed) bytes" as it did for every tree and hierarchical
+    exchange on parallel links."""
+    network = _network(2)
+    exchange = Exchange(algo, 10_000_000)
+    with pytest.raises(Exception, match="failover|with link faults") as refused:
+        simulate_exchange(
+            network, exchange, faults=[LinkFault("dc0->dc1#0", 0.002, 0.2)], method="fast"
+        )
+    assert "weighted" not in str(refused.value)

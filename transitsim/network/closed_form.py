@@ -24,8 +24,9 @@ endpoint), their max-min fair rates are used.
   chunk 0 came up from below), and the last one still has its latency to go; the same for its
   receives; the same for all the sends (receives) of the ranks of one host together, where
   several share its endpoint; and the last chunk of a deepest leaf leaves after its C chunks,
-  climbs the tree and comes down again: (C + 2 depth - 1) a + 2 depth (c - a). T >= the largest
-  of these. In
+  climbs the tree and comes down again: (C - 1) a + 2 depth (a_last + c - a), a_last the last
+  (partial) chunk's a; and chunk 0 climbs and comes down first, after which the last link down
+  still sends the C - 1 others: 2 depth c + (C - 2) a + a_last. T >= the largest of these. In
   the bandwidth-bound limit it is 2 x payload / rate for the double binary tree, 3 x for one
   tree (an interior rank sends one chunk up and two down).
 
@@ -54,7 +55,7 @@ from transitsim.network.fabric import (
     Path,
     Weights,
 )
-from transitsim.network.schedules.trees import tree_chunks, tree_depths, tree_forest
+from transitsim.network.schedules.trees import tree_chunk_sizes, tree_depths, tree_forest
 from transitsim.network.spec import NetworkSpec
 
 
@@ -215,8 +216,9 @@ def _tree(fabric: Fabric, exchange: Exchange, w: Weights) -> float:
         return 0.0
     forest = tree_forest(exchange.algo, workers)
     share = exchange.payload_bytes / len(forest)
-    chunks = tree_chunks(share)
-    bits = share / chunks * 8.0
+    sizes = tree_chunk_sizes(share)
+    chunks = len(sizes)
+    bits = sizes[0] * 8.0  # a full chunk; the last may be smaller
     pairs = [(v, int(p)) for parents in forest for v, p in enumerate(parents) if p >= 0]
     pairs += [(p, v) for v, p in pairs]
     path = {e: fabric.path(e[0], e[1], PLAIN, w) for e in set(pairs)}
@@ -244,14 +246,22 @@ def _tree(fabric: Fabric, exchange: Exchange, w: Weights) -> float:
             if not mine:
                 continue
             rate = _common_rate(fabric, [path[e] for e in mine])
-            work = len(mine) * chunks * bits / rate if math.isfinite(rate) else 0.0
+            work = len(mine) * share * 8.0 / rate if math.isfinite(rate) else 0.0
             begin = min(start(e) + path[e].hops[0].pre_s for e in mine)
             latency = min(timed[e][1] - timed[e][0] for e in mine)
             bound = max(bound, begin + work + latency)
     busy = min(a for a, _ in timed.values())
     flight = min(c - a for a, c in timed.values())
     depth = max(int(tree_depths(parents).max()) for parents in forest)
-    return max(bound, (chunks + 2 * depth - 1) * busy + 2 * depth * flight)
+    # the deepest leaf's last chunk leaves after its chunks before it, then climbs and comes
+    # down; and chunk 0 does so first, and the last link down then sends every other chunk
+    last = min(_times(p, sizes[-1])[0] for p in path.values())
+    rest = (chunks - 2) * busy + last if chunks > 1 else 0.0
+    return max(
+        bound,
+        (chunks - 1) * busy + 2 * depth * (last + flight),
+        2 * depth * (busy + flight) + rest,
+    )
 
 
 def closed_form_time_s(network: NetworkSpec, exchange: Exchange) -> float:

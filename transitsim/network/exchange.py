@@ -67,6 +67,7 @@ from transitsim.network.fast.switch_sum.recurrence import (
     switch_reason,
 )
 from transitsim.network.fast.trees.fixed import run_fast_tree
+from transitsim.network.fast.trees.plan import planned_spacing
 from transitsim.network.fast.trees.split import run_split_tree, tree_parts
 from transitsim.network.faults import LinkFault, resolve_faults
 from transitsim.network.limits import MAX_MESSAGES
@@ -89,7 +90,7 @@ from transitsim.network.schedules.dag import (
     ring_plan,
     switch_sum,
 )
-from transitsim.network.schedules.trees import TREE_ALGOS, tree_allreduce, tree_spacing_on
+from transitsim.network.schedules.trees import TREE_ALGOS, tree_allreduce
 from transitsim.network.spec import NetworkSpec
 from transitsim.network.stages import padded_dense_bytes
 from transitsim.network.topology import worker_groups
@@ -176,12 +177,9 @@ def build_schedule(fabric: Fabric, exchange: Exchange) -> Schedule:
     if exchange.algo == "ring_allgather":
         return ring_allgather(workers, payload, at == "pluggable")
     if exchange.algo in TREE_ALGOS:
-        spacing = tree_spacing_on(
-            fabric,
-            exchange.algo,
-            exchange.payload_bytes,
-            transform_weights(fabric.network, exchange),
-        )
+        pre = at == "pluggable"
+        w = transform_weights(network, exchange)
+        spacing = planned_spacing(fabric, exchange.algo, payload, pre, w)
         return tree_allreduce(exchange.algo, workers, payload, at == "pluggable", spacing)
     if exchange.algo == "hierarchical":
         return hierarchical(equal_groups(network), payload, at == "pluggable")
@@ -326,10 +324,8 @@ def _fast_failover(fabric, exchange, weights, start, faults, record) -> "Exchang
     def same_plan(reduced: Fabric) -> bool:  # a tree's chunk spacing is planned all links up
         if exchange.algo not in TREE_ALGOS:
             return True
-        size = exchange.payload_bytes
-        return tree_spacing_on(fabric, exchange.algo, size, weights) == tree_spacing_on(
-            reduced, exchange.algo, size, weights
-        )
+        plan = (exchange.algo, exchange.payload_bytes, exchange.transform_at == "pluggable")
+        return planned_spacing(fabric, *plan, weights) == planned_spacing(reduced, *plan, weights)
 
     return with_failover(
         fabric,
@@ -511,13 +507,9 @@ def tree_dag(fabric: Fabric, exchange: Exchange, weights: Weights) -> tuple:
     if built is None:
         if len(_TREES) >= 4:
             _TREES.pop(next(iter(_TREES)))
-        built = _TREES[key] = tree_parts(
-            fabric,
-            exchange.algo,
-            exchange.payload_bytes,
-            exchange.transform_at == "pluggable",
-            weights,
-        )
+        plan = (exchange.algo, exchange.payload_bytes, exchange.transform_at == "pluggable")
+        spacing = planned_spacing(fabric, *plan, weights)
+        built = _TREES[key] = tree_parts(fabric, *plan, weights, spacing)
     return built
 
 

@@ -151,6 +151,7 @@ def replay(trace: Trace, request: ReplayRequest) -> Replay:
     layout = _layout(trace, request, ratio, notes)
     plan = layout.prepare(plan, run)
     rows = replay_rows(run, plan, stragglers, np.random.default_rng(request.seed))
+    notes.extend(run.notes)
     stream_exchanges(rows, trace, notes)  # H-s: exchanges overlap the next inner steps
     layout.finish(rows, run, notes)
     rows["overlap"] = [request.overlap] * len(rows["step"])

@@ -85,6 +85,7 @@ class Run:
     current: Any = None
     piece: Any = None
     _pieces: dict[int, tuple[NetworkSpec, str]] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)  # caveats the stepping found (the timeline's)
 
     def __post_init__(self) -> None:
         self.changes = change_times(self.network)

@@ -107,6 +107,15 @@ def _with_plan_columns(rows: dict[str, list[Any]], plan: StepPlan) -> dict[str, 
     return rows
 
 
+# the stage form (fast/hierarchical/maxplus.py) gives each step's finish exactly but no
+# critical path: its transform / wire split is the all-ready exchange's, the rest is wait
+APPROXIMATE_SPLIT = (
+    "approximate: the wire / wait split of hierarchical straggler steps (step times exact): "
+    "each step's transform and wire are the exchange's with every worker ready, capped at "
+    "its time; the rest is counted as wait"
+)
+
+
 def _linear_rows(
     run: Run,
     plan: StepPlan,
@@ -152,6 +161,8 @@ def _linear_rows(
     share = reference.transform_s / moving if moving > 0 else 0.0
     exchange_s = block.finish_s - block.ready_min_s
     path_s = block.moving_s if block.moving_s is not None else np.minimum(moving, exchange_s)
+    if block.moving_s is None and APPROXIMATE_SPLIT not in run.notes:
+        run.notes.append(APPROXIMATE_SPLIT)
     transform = path_s * share
     wire = path_s - transform
     step_s = block.finish_s + block.update_s

@@ -28,8 +28,18 @@ from transitsim.network.fabric import JOIN, LOCAL_XFORM, PLAIN, Fabric, Weights
 from transitsim.network.limits import MAX_TREE_TRANSFERS, MAX_WORKERS
 from transitsim.network.schedules.dag import Schedule
 
-TREE_CHUNK_BYTES = 64 * 1024  # bytes of one pipelined chunk per tree (NCCL-like granularity)
-TREE_MAX_CHUNKS = 64  # at most this many chunks per tree (bounds the schedule's size)
+# A tree's payload is cut into chunks of TREE_CHUNK_BYTES, the last one what is left, as NCCL
+# cuts a channel's share into fixed chunks of its protocol (src/enqueue.cc, calcCollChunking,
+# read at NVIDIA/nccl 5067397: for the tree, one step of the protocol's buffer a chunk: LL
+# 32 KiB of data, LL128 562.5 KiB, Simple 512 KiB; 64 KiB lies between). Past
+# TREE_MAX_CHUNKS chunks (which bounds the schedule's size) the chunk doubles until the share
+# fits, so a larger payload never gets smaller chunks.
+TREE_CHUNK_BYTES = 64 * 1024
+TREE_MAX_CHUNKS = 64
+# A receiver's buffer per connection holds NCCL_STEPS chunks (src/include/device.h: 8 slots
+# a channel's connection; a tree's chunk is one step): a sender runs at most that far ahead of a
+# rank that has not started, whose receives beyond its buffer wait for it.
+RECV_SLOTS = 8
 TREE_ALGOS = ("tree", "double_binary_tree")
 
 
@@ -112,9 +122,30 @@ def edge_colours(pairs: list[tuple[int, int]], nodes: int) -> list[int]:
     return colour
 
 
+def tree_chunk_bytes(tree_bytes: float) -> int:
+    """A full chunk's bytes for a tree carrying `tree_bytes`: TREE_CHUNK_BYTES, doubled until
+    at most TREE_MAX_CHUNKS chunks carry it (never smaller for a larger share)."""
+    size = TREE_CHUNK_BYTES
+    while math.ceil(tree_bytes / size) > TREE_MAX_CHUNKS:
+        size *= 2
+    return size
+
+
+def tree_chunk_sizes(tree_bytes: float) -> list[float]:
+    """The chunks a tree carrying `tree_bytes` is pipelined in: full ones, the last what is
+    left (one empty chunk for no payload)."""
+    size = tree_chunk_bytes(tree_bytes)
+    full = int(tree_bytes // size)
+    sizes = [float(size)] * full
+    rest = tree_bytes - full * size
+    if rest > 0 or not sizes:
+        sizes.append(float(rest))
+    return sizes
+
+
 def tree_chunks(tree_bytes: float) -> int:
     """Chunks a tree carrying `tree_bytes` is pipelined in."""
-    return min(max(math.ceil(tree_bytes / TREE_CHUNK_BYTES), 1), TREE_MAX_CHUNKS)
+    return len(tree_chunk_sizes(tree_bytes))
 
 
 def tree_forest(algo: str, workers: int) -> list[np.ndarray]:
@@ -160,8 +191,9 @@ def tree_spacing_on(fabric: Fabric, algo: str, payload_bytes: int, weights: Weig
     if algo != "double_binary_tree" or workers < 2:
         return 1
     forest = tree_forest(algo, workers)
-    chunks = tree_chunks(payload_bytes / len(forest))
-    bits = payload_bytes / len(forest) / chunks * 8.0
+    sizes = tree_chunk_sizes(payload_bytes / len(forest))
+    chunks = len(sizes)
+    bits = sizes[0] * 8.0  # a full chunk
     busy = latency = 0.0
     for parents in forest:
         for v, p in enumerate(parents.tolist()):
@@ -214,8 +246,8 @@ def tree_layout(
     """
     forest = tree_forest(algo, workers)
     share = payload_bytes / len(forest)
-    chunks = tree_chunks(share)
-    chunk_bytes = share / chunks
+    sizes = tree_chunk_sizes(share)
+    chunks = len(sizes)
     planned = _planned(forest, workers, chunks, spacing)
     children = [[[] for _ in range(workers)] for _ in forest]
     for t, parents in enumerate(forest):
@@ -247,6 +279,8 @@ def tree_layout(
     last_sent = [[-1] * workers for _ in (UP, DOWN)]
     last_recv = [[-1] * workers for _ in (UP, DOWN)]
     own = [-1] * workers  # the own transformed contribution (pre-stage), if any
+    started = [-1] * workers  # a JOIN at each rank at its start: what a full buffer waits for
+    received: dict[tuple, int] = {}  # chunks received so far per connection (half, tree, s, d)
     if pre_transform:
         for i in range(workers):
             own[i] = add(i, i, LOCAL_XFORM, float(payload_bytes), -1, [], True)
@@ -265,8 +299,14 @@ def tree_layout(
         previous = last_recv[phase][d]
         if previous >= 0 and src[previous] != s:
             needs.append(add(d, d, JOIN, 0.0, previous, [], False))
+        connection = (phase, t, s, d)
+        received[connection] = received.get(connection, 0) + 1
+        if received[connection] > RECV_SLOTS:  # beyond the receiver's buffer: it must run
+            if started[d] < 0:
+                started[d] = add(d, d, JOIN, 0.0, -1, [], False)
+            needs.append(started[d])
         into_root = phase == UP and parents[d] < 0
-        m = add(s, d, PLAIN, chunk_bytes, last_sent[phase][s], needs, phase == DOWN or into_root)
+        m = add(s, d, PLAIN, sizes[c], last_sent[phase][s], needs, phase == DOWN or into_root)
         halves[m] = phase
         if phase == UP:
             up[t][(s, c)] = m

@@ -10,14 +10,14 @@ the event loop's pushed departure would take), so the stale departures heapq ski
 made.
 """
 
-import numba
 import numpy as np
 
 from transitsim.network.fast.shared.heap import START, pop, push
+from transitsim.network.fast.shared.jit import jit
 
 DEPART = 1  # a shared flow departs (kept beside the heap, never on it)
 END = 2  # on the heap: a flow that crosses nothing shared ends (a fixed time)
-_jit = numba.njit(cache=True, nogil=True)
+_jit = jit
 
 
 @_jit

@@ -119,6 +119,7 @@ class ExchangeGroups:
         self.cap = np.zeros(len(edges))
         self.capacity: list[float] = []
         self.resources: list[tuple[int, ...]] = []
+        self.weights: list[tuple[float, ...]] = []
         keys: dict[tuple[int, ...], int] = {}
         for e, hop in enumerate(hops):
             shared = tuple(r for r in hop.resources if count[r] > 1)
@@ -130,15 +131,21 @@ class ExchangeGroups:
             self.cap[e] = min(own, default=math.inf)
             if not shared:
                 continue
-            if any(
-                w != 1.0 for r, w in zip(hop.resources, hop.weights, strict=True) if r in shared
-            ):
+            weight = dict(zip(hop.resources, hop.weights, strict=True))
+            if any(weight[r] != 1.0 and r not in fabric.bundle_of for r in shared):
                 self.reason = NotExact("a shared link carries weighted (transformed) bytes")
                 return
+            # a parallel link (wan_links k) carries its stripe of every flow, weight 1/k: the
+            # bundle moves k x one link's rate (fabric.py's even split)
+            capacity = min(fabric.resources[r].rate_bps / weight[r] for r in shared)
             if shared not in keys:
                 keys[shared] = len(self.capacity)
-                self.capacity.append(min(fabric.resources[r].rate_bps for r in shared))
+                self.capacity.append(capacity)
+                self.weights.append(tuple(weight[r] for r in shared))
                 self.resources.append(shared)
+            elif self.weights[keys[shared]] != tuple(weight[r] for r in shared):
+                self.reason = NotExact("flows cross a shared link with different stripes")
+                return
             self.group[e] = keys[shared]
         seen: set[int] = set()
         for shared in self.resources:

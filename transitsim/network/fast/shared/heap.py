@@ -10,10 +10,10 @@ new key (`sift`) or taken off (`remove`); entries of other kinds are not tracked
 be empty). Every helper is inlined into its loop: called per event, a call cost ~1.5x the pass.
 """
 
-import numba
+from transitsim.network.fast.shared.jit import inline_jit
 
 START, DEPART = 0, 1
-_inline = numba.njit(cache=True, nogil=True, inline="always")
+_inline = inline_jit
 
 
 @_inline

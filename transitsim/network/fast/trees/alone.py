@@ -23,12 +23,12 @@ Each group's start order is kept between calls (a replay's steps mostly keep it)
 only where a step changed it.
 """
 
-import numba
 import numpy as np
 
 from transitsim.network.des.fluid import SETTLE_REL
+from transitsim.network.fast.shared.jit import jit
 
-_jit = numba.njit(cache=True, nogil=True)
+_jit = jit
 
 
 @_jit

@@ -19,17 +19,17 @@ repair's pass over a few flows (fast/trees/repair.py `cluster_pass`), which diff
 what they do with a finish.
 """
 
-import numba
 import numpy as np
 
 from transitsim.network.des.fluid import SETTLE_REL
 from transitsim.network.fast.shared.heap import DEPART, START, pop, push, remove, sift
+from transitsim.network.fast.shared.jit import inline_jit, jit
 
 # scalar state kept in one int64 array: heap size, next sequence, todo size, pushes, stamp
 HEAP, SEQ, TODO, PUSHES, STAMP = 0, 1, 2, 3, 4
-_jit = numba.njit(cache=True, nogil=True)
+_jit = jit
 # the helpers are inlined: called per event with tuples of arrays, a call cost ~1.5x the pass
-_inline = numba.njit(cache=True, nogil=True, inline="always")
+_inline = inline_jit
 
 
 @_inline

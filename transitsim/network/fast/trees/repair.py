@@ -22,17 +22,20 @@ says so and the caller runs the whole event pass (tests/test_tree_kernel.py hold
 to the event pass bit for bit).
 """
 
-import numba
 import numpy as np
 
 from transitsim.network.fast.shared.heap import START, pop
+from transitsim.network.fast.shared.jit import jit
 from transitsim.network.fast.trees.alone import overlaps, timed_pass
 from transitsim.network.fast.trees.kernel import HEAP, PUSHES, SEQ, begin, leave, push_event
 
 MAX_ROUNDS = 12  # one pass and its check per round
 PAIRS_ROOM = 4096  # pairs that met, at most, before the whole event pass is cheaper
 
-_jit = numba.njit(cache=True, nogil=True)
+# numba caches a function by its own file's time stamp: these passes inline kernel.py's begin
+# and leave, so an edit there must touch this file too, or the cache keeps the old code
+# (issue 44: kernel.py's decorators moved to fast/shared/jit.py, 2026-12-06)
+_jit = jit
 
 
 @_jit

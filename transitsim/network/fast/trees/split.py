@@ -15,7 +15,8 @@ transfers on the links it touches and of no others, and one event pass in time o
 DES's times (the same rates, the same bits left at each change).
 
 Exactness is checked, not assumed (`split_links`): one-hop routes; every link one-sided (one
-sender's or one receiver's transfers) and crossed with weight 1; one capacity for all. Elsewhere
+sender's or one receiver's transfers) and crossed with weight 1 (one of k parallel links: 1 / k
+of every transfer it carries, k x its rate for the group); one capacity for all. Elsewhere
 (a WAN or spine that several senders' transfers to several receivers cross, links of different
 rates) max-min moves capacity between links: there (`SplitLinks.local` false) only the compiled
 pass of fast/trees/kernel.py runs, sharing each component by progressive filling, without link
@@ -40,7 +41,7 @@ from transitsim.network.fast.shared.not_exact import NotExact
 from transitsim.network.fast.trees.compiled import busy, carried, compiled_pass, schedule_lists
 from transitsim.network.fast.trees.fixed import TreeTable
 from transitsim.network.schedules.dag import Schedule
-from transitsim.network.schedules.trees import tree_layout, tree_spacing_on
+from transitsim.network.schedules.trees import tree_layout
 
 
 @dataclass
@@ -76,6 +77,7 @@ def split_links(
     if any(len(p.hops) != 1 for p in paths):
         return NotExact("routes of more than one hop")
     carries: dict[int, set[tuple[int, int]]] = {}  # resource -> (src, dst) pairs it carries
+    stripe: dict[int, float] = {}  # resource -> the weight every transfer crosses it with
     phases: dict[int, set[int]] = {}
     transfer = schedule.kind != LOCAL_XFORM
     _, first = np.unique(path_ids, return_index=True)
@@ -87,8 +89,10 @@ def split_links(
         for r, w in zip(hop.resources, hop.weights, strict=True):
             if not math.isfinite(fabric.resources[r].rate_bps):
                 continue
-            if w != 1.0:
+            if w != 1.0 and r not in fabric.bundle_of:
                 return NotExact("a link carries weighted (transformed) bytes")
+            if stripe.setdefault(r, w) != w:  # one of parallel links (wan_links k): 1 / k
+                return NotExact("transfers cross a parallel link with different stripes")
             carries.setdefault(r, set()).add((int(schedule.src[m]), int(schedule.dst[m])))
     crossing = (path_ids >= 0) & transfer  # which halves cross each resource
     for key in np.unique(path_ids[crossing] * 2 + halves[crossing]).tolist():
@@ -106,7 +110,9 @@ def split_links(
     for r, g in group_of.items():
         group_resources[g].append(r)
     overlap = any(len(phases.get(r, ())) > 1 for r in group_of)
-    caps = [min(fabric.resources[r].rate_bps for r in rs) for rs in group_resources]
+    # a parallel link carries 1 / k of each transfer it stripes: k x its rate for the group
+    effective = {r: fabric.resources[r].rate_bps / stripe[r] for r in group_of}
+    caps = [min(effective[r] for r in rs) for rs in group_resources]
     if overlap and len(set(caps)) > 1:
         local = False  # links of different rates carry the overlapping halves
     capacity = min(caps, default=math.inf)
@@ -121,8 +127,7 @@ def split_links(
             tuple(
                 (r, group_of[r])
                 for r in hop.resources
-                if r in group_of
-                and fabric.resources[r].rate_bps == (capacity if local else caps[group_of[r]])
+                if r in group_of and effective[r] == (capacity if local else caps[group_of[r]])
             )
         )
     if not local:
@@ -141,11 +146,16 @@ def split_links(
 
 
 def tree_parts(
-    fabric: Fabric, algo: str, payload_bytes: int, pre_transform: bool, weights: Weights
+    fabric: Fabric,
+    algo: str,
+    payload_bytes: int,
+    pre_transform: bool,
+    weights: Weights,
+    spacing: int,
 ) -> tuple:
-    """A tree all-reduce on this fabric: its schedule, compiled paths, time table, and its link
-    groups (or why sharing them per link would not be exact)."""
-    spacing = tree_spacing_on(fabric, algo, payload_bytes, weights)
+    """A tree all-reduce on this fabric with this spacing (fast/trees/plan.py): its schedule,
+    compiled paths, time table, and its link groups (or why sharing them per link would not be
+    exact)."""
     workers = fabric.network.workers
     schedule, halves = tree_layout(algo, workers, payload_bytes, pre_transform, spacing)
     path_ids, compiled = assign_paths(fabric, schedule, weights)

@@ -1,0 +1,54 @@
+"""Monotone physics (issue 44 item 1): the violation count over a larger sweep than the test's.
+
+Every collective x axis (bytes around every boundary, latency, rate, one late rank) x seed, on
+random networks of every fabric (tests/monotone_cases.py), each point timed on the DES and on
+"auto" (the fast path where exact). A violation is a point that finishes sooner than the point
+before it by more than 1e-9 relative. Prints the count per collective, axis and method, each
+violation found, and the wall time.
+
+    .venv/bin/python benchmarks/bench_monotone.py --seeds 20
+    .venv/bin/python benchmarks/bench_monotone.py --seeds 5 --small   # the test's sizes
+"""
+
+import argparse
+import collections
+import os
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+
+from monotone_cases import sweep  # noqa: E402
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", type=int, default=20, help="random networks per axis")
+    parser.add_argument("--first", type=int, default=100, help="the first seed (the test: 0)")
+    parser.add_argument("--small", action="store_true", help="the test's sizes (<= 128 KiB)")
+    args = parser.parse_args()
+    print(f"cpu count {os.cpu_count()}; load average {os.getloadavg()[0]:.2f}")
+    began = time.perf_counter()
+    walks = points = 0
+    found: collections.Counter = collections.Counter()
+    seeds = range(args.first, args.first + args.seeds)
+    for algo, axis, seed, method, walk, bad in sweep(seeds, small=args.small):
+        walks += 1
+        points += len(walk)
+        for index, before, after in bad:
+            found[(algo, axis, method)] += 1
+            network, exchange, start = walk[index]
+            print(
+                f"   violation: {algo} {axis} seed {seed} {method}: {before * 1e6:.4f} us -> "
+                f"{after * 1e6:.4f} us ({network.name}, {network.workers} workers, "
+                f"{exchange.payload_bytes} B, nccl {network.nccl is not None})"
+            )
+    print(f"{walks} walks, {points} points each on its method: {sum(found.values())} violations")
+    for (algo, axis, method), count in sorted(found.items()):
+        print(f"   {algo:<19} {axis:<8} {method:<5} {count}")
+    print(f"wall {time.perf_counter() - began:.1f} s; load average {os.getloadavg()[0]:.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,54 @@
+"""Issue 44 item 6, the small ones: the hierarchical replay says its straggler steps' wire /
+wait split is approximate, and numba's compiling is announced on stderr once."""
+
+import os
+import subprocess
+import sys
+
+from test_replay import make_trace
+
+from transitsim.network import LinkSpec, NetworkSpec
+from transitsim.replay.compute import Stragglers
+from transitsim.replay.replay import replay
+from transitsim.replay.request import ReplayRequest
+
+TWO_DC = NetworkSpec(
+    "2dc",
+    "datacentres",
+    4,
+    LinkSpec(100e9, length_m=3),
+    datacentres=2,
+    wan_link=LinkSpec(40e9, length_m=1e5),
+)
+
+
+def test_the_hierarchical_straggler_split_is_called_approximate_in_the_notes(tmp_path):
+    steps = [1, 2, 3, 4, 5, 6]
+    trace = make_trace(tmp_path, steps=steps, rows="every_step")
+    stragglers = Stragglers(distribution="exponential", scale=0.05)
+    notes = {}
+    for algo in ("hierarchical", "ring_allreduce"):
+        request = ReplayRequest(TWO_DC, collective=algo, stragglers=stragglers, seed=1)
+        notes[algo] = replay(trace, request).timeline.attrs["notes"]
+    assert any(n.startswith("approximate: the wire / wait split") for n in notes["hierarchical"])
+    assert not any(n.startswith("approximate") for n in notes["ring_allreduce"])  # exact there
+
+
+def test_numba_compiling_is_announced_once_on_stderr(tmp_path):
+    """A real compilation (an empty cache) prints the notice once; loading from the cache
+    prints nothing."""
+    script = tmp_path / "kernels.py"  # numba caches only functions defined in a file
+    script.write_text(
+        "import transitsim.network.fast.shared.jit as j\n"
+        "f = j.jit(lambda x: x + 1)\n"
+        "g = j.jit(lambda x: x * 2)\n"
+        "print(f(1) + g(2))\n"
+    )
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "cache"))
+    for run, notices in ((1, 1), (2, 0)):  # compiled, then loaded from the cache
+        done = subprocess.run(
+            [sys.executable, str(script)], capture_output=True, text=True, env=env
+        )
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.strip() == "6"
+        assert done.stderr.count("compiling fast kernels (once") == notices, run
