@@ -15,7 +15,7 @@ tests/test_screenshots.py fails when a text file differs from the verdict printe
     python tools/screenshot_reports.py scenarios/cluster.yaml --keep out/shots
     python tools/screenshot_reports.py --reports out/shots   # re-shoot reports already run
 
-Needs /usr/bin/chromium (apt-get install chromium) and Pillow (pip install pillow). All
+Needs /usr/bin/chromium (apt-get install chromium) and Pillow (pip install -e '.[screenshots]'). All
 scenarios took about 6 minutes on this 2-core machine (moving-bands about 3). Errors are one
 line, exit 2.
 """
@@ -144,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         from PIL import Image  # noqa: F401
     except ImportError:
-        print("screenshot_reports: needs Pillow (pip install pillow)", file=sys.stderr)
+        print("screenshot_reports: needs Pillow (pip install -e '.[screenshots]')", file=sys.stderr)
         return 2
     if not CHROMIUM.exists():
         print(f"screenshot_reports: needs {CHROMIUM} (apt-get install chromium)", file=sys.stderr)
