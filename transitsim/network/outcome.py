@@ -115,6 +115,26 @@ def link_stats(fabric: Fabric, timing: Timing, time_s: float) -> "pd.DataFrame":
     )
 
 
+# a WAN link: one direction of a cable between two datacentre switches (topology._cables names
+# them dcA->dcB, #k for parallel links); no other topology has a link that leaves a site
+WAN_LINK = r"^dc\d+->dc\d+(#\d+)?$"
+# a link a host sends on: every byte a worker puts on its line crosses one of these once
+HOST_LINK = r"^h\d+->"
+
+
+def wan_fraction(stats: "pd.DataFrame") -> float:
+    """The share of the bytes workers put on their lines that crossed a WAN link (0 on a network
+    without datacentres): WAN link bytes over host-link bytes, capped at 1."""
+    names = stats["link"].astype(str)
+    carried = stats["bytes"].to_numpy(dtype=np.float64)
+    links = (stats["kind"] == "link").to_numpy()
+    wan = float(carried[links & names.str.match(WAN_LINK).to_numpy()].sum())
+    if wan <= 0.0:
+        return 0.0
+    sent = float(carried[links & names.str.match(HOST_LINK).to_numpy()].sum())
+    return min(wan / sent, 1.0) if sent > 0.0 else 0.0
+
+
 def utilisation_frame(fabric: Fabric, timing: Timing) -> "pd.DataFrame":
     """Piecewise-constant utilisation: one row per (link, interval) with a non-zero share."""
     import pandas as pd

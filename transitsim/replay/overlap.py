@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from transitsim.network import Exchange, LinkFault, simulate_exchange
+from transitsim.network.outcome import wan_fraction
 from transitsim.network.spec import NetworkSpec
 from transitsim.overlap import (
     BackwardProfile,
@@ -180,6 +181,7 @@ def _as_outcome(
         wire_s=exposed * share_w,
         wait_s=exposed * (1.0 - share_t - share_w),
         wire_bytes=step.wire_bytes,
+        wan_bytes=step.wire_bytes * wan_fraction(links) if links is not None else 0.0,
         events=step.events,
         link_stats=links,
         faulted=faulted,

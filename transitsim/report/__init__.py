@@ -134,7 +134,12 @@ def build_panels(
         Panel(
             "loss-bytes",
             "Loss against bytes on the wire",
-            "cumulative bytes one worker put on its line, in GB",
+            "cumulative bytes one worker put on its line, in GB"
+            + (
+                " (WAN and LAN apart below)"
+                if _crosses_wan(timeline)
+                else "; none crossed a WAN link (no network here has datacentres): all LAN"
+            ),
             loss_figure(
                 timeline,
                 "wire_bytes",
@@ -146,6 +151,7 @@ def build_panels(
                 log_x=bool(len(wire) and (wire > 0).all()),
             ),
         ),
+        *_split_bytes_panels(timeline, labels, palette, targets),
         Panel(
             "ladder",
             "Steps to loss",
@@ -184,6 +190,50 @@ def build_panels(
             )
         )
     panels.append(_links_panel(timeline, link_util, link_stats, labels))
+    return panels
+
+
+def _crosses_wan(timeline: pd.DataFrame) -> bool:
+    """Whether any replayed byte crossed a WAN link (replay's wan_bytes column)."""
+    return "wan_bytes" in timeline and bool((timeline["wan_bytes"].fillna(0.0) > 0).any())
+
+
+def _split_bytes_panels(
+    timeline: pd.DataFrame, labels: dict[str, str], palette: dict[str, str], targets: list[float]
+) -> list[Panel]:
+    """Loss against the bytes that crossed a WAN link and those that stayed inside a site, where
+    any crossed one: local SGD's point is few WAN bytes, whatever its sites send on their LANs."""
+    if not _crosses_wan(timeline):
+        return []
+    split = timeline.assign(lan_bytes=timeline["wire_bytes"] - timeline["wan_bytes"])
+    panels = []
+    for column, key, heading, note in (
+        (
+            "wan_bytes",
+            "loss-wan-bytes",
+            "Loss against bytes across the WAN",
+            "cumulative bytes per worker that crossed a link between datacentres, in GB",
+        ),
+        (
+            "lan_bytes",
+            "loss-lan-bytes",
+            "Loss against bytes inside a site (LAN)",
+            "cumulative bytes per worker that stayed inside its datacentre, in GB (wire bytes "
+            "less WAN bytes)",
+        ),
+    ):
+        values = split[column].dropna()
+        figure = loss_figure(
+            split,
+            column,
+            f"{column[:3].upper()} bytes per worker (GB)",
+            labels,
+            palette,
+            targets,
+            scale=1e9,
+            log_x=bool(len(values) and (values > 0).all()),
+        )
+        panels.append(Panel(key, heading, note, figure))
     return panels
 
 
