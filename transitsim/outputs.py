@@ -57,6 +57,8 @@ class RunResult:
     assumptions: list[str] = field(default_factory=list)
     tie_margin: float = DEFAULT_TIE_MARGIN
     extrapolation: str | None = None
+    # per configuration, the mean step its profiled job measured (bring-your-own traces)
+    measured_step_s: dict[str, float] = field(default_factory=dict)
 
     def judgement(self) -> Verdict:
         """The verdict's sentences and table (transitsim.analysis.verdict)."""
@@ -234,5 +236,6 @@ def _write_report(result: RunResult, path: Path) -> Path:
             assumptions=result.assumptions,
             notes=result.notes,
             failures=[failure.describe_failure() for failure in result.failures],
+            measured_step_s=result.measured_step_s,
         ),
     )

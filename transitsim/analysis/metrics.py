@@ -114,6 +114,19 @@ def wire_bytes_per_step(trace: Trace) -> float:
     return float(wire_bytes_per_row(trace).iloc[-1])
 
 
+def measured_step_times(traces: list[Trace]) -> dict[str, float]:
+    """Per configuration, the mean step its profiled job measured (`traces import --profile`
+    keeps it as meta profile.template.wall_s, the slowest rank's ProfilerStep span), averaged
+    over its seeds; configurations without a profile are left out."""
+    measured: dict[str, list[float]] = {}
+    for trace in traces:
+        template = (trace.meta.get("profile") or {}).get("template") or {}
+        wall = template.get("wall_s")
+        if isinstance(wall, int | float) and math.isfinite(wall) and wall > 0:
+            measured.setdefault(trace.config_name, []).append(float(wall))
+    return {config: float(np.mean(walls)) for config, walls in measured.items()}
+
+
 def _missing_last(value: Any) -> tuple[bool, Any]:
     return (value is None, 0 if value is None else value)
 

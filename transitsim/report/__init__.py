@@ -28,7 +28,7 @@ from transitsim.report.links import (
 )
 from transitsim.report.overlap import has_hiding, hiding_figure, overlap_verdict_table
 from transitsim.report.page import render_html
-from transitsim.report.step_time import step_time_figure
+from transitsim.report.step_time import step_time_figure, step_time_sentences
 from transitsim.report.winner import (
     SWEEP_COLUMNS,
     is_result,
@@ -78,6 +78,7 @@ def build_panels(
     sweep: pd.DataFrame | None = None,
     labels: dict[str, str] | None = None,
     link_stats: pd.DataFrame | None = None,
+    measured: dict[str, float] | None = None,
 ) -> list[Panel]:
     """The report's panels in page order, the winner map first (a panel without data keeps its
     place with a note). link_stats: per-link totals over each run (run, network, link,
@@ -100,8 +101,11 @@ def build_panels(
                 "winner",
                 "Predicted step time on each network",
                 "no target reached or asked: each configuration's predicted mean step time on "
-                "each network it was replayed on (hover: the share of it the exchange took)",
-                step_time_figure(timeline, labels, palette),
+                "each network it was replayed on (hover: the share of it the exchange took); "
+                "dotted: the step its profiled job measured. "
+                + ". ".join(step_time_sentences(timeline, labels, measured or {}))
+                + ".",
+                step_time_figure(timeline, labels, palette, measured),
             )
         ]
     listed = listed_figure(sweep, targets, labels, palette)
@@ -302,5 +306,7 @@ def write_report(
             [] if sweep is None else [c for c in sweep.columns if not is_result(c)]
         )
         context.verdict = verdict_sentences(summary, params, labels)
-    panels = build_panels(timeline, summary, ladder, link_util, sweep, labels, link_stats)
+    panels = build_panels(
+        timeline, summary, ladder, link_util, sweep, labels, link_stats, context.measured_step_s
+    )
     return write_text_atomic(path, render_html(title, panels, summary, labels, context))
