@@ -217,7 +217,8 @@ def _write_report(result: RunResult, path: Path) -> Path:
     if result.params and len(result.summary):
         grid_rows = result.summary.dropna(subset=result.params, how="all")
         # the winner map reads every other numeric column as a swept key: no intervals here
-        figures = [c for c in SUMMARY_COLUMNS if c not in INTERVAL_COLUMNS]
+        # (a summary read back from before a column existed, e.g. the WAN/LAN split, lacks it)
+        figures = [c for c in SUMMARY_COLUMNS if c not in INTERVAL_COLUMNS and c in result.summary]
         decided = [c for c in DECISION_COLUMNS if c in result.summary.columns]
         sweep = grid_rows[[*figures, *decided, *result.params]]
     return write_report(
