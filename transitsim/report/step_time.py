@@ -38,7 +38,6 @@ def step_time_sentences(
     """Per configuration: the step its profiled job measured (where known) and the predicted
     step on each network it was replayed on, as a multiple of the measured one."""
     table = mean_step_times(timeline)
-    names = network_names(ordered(table["network"].astype(str)))
     sentences = []
     for config in ordered(table["config"]):
         rows = table[table["config"] == config]
@@ -46,7 +45,7 @@ def step_time_sentences(
         parts = []
         for network, step_s in zip(rows["network"].astype(str), rows["step_s"], strict=True):
             ratio = f" ({step_s / mine:.2f}x measured)" if mine else ""
-            parts.append(f"{names[network]} {human.seconds(step_s)}{ratio}")
+            parts.append(f"on {network} {human.seconds(step_s)}{ratio}")  # the id typed
         more = len(parts) - MAX_NAMED
         listed = "; ".join(parts[:MAX_NAMED]) + (f"; and {more} more" if more > 0 else "")
         head = labels.get(config, config)
