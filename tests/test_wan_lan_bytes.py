@@ -1,7 +1,7 @@
 """Bytes split into WAN and LAN (issue 43, item 5): local SGD's point is few WAN bytes.
 
 wan_bytes counts, of the bytes a worker puts on its line, those that crossed a link between two
-datacentres (network/outcome.py's wan_fraction); LAN is the rest. By hand on 2 sites of 2
+datacentres (network/outcome.py's wan_share); LAN is the rest. By hand on 2 sites of 2
 workers: a hierarchical all-reduce of P bytes sends P/2 per worker across the WAN (each worker's
 shard once round a 2-ring), and the intra-site all-reduce of every step never leaves its site.
 """

@@ -20,7 +20,6 @@ import numpy as np
 import pandas as pd
 
 from transitsim.network import Exchange, LinkFault, simulate_exchange
-from transitsim.network.outcome import wan_fraction
 from transitsim.network.spec import NetworkSpec
 from transitsim.network.varying import change_times, frozen_network
 
@@ -172,7 +171,7 @@ def simulate_step(
         faulted=bool(faults),
         start_s=offset_s,
         exchange_s=float(np.max(result.finish_s)),
-        wan_bytes=wire_bytes * wan_fraction(result.link_stats),
+        wan_bytes=wire_bytes * result.wan_share,
     )
 
 
