@@ -182,6 +182,8 @@ def test_time_to_target_summarises_per_config_network_and_target() -> None:
         "steps_to_target_lo",
         "steps_to_target_hi",
         "bytes_to_target",
+        "wan_bytes_to_target",
+        "lan_bytes_to_target",
         "speedup_vs_baseline",
     ]
     assert len(summary) == 2 * 2 * 2
@@ -196,6 +198,7 @@ def test_time_to_target_summarises_per_config_network_and_target() -> None:
     assert (base["seeds"], base["reached"], base["steps_to_target"]) == (2, "2/2", 4)
     assert base["time_to_target_s"] == pytest.approx(4 * 11.0)
     assert base["bytes_to_target"] == 4000
+    assert math.isnan(base["wan_bytes_to_target"])  # a timeline without the split: unknown
     assert base["speedup_vs_baseline"] == pytest.approx(1.0)
     topk = row("topk", "wan-10", 2.0)
     assert topk["steps_to_target"] == 6.5  # mean of the seeds' 6 and 7
@@ -345,3 +348,14 @@ def test_crossovers_find_where_the_winner_changes() -> None:
     assert table[table.target == 1.0]["best_config"].isna().all()
     with pytest.raises(TransitsimError, match="no grid parameter 'latency_s'"):
         crossovers(summary, "latency_s")
+
+
+def test_wan_bytes_are_interpolated_like_the_total_and_lan_is_the_rest() -> None:
+    """A quarter of each step's bytes crossed the WAN: to the target (step 4) 1,000 of the
+    4,000 bytes, 3,000 on the LAN; the column is never taken for a grid parameter."""
+    frame = timeline()
+    frame["wan_bytes"] = frame["wire_bytes"] / 4
+    summary = time_to_target(frame, [2.0])
+    assert "wan_bytes" not in summary.columns
+    base = summary[(summary.config == "base") & (summary.network == "wan-10")].iloc[0]
+    assert (base["wan_bytes_to_target"], base["lan_bytes_to_target"]) == (1000, 3000)

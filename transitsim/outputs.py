@@ -57,6 +57,8 @@ class RunResult:
     assumptions: list[str] = field(default_factory=list)
     tie_margin: float = DEFAULT_TIE_MARGIN
     extrapolation: str | None = None
+    # per configuration, the mean step its profiled job measured (bring-your-own traces)
+    measured_step_s: dict[str, float] = field(default_factory=dict)
 
     def judgement(self) -> Verdict:
         """The verdict's sentences and table (transitsim.analysis.verdict)."""
@@ -215,7 +217,8 @@ def _write_report(result: RunResult, path: Path) -> Path:
     if result.params and len(result.summary):
         grid_rows = result.summary.dropna(subset=result.params, how="all")
         # the winner map reads every other numeric column as a swept key: no intervals here
-        figures = [c for c in SUMMARY_COLUMNS if c not in INTERVAL_COLUMNS]
+        # (a summary read back from before a column existed, e.g. the WAN/LAN split, lacks it)
+        figures = [c for c in SUMMARY_COLUMNS if c not in INTERVAL_COLUMNS and c in result.summary]
         decided = [c for c in DECISION_COLUMNS if c in result.summary.columns]
         sweep = grid_rows[[*figures, *decided, *result.params]]
     return write_report(
@@ -234,5 +237,6 @@ def _write_report(result: RunResult, path: Path) -> Path:
             assumptions=result.assumptions,
             notes=result.notes,
             failures=[failure.describe_failure() for failure in result.failures],
+            measured_step_s=result.measured_step_s,
         ),
     )

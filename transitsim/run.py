@@ -20,7 +20,7 @@ import pandas as pd
 
 from transitsim.analysis.decision import decide
 from transitsim.analysis.hardware import marked_labels
-from transitsim.analysis.metrics import ladder, parse_targets, resolve_config
+from transitsim.analysis.metrics import ladder, measured_step_times, parse_targets, resolve_config
 from transitsim.analysis.outcomes import DEFAULT_TIE_MARGIN
 from transitsim.analysis.summary import (
     grid_crossovers,
@@ -392,6 +392,7 @@ def assemble(
         failures=failures,
         notes=notes,
         tie_margin=tie_margin,
+        measured_step_s=measured_step_times(list(traces.values())),
     )
 
 

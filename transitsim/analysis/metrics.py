@@ -36,6 +36,9 @@ METRIC_COLUMNS = (
     "time_s",
     "wire_bytes",
 )
+# optional timeline columns time_to_target reads where present (never grid parameters): of
+# wire_bytes, those that crossed a WAN link (replay/step.py; lan = wire - wan)
+SPLIT_COLUMNS = ("wan_bytes",)
 _FIRST = object()  # no previous grid value yet
 # How sure time_to_target_s (and steps_to_target) is, over seeds (analysis/uncertainty.py).
 INTERVAL_COLUMNS = (
@@ -58,6 +61,8 @@ SUMMARY_COLUMNS = (
     "time_to_target_s",
     *INTERVAL_COLUMNS,
     "bytes_to_target",
+    "wan_bytes_to_target",
+    "lan_bytes_to_target",
     "speedup_vs_baseline",
 )
 
@@ -107,6 +112,19 @@ def wire_bytes_per_step(trace: Trace) -> float:
     if trace.meta.get("wire_bytes_per_step") is not None:
         return float(trace.meta["wire_bytes_per_step"])
     return float(wire_bytes_per_row(trace).iloc[-1])
+
+
+def measured_step_times(traces: list[Trace]) -> dict[str, float]:
+    """Per configuration, the mean step its profiled job measured (`traces import --profile`
+    keeps it as meta profile.template.wall_s, the slowest rank's ProfilerStep span), averaged
+    over its seeds; configurations without a profile are left out."""
+    measured: dict[str, list[float]] = {}
+    for trace in traces:
+        template = (trace.meta.get("profile") or {}).get("template") or {}
+        wall = template.get("wall_s")
+        if isinstance(wall, int | float) and math.isfinite(wall) and wall > 0:
+            measured.setdefault(trace.config_name, []).append(float(wall))
+    return {config: float(np.mean(walls)) for config, walls in measured.items()}
 
 
 def _missing_last(value: Any) -> tuple[bool, Any]:
@@ -257,7 +275,7 @@ def check_target(value: object) -> float:
 
 def _grid_params(timeline: pd.DataFrame) -> list[str]:
     """Extra timeline columns that are constant within each (run, network): grid parameters."""
-    extra = [c for c in timeline.columns if c not in METRIC_COLUMNS]
+    extra = [c for c in timeline.columns if c not in (*METRIC_COLUMNS, *SPLIT_COLUMNS)]
     if not extra:
         return []
     distinct = timeline.groupby(["run", "network"], sort=False)[extra].nunique(dropna=False)
@@ -270,7 +288,8 @@ def time_to_target(
     """Steps, wall-clock and wire bytes to each target, per (config, network[, grid params]).
 
     timeline: one row per (run, network, step) with METRIC_COLUMNS (time_s and wire_bytes
-    cumulative) and possibly grid-parameter columns, which are carried into the summary. A figure
+    cumulative; wan_bytes, of wire_bytes those that crossed a WAN link, where known) and
+    possibly grid-parameter columns, which are carried into the summary. A figure
     is the mean over seeds of where each seed's loss crossed the target, interpolated between
     its evaluations (crossings), NaN unless every seed reaches; its interval carries both the
     seeds' spread and the evaluations' bracket (uncertainty.py). speedup_vs_baseline is the baseline
@@ -284,6 +303,8 @@ def time_to_target(
     keys = ["config", "variant", "network", *params]
     ordered = timeline.sort_values(["run", "network", "step"], kind="stable")
     seeds = timeline.groupby(keys, sort=False, dropna=False)["run"].nunique()
+    if "wan_bytes" not in ordered.columns:  # a timeline from before the split: unknown
+        ordered = ordered.assign(wan_bytes=math.nan)
     evaluated = with_previous_evaluation(ordered)
     parts = []
     for target in targets:
@@ -293,11 +314,19 @@ def time_to_target(
             steps_to_target=("step", "mean"),
             time_to_target_s=("time_s", "mean"),
             bytes_to_target=("wire_bytes", "mean"),
+            wan_bytes_to_target=("wan_bytes", "mean"),
         )
+        firsts["lan_bytes_to_target"] = firsts["bytes_to_target"] - firsts["wan_bytes_to_target"]
         part = seeds.rename("seeds").to_frame().join(firsts).join(_intervals(hits, keys))
         part["reached_runs"] = part["reached_runs"].fillna(0).astype(int)
         incomplete = part["reached_runs"] < part["seeds"]
-        for column in ("steps_to_target", "time_to_target_s", "bytes_to_target"):
+        for column in (
+            "steps_to_target",
+            "time_to_target_s",
+            "bytes_to_target",
+            "wan_bytes_to_target",
+            "lan_bytes_to_target",
+        ):
             part[column] = part[column].astype("float64").mask(incomplete)
         for column in INTERVAL_COLUMNS:
             part[column] = part[column].mask(incomplete)
@@ -326,7 +355,7 @@ def with_previous_evaluation(ordered: pd.DataFrame) -> pd.DataFrame:
     step, loss, time and bytes of its run on its network (NaN at the first)."""
     evaluated = ordered[ordered["val_loss"].notna()].copy()
     previous = evaluated.groupby(["run", "network"], sort=False)[
-        ["step", "val_loss", "time_s", "wire_bytes"]
+        [c for c in ("step", "val_loss", "time_s", "wire_bytes", "wan_bytes") if c in evaluated]
     ].shift(1)
     for column in previous.columns:
         evaluated[f"prev_{column}"] = previous[column].astype("float64")
@@ -347,7 +376,9 @@ def crossings(evaluated: pd.DataFrame, target: float) -> pd.DataFrame:
     loss_before = hits["prev_val_loss"]
     drop = loss_before - loss_after
     share = ((loss_before - target) / drop.where(drop > 0)).clip(0.0, 1.0).fillna(1.0)
-    for column in ("step", "time_s", "wire_bytes"):
+    for column in ("step", "time_s", "wire_bytes", "wan_bytes"):
+        if column not in hits:
+            continue
         after = hits[column].astype("float64")
         before = hits[f"prev_{column}"].fillna(after)
         hits[f"{column}_before"] = before

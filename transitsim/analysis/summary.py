@@ -16,6 +16,7 @@ import pandas as pd
 from transitsim.analysis.decision import decide, in_winner_set
 from transitsim.analysis.metrics import (
     METRIC_COLUMNS,
+    SPLIT_COLUMNS,
     SUMMARY_COLUMNS,
     extrapolated_flags,
     time_to_target,
@@ -51,7 +52,8 @@ def summarise(
 ) -> pd.DataFrame:
     """time_to_target per (config, network, grid parameters, target), plus the config's label,
     what a step's time mostly goes to on that network, and whether it is extrapolated."""
-    summary = time_to_target(timeline[[*METRIC_COLUMNS, *params]], targets, baseline)
+    split = [c for c in SPLIT_COLUMNS if c in timeline.columns]
+    summary = time_to_target(timeline[[*METRIC_COLUMNS, *split, *params]], targets, baseline)
     summary.insert(1, "label", summary["config"].map(lambda c: labels.get(c, c)))
     parts = bottlenecks(timeline)
     keys = zip(summary["config"], summary["network"], strict=True)

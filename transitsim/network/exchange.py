@@ -79,6 +79,7 @@ from transitsim.network.outcome import (
     line_bytes,
     link_stats,
     utilisation_frame,
+    wan_share,
 )
 from transitsim.network.schedules.dag import (
     Schedule,
@@ -118,6 +119,8 @@ class ExchangeResult:
     protocol: str | None = None
     channels: int = 1
     algo: str | None = None
+    # of the bytes sent, the share that crossed a WAN link between datacentres (outcome.wan_share)
+    wan_share: float = 0.0
     # makes (link_stats, utilisation) on first use: pandas is imported only by who reads them
     frames: Callable[[], tuple] | None = field(default=None, repr=False, compare=False)
 
@@ -574,6 +577,7 @@ def _result(fabric, dag, path_of, timing, start, finish, sent, received, method)
         events=int(timing.events),
         method=method,
         bottleneck=breakdown.bottleneck,
+        wan_share=wan_share(fabric, timing.bytes),
         frames=functools.partial(_frames, fabric, timing, time_s),
     )
 

@@ -19,6 +19,7 @@ data wins ties), until a message released by its worker's start. Along it:
 transform_s + wire_s + wait_s == time_s (wait_s is clamped at 0 against rounding).
 """
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -113,6 +114,37 @@ def link_stats(fabric: Fabric, timing: Timing, time_s: float) -> "pd.DataFrame":
             "utilisation": utilisation,
         }
     )
+
+
+# a WAN link: one direction of a cable between two datacentre switches (topology._cables names
+# them dcA->dcB, #k for parallel links); no other topology has a link that leaves a site
+WAN_LINK = re.compile(r"^dc\d+->dc\d+(#\d+)?$")
+# a link a host sends on: every byte a worker puts on its line crosses one of these once
+HOST_LINK = re.compile(r"^h\d+->")
+_MASKS: dict[int, tuple[Fabric, np.ndarray, np.ndarray]] = {}  # per fabric: (wan, host links)
+
+
+def wan_share(fabric: Fabric, carried: np.ndarray) -> float:
+    """The share of the bytes workers put on their lines that crossed a WAN link (0 on a network
+    without datacentres): WAN link bytes over host-link bytes, capped at 1. `carried`: bytes per
+    resource (Timing.bytes). The masks are made once per fabric: this runs every exchange."""
+    held = _MASKS.get(id(fabric))
+    if held is None or held[0] is not fabric:
+        if len(_MASKS) >= 8:
+            _MASKS.pop(next(iter(_MASKS)))
+        links = [r.kind == "link" for r in fabric.resources]
+        wan = np.array([k and WAN_LINK.match(r.name) is not None
+                        for k, r in zip(links, fabric.resources, strict=True)])  # fmt: skip
+        host = np.array([k and HOST_LINK.match(r.name) is not None
+                         for k, r in zip(links, fabric.resources, strict=True)])  # fmt: skip
+        held = _MASKS[id(fabric)] = (fabric, wan, host)
+    _, wan, host = held
+    if not wan.any():
+        return 0.0
+    carried = np.asarray(carried, dtype=np.float64)
+    crossed = float(carried[wan].sum())
+    sent = float(carried[host].sum())
+    return min(crossed / sent, 1.0) if crossed > 0.0 and sent > 0.0 else 0.0
 
 
 def utilisation_frame(fabric: Fabric, timing: Timing) -> "pd.DataFrame":

@@ -33,6 +33,7 @@ class UnitTiming:
     wire_bytes: float  # mean over workers, on the line
     events: int
     link_stats: pd.DataFrame | None = None  # link, busy_s, bytes (others kept from the first)
+    wan_bytes: float = 0.0  # of wire_bytes, those that crossed a WAN link
 
     # link_stats' (link, busy_s, bytes) as arrays, read once when the timing is made (and kept
     # by dataclasses.replace): a cached unit is summed into every step it is in, and reading
@@ -73,6 +74,7 @@ class OverlapStep:
     link_stats: pd.DataFrame | None
     start_s: tuple[float, ...]  # per unit, its first worker's start
     end_s: tuple[float, ...]  # per unit, its last worker's finish
+    wan_bytes: float = 0.0  # of wire_bytes, those that crossed a WAN link
 
     @property
     def units(self) -> int:
@@ -126,6 +128,7 @@ def overlapped_step(
         link_stats=_summed_links(timings),
         start_s=tuple(starts),
         end_s=tuple(ends),
+        wan_bytes=float(sum(t.wan_bytes for t in timings)),
     )
 
 

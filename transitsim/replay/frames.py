@@ -26,6 +26,7 @@ TIMELINE_COLUMNS = [
     "step_s",
     "time_s",
     "wire_bytes",
+    "wan_bytes",
     "payload_bytes",
     "interval_steps",
     "algo",

@@ -153,6 +153,7 @@ class OverlapPlan:
                 wire_bytes=float(np.mean(result.bytes_sent)),
                 events=int(result.events),
                 link_stats=result.link_stats,
+                wan_bytes=float(np.mean(result.bytes_sent)) * result.wan_share,
             )
             if cacheable and not faults:
                 self._unit_cache[key] = timing
@@ -180,6 +181,7 @@ def _as_outcome(
         wire_s=exposed * share_w,
         wait_s=exposed * (1.0 - share_t - share_w),
         wire_bytes=step.wire_bytes,
+        wan_bytes=step.wan_bytes,
         events=step.events,
         link_stats=links,
         faulted=faulted,

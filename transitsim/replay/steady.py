@@ -39,7 +39,8 @@ def steady_rows(run: Run, plan: StepPlan, factors: np.ndarray) -> dict[str, Any]
     keys = (codes, plan.compute_s, plan.compress_s, plan.update_s)
     template_of, firsts = first_appearance_codes(keys)
     outcomes: list[Outcome] = []
-    figures: dict[str, list[float]] = {name: [] for name in (*ROW_FIGURES, "wire_bytes")}
+    names = (*ROW_FIGURES, "wire_bytes", "wan_bytes")
+    figures: dict[str, list[float]] = {name: [] for name in names}
     for row in firsts.tolist():
         exchange, compress_s, update_s = (
             plan.exchange[row],
@@ -60,6 +61,7 @@ def steady_rows(run: Run, plan: StepPlan, factors: np.ndarray) -> dict[str, Any]
         rows[name] = columns[name]
     rows["time_s"] = np.cumsum(count * columns["step_s"])
     rows["wire_bytes"] = np.cumsum(count * columns["wire_bytes"])
+    rows["wan_bytes"] = np.cumsum(count * columns["wan_bytes"])
     rows["payload_bytes"] = np.cumsum(payload * count)
     of_exchange = {
         "algo": np.array([e.algo for e in exchanges], dtype=object)[codes].tolist(),

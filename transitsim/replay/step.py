@@ -42,6 +42,7 @@ class Outcome:
     start_s: float  # when the first worker starts exchanging (step-relative)
     exchange_s: float  # the exchange's own time: finish - start, or with overlap the units' sum
     units: int = 1  # exchanges the step was split into (overlap)
+    wan_bytes: float = 0.0  # of wire_bytes, those that crossed a WAN link (the rest: LAN)
 
 
 @dataclass
@@ -58,6 +59,7 @@ class Segment:
     exchange_s: float
     exposed_s: float  # step - compute - compression - update: the exchange time not hidden
     hidden_s: float  # exchange_s - exposed_s (0 without overlap)
+    wan_bytes: float = 0.0  # of wire_bytes, those that crossed a WAN link
 
 
 @dataclass
@@ -158,17 +160,19 @@ def simulate_step(
         network = run.network
         kwargs["clock_s"] = clock_s + offset_s
     result = simulate_exchange(network, exchange, **kwargs)
+    wire_bytes = float(np.mean(result.bytes_sent))
     return Outcome(
         finish_s=float(np.max(result.finish_s)) + offset_s,
         transform_s=float(result.transform_s),
         wire_s=float(result.wire_s),
         wait_s=float(result.wait_s),
-        wire_bytes=float(np.mean(result.bytes_sent)),
+        wire_bytes=wire_bytes,
         events=int(result.events),
         link_stats=result.link_stats,
         faulted=bool(faults),
         start_s=offset_s,
         exchange_s=float(np.max(result.finish_s)),
+        wan_bytes=wire_bytes * result.wan_share,
     )
 
 
@@ -336,6 +340,7 @@ def segment_figures(
         exchange_s=outcome.exchange_s,
         exposed_s=exposed_s,
         hidden_s=hidden_s,
+        wan_bytes=outcome.wan_bytes,
     )
 
 
@@ -358,4 +363,5 @@ def row_figures(segments: list[Segment], count: int) -> dict[str, float]:
     }
     figures["row_s"] = math.fsum(s.count * s.step_s for s in segments)
     figures["wire_bytes_total"] = math.fsum(s.count * s.wire_bytes for s in segments)
+    figures["wan_bytes_total"] = math.fsum(s.count * s.wan_bytes for s in segments)
     return figures

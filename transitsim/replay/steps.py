@@ -45,9 +45,9 @@ def replay_rows(
             return _with_plan_columns(arrays, plan)
     names = ("compute_s", "transform_s", "wire_s", "wait_s", "step_s", *OVERLAP_FIGURES)
     rows: dict[str, list[Any]] = {
-        name: [] for name in ("step", *names, "time_s", "wire_bytes", "payload_bytes")
+        name: [] for name in ("step", *names, "time_s", "wire_bytes", "wan_bytes", "payload_bytes")
     }
-    clock_s = time_s = wire_total = 0.0
+    clock_s = time_s = wire_total = wan_total = 0.0
     payload_total = 0
     linear: dict[int, list[Segment]] = {}  # rows replayed at once by their linear exchange
     for i, count in enumerate(plan.interval):
@@ -89,12 +89,14 @@ def replay_rows(
         time_s += figures["row_s"]
         clock_s = time_s  # one clock: the timeline's
         wire_total += figures["wire_bytes_total"]
+        wan_total += figures["wan_bytes_total"]
         payload_total += exchange.payload_bytes * count
         rows["step"].append(plan.step[i])
         for name in names:
             rows[name].append(figures[name])
         rows["time_s"].append(time_s)
         rows["wire_bytes"].append(wire_total)
+        rows["wan_bytes"].append(wan_total)
         rows["payload_bytes"].append(payload_total)
     return _with_plan_columns(rows, plan)
 
@@ -184,7 +186,19 @@ def _linear_rows(
     for row, step, total, compute, tr, wi, wa, ex in values:
         exposed = tr + wi + wa
         segments[row].append(
-            Segment(1, total, compute, tr, wi, wa, reference.wire_bytes, ex, exposed, 0.0)
+            Segment(
+                1,
+                total,
+                compute,
+                tr,
+                wi,
+                wa,
+                reference.wire_bytes,
+                ex,
+                exposed,
+                0.0,
+                reference.wan_bytes,
+            )
         )
         run.detail.append(
             {

@@ -28,7 +28,7 @@ from transitsim.report.links import (
 )
 from transitsim.report.overlap import has_hiding, hiding_figure, overlap_verdict_table
 from transitsim.report.page import render_html
-from transitsim.report.step_time import step_time_figure
+from transitsim.report.step_time import step_time_figure, step_time_sentences
 from transitsim.report.winner import (
     SWEEP_COLUMNS,
     is_result,
@@ -78,6 +78,7 @@ def build_panels(
     sweep: pd.DataFrame | None = None,
     labels: dict[str, str] | None = None,
     link_stats: pd.DataFrame | None = None,
+    measured: dict[str, float] | None = None,
 ) -> list[Panel]:
     """The report's panels in page order, the winner map first (a panel without data keeps its
     place with a note). link_stats: per-link totals over each run (run, network, link,
@@ -100,8 +101,11 @@ def build_panels(
                 "winner",
                 "Predicted step time on each network",
                 "no target reached or asked: each configuration's predicted mean step time on "
-                "each network it was replayed on (hover: the share of it the exchange took)",
-                step_time_figure(timeline, labels, palette),
+                "each network it was replayed on (hover: the share of it the exchange took); "
+                "dotted: the step its profiled job measured. "
+                + ". ".join(step_time_sentences(timeline, labels, measured or {}))
+                + ".",
+                step_time_figure(timeline, labels, palette, measured),
             )
         ]
     listed = listed_figure(sweep, targets, labels, palette)
@@ -134,7 +138,12 @@ def build_panels(
         Panel(
             "loss-bytes",
             "Loss against bytes on the wire",
-            "cumulative bytes one worker put on its line, in GB",
+            "cumulative bytes one worker put on its line, in GB"
+            + (
+                " (WAN and LAN apart below)"
+                if _crosses_wan(timeline)
+                else "; none crossed a WAN link (no network here has datacentres): all LAN"
+            ),
             loss_figure(
                 timeline,
                 "wire_bytes",
@@ -146,6 +155,7 @@ def build_panels(
                 log_x=bool(len(wire) and (wire > 0).all()),
             ),
         ),
+        *_split_bytes_panels(timeline, labels, palette, targets),
         Panel(
             "ladder",
             "Steps to loss",
@@ -184,6 +194,50 @@ def build_panels(
             )
         )
     panels.append(_links_panel(timeline, link_util, link_stats, labels))
+    return panels
+
+
+def _crosses_wan(timeline: pd.DataFrame) -> bool:
+    """Whether any replayed byte crossed a WAN link (replay's wan_bytes column)."""
+    return "wan_bytes" in timeline and bool((timeline["wan_bytes"].fillna(0.0) > 0).any())
+
+
+def _split_bytes_panels(
+    timeline: pd.DataFrame, labels: dict[str, str], palette: dict[str, str], targets: list[float]
+) -> list[Panel]:
+    """Loss against the bytes that crossed a WAN link and those that stayed inside a site, where
+    any crossed one: local SGD's point is few WAN bytes, whatever its sites send on their LANs."""
+    if not _crosses_wan(timeline):
+        return []
+    split = timeline.assign(lan_bytes=timeline["wire_bytes"] - timeline["wan_bytes"])
+    panels = []
+    for column, key, heading, note in (
+        (
+            "wan_bytes",
+            "loss-wan-bytes",
+            "Loss against bytes across the WAN",
+            "cumulative bytes per worker that crossed a link between datacentres, in GB",
+        ),
+        (
+            "lan_bytes",
+            "loss-lan-bytes",
+            "Loss against bytes inside a site (LAN)",
+            "cumulative bytes per worker that stayed inside its datacentre, in GB (wire bytes "
+            "less WAN bytes)",
+        ),
+    ):
+        values = split[column].dropna()
+        figure = loss_figure(
+            split,
+            column,
+            f"{column[:3].upper()} bytes per worker (GB)",
+            labels,
+            palette,
+            targets,
+            scale=1e9,
+            log_x=bool(len(values) and (values > 0).all()),
+        )
+        panels.append(Panel(key, heading, note, figure))
     return panels
 
 
@@ -252,5 +306,7 @@ def write_report(
             [] if sweep is None else [c for c in sweep.columns if not is_result(c)]
         )
         context.verdict = verdict_sentences(summary, params, labels)
-    panels = build_panels(timeline, summary, ladder, link_util, sweep, labels, link_stats)
+    panels = build_panels(
+        timeline, summary, ladder, link_util, sweep, labels, link_stats, context.measured_step_s
+    )
     return write_text_atomic(path, render_html(title, panels, summary, labels, context))

@@ -63,6 +63,8 @@ class ReportContext:
     assumptions: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)
+    # per configuration, the mean step its profiled job measured (beside the predicted ones)
+    measured_step_s: dict[str, float] = field(default_factory=dict)
 
 
 def esc(text: Any) -> str:

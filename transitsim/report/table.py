@@ -17,7 +17,17 @@ from transitsim.report.names import network_names
 
 MAX_TABLE_ROWS = 500
 # (heading, how a row's cell is shown, the raw value it sorts by)
-_COLUMNS = ("Configuration", "Network", "Target", "Steps", "Time", "Wire", "Speed-up", "Bottleneck")
+_COLUMNS = (
+    "Configuration",
+    "Network",
+    "Target",
+    "Steps",
+    "Time",
+    "Wire",
+    "WAN / LAN",
+    "Speed-up",
+    "Bottleneck",
+)
 INTERVAL_HEADING = "Interval"
 _KINDS = {"t95": "95 % t", "range": "range"}
 
@@ -80,6 +90,13 @@ def interval_cell(row: pd.Series) -> tuple[str, str]:
     return shown, f"{low!r}"
 
 
+def _split_text(wire: float, wan: float) -> str:
+    """Wire bytes split into those that crossed a WAN link and the rest: "1.2 GB / 40 GB"."""
+    if math.isnan(wire) or math.isnan(wan):
+        return human.size(math.nan)
+    return f"{human.size(wan)} / {human.size(wire - wan)}"
+
+
 def summary_rows(summary: pd.DataFrame, labels: dict[str, str]) -> list[list[tuple[str, str]]]:
     """Per summary row, (shown text, sort value) per column of the table."""
     names = network_names(list(dict.fromkeys(summary["network"].astype(str))))
@@ -90,6 +107,7 @@ def summary_rows(summary: pd.DataFrame, labels: dict[str, str]) -> list[list[tup
         steps = _number(row.get("steps_to_target"))
         time_s = _number(row.get("time_to_target_s"))
         wire = _number(row.get("bytes_to_target"))
+        wan = _number(row.get("wan_bytes_to_target"))
         speedup = _number(row.get("speedup_vs_baseline"))
         reached = str(row.get("reached", ""))
         steps_text = human.steps(steps, _seeds(row))
@@ -102,6 +120,7 @@ def summary_rows(summary: pd.DataFrame, labels: dict[str, str]) -> list[list[tup
             (steps_text, "" if math.isnan(steps) else f"{steps!r}"),
             (human.seconds(time_s), "" if math.isnan(time_s) else f"{time_s!r}"),
             (human.size(wire), "" if math.isnan(wire) else f"{wire!r}"),
+            (_split_text(wire, wan), "" if math.isnan(wan) else f"{wan!r}"),
             (human.ratio(speedup), "" if math.isnan(speedup) else f"{speedup!r}"),
             (str(row.get("bottleneck", "")), str(row.get("bottleneck", ""))),
         ]

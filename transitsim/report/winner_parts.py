@@ -23,6 +23,8 @@ RESULT_COLUMNS = {
     "reached",
     "steps_to_target",
     "bytes_to_target",
+    "wan_bytes_to_target",
+    "lan_bytes_to_target",
     "speedup_vs_baseline",
     "bottleneck",
     "extrapolated",
@@ -31,7 +33,13 @@ RESULT_COLUMNS = {
     "winner",
 }
 # Figures about a result (its spread over seeds, now or later) are results too.
-RESULT_PREFIXES = ("time_to_target_s_", "steps_to_target_", "bytes_to_target_")
+RESULT_PREFIXES = (
+    "time_to_target_s_",
+    "steps_to_target_",
+    "bytes_to_target_",
+    "wan_bytes_to_target_",
+    "lan_bytes_to_target_",
+)
 MAX_CHARTS = 8  # two targets x overlap off/on x a held switch setting
 INTERVAL_NAMES = {"t95": "95 % t interval", "range": "range of the seeds"}
 

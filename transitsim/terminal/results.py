@@ -23,6 +23,7 @@ SUMMARY_HEADERS = {
     "steps_to_target": "Steps",
     "time_to_target_s": "Time (s)",
     "bytes_to_target": "Wire bytes",
+    "wan_bytes_to_target": "WAN bytes",
     "speedup_vs_baseline": "Speed-up",
     "bottleneck": "Bottleneck",
 }
@@ -73,7 +74,7 @@ def print_summary(
         return
     for value, name in zip(result.targets, result.target_names, strict=True):
         rows = result.summary[result.summary["target"] == value]
-        table = rows[list(SUMMARY_HEADERS)]
+        table = rows[[c for c in SUMMARY_HEADERS if c in rows.columns]]
         title = None if quiet else target_title(value, name, baseline)
         emit_table(table, fmt, title=title, headers=SUMMARY_HEADERS)
 
