@@ -251,6 +251,8 @@ def tuner_inputs(network: NetworkSpec) -> TunerInputs:
         gpu=nccl.gpu,
         nvlink=fabric,
         nvls=network.switch.aggregator and nodes == 1,
-        collnet=network.switch.aggregator and nodes > 1,
+        # a fabric's summing switch is its NVSwitch (NVLS): across nodes NCCL runs that only with
+        # CollNet enabled (NVLS trees, not modelled); elsewhere a summing switch is CollNet's
+        collnet=network.switch.aggregator and nodes > 1 and not fabric,
         amd_cpu=nccl.cpu == "amd",
     )
