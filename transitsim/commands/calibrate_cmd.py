@@ -43,6 +43,7 @@ from transitsim.calibrate.report import (
 )
 from transitsim.calibrate.testbed_tables import TESTBED_COLLECTIVES, read_testbed_tables
 from transitsim.commands import QUIET_HELP
+from transitsim.commands.calibrate_node_cmd import node_command
 
 OUTPUT = typer.Option(..., "--output", "-o", help="the network YAML to write")
 ALGO = typer.Option(
@@ -462,4 +463,5 @@ def register(app: typer.Typer) -> None:
     )
     calibrate_app.command("nccl-tests")(nccl_tests_command)
     calibrate_app.command("testbed")(testbed_command)
+    calibrate_app.command("node")(node_command)
     app.add_typer(calibrate_app, name="calibrate")

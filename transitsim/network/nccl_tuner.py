@@ -80,6 +80,7 @@ class TunerInputs:
     channels: int
     bw_intra: float  # GB/s one channel moves inside a node (graph bwIntra)
     bw_inter: float  # GB/s one channel moves between nodes (graph bwInter)
+    tree_bw_intra: float = 0.0  # the tree graph's bwIntra (0: bw_intra), up to 2 x bwInter
     gpu: str = "hopper"
     nvlink: bool = True  # inside a node NVLink (NCCL_HW_NVLINK), else PCI
     nvls: bool = False  # the NVSwitch sums (NVLink SHARP)
@@ -108,6 +109,8 @@ def bandwidth(t: TunerInputs, coll: str, algo: str, proto: str) -> float:
     if algo == "collnet_direct" and (not t.collnet or t.nodes == 1):
         return 0.0
     bw = t.bw_intra if t.nodes <= 2 or algo == "collnet_direct" else t.bw_inter
+    if algo == "tree" and t.nodes <= 2 and t.tree_bw_intra > 0:
+        bw = t.tree_bw_intra
     if algo == "nvls":
         intra = t.bw_intra * NVLS_EFFICIENCY[gpu] * (t.channels - 1) / t.channels * 2.0
         bw = min(intra, t.bw_inter)
@@ -242,12 +245,16 @@ def tuner_inputs(network: NetworkSpec) -> TunerInputs:
     inter = network.host_link.payload_bps * (min(per_node, channels) if fabric else 1)
     inter = intra if nodes == 1 else min(inter, intra)
     intra_ch = (intra if nodes == 1 else inter) / 8e9 / channels
+    # ncclTopoCompute's pass 2 raises a tree graph's bwIntra up to twice its bwInter where
+    # NVLink allows ("increase bwIntra for trees (2 nodes or collnet)", search.cc)
+    tree_ch = min(2 * inter, intra) / 8e9 / channels
     return TunerInputs(
         ranks=network.workers,
         nodes=nodes,
         channels=channels,
         bw_intra=intra_ch,
         bw_inter=inter / 8e9 / channels,
+        tree_bw_intra=tree_ch,
         gpu=nccl.gpu,
         nvlink=fabric,
         nvls=network.switch.aggregator and nodes == 1,
