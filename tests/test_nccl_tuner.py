@@ -98,7 +98,9 @@ def test_the_in_switch_sum_is_not_slowed_by_the_mode() -> None:
 
 
 def test_the_cli_shows_no_closed_form_in_nccl_mode() -> None:
-    code, out, _ = run_cli(["collective", "-n", "p5", "--algo", "ring-allreduce", "--bytes", "1 GiB"])
+    code, out, _ = run_cli(
+        ["collective", "-n", "p5", "--algo", "ring-allreduce", "--bytes", "1 GiB"]
+    )
     assert code == 0
     assert "not shown in NCCL mode" in out and "closed form" in out
     code, out, _ = run_cli(

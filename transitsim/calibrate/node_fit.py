@@ -30,6 +30,7 @@ from transitsim.network.spec import LinkSpec, NcclSpec, SwitchSpec
 NODE_MIN_SIZE_BYTES = 64 << 10
 NODE_CHANNELS = 16
 _ITERATIONS = 8
+_STARTS = (0.5, 1.0, 2.0)
 _STEP = 0.02
 
 
@@ -202,8 +203,17 @@ def calibrate_node(
     if len(fitted) < 2:
         raise TransitsimError(f"--model node: {len(fitted)} row(s) of at least {min_size:,} B")
     fit = NodeFit(table, g, gpu, cpu, channels, {}, points, min_size)
-    fit.values = _solve(fit, _start(table, g, fitted), fitted)
-    values = fit.values
+    best = None
+    for scale in _STARTS:  # the NIC's (or the NVLink's) first guess, halved and doubled too
+        start = {
+            k: v * scale if k.endswith("bps") else v for k, v in _start(table, g, fitted).items()
+        }
+        values = _solve(fit, start, fitted)
+        cost = float(np.sum(_residuals(fit, values, fitted) ** 2))
+        if best is None or cost < best[0]:
+            best = (cost, values)
+    assert best is not None
+    fit.values = values = best[1]
     fit.predicted_s = _predict(fit, values, points)
     return fit
 

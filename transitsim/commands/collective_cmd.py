@@ -330,7 +330,7 @@ def register(app: typer.Typer) -> None:
         protocol: str | None = typer.Option(
             None,
             "--protocol",
-            help="NCCL mode: ll | ll128 | simple | auto (the fastest, as NCCL's tuner picks)",
+            help="NCCL mode: ll | ll128 | simple | auto (what NCCL's tuner picks)",
         ),
         channels: int | None = typer.Option(
             None, "--channels", help="NCCL mode: parallel rings (NCCL's channels), 1..64"

@@ -2,30 +2,33 @@
 the engine, DES and fast paths alike.
 
 NCCL moves a collective over C channels, parallel rings (or trees) over the same links, each
-given an equal share of the buffer, with one protocol for the whole call. Its tuner predicts
-every (algorithm, protocol) pair's time with its own cost model and takes the least
-(src/graph/tuning.cc). transitsim does the same with its own prediction, in the simplest honest
-way: for each allowed protocol it builds the network one channel sees and times the exchange
-on it with the engine as it is, then takes the least time. One channel of protocol p sees:
+given an equal share of the buffer, with one protocol for the whole call. Which algorithm and
+protocol: what NCCL's own tuner predicts fastest (network/nccl_tuner.py, its cost model and
+constants from tuning.cc); `tuner: engine` takes the engine's least time instead (calibrated
+networks, whose protocols are fitted). The choice is timed as one channel of protocol p sees the
+network:
 
-- every link's payload rate x p's efficiency, shared by the channels running (/ n), and at most
-  p's channel rate; every link's latency + p's latency (a message pays it per link crossed);
-- the host endpoints', pluggables' and summing switch's rates shared by the channels (/ n);
+- every link's payload rate x p's efficiency, shared by the channels crossing it, and at most
+  p's channel rate (and NCCL's per-channel cap with its tuner); on a multi-GPU node each
+  channel leaves through its own rail's NIC, so a NIC is shared by n / G channels, not n;
+- every link's latency + p's latency (the NVLink figure on NVLink links): a message pays it per
+  link crossed; p's base latency once per call;
+- the host endpoints', pluggables' and summing switch's rates shared by the channels (/ n); a
+  switch sum is timed whole (its aggregation buffer is the switch's);
 - its share of the buffer, ceil(payload / n) bytes (the largest share: the last to finish);
 - n = C channels, fewer for a small buffer: NCCL drops channels until each carries at least
   p's channel_bytes (its threads x per-thread threshold), so n = clamp(payload // channel_bytes,
   1, C).
 
 The channels are identical, so one is timed and its finish times are the collective's; the
-bytes a worker sends are n channels' worth. The choice is made once per (network, exchange),
-with every worker starting together and no faults, as NCCL's tuner knows nothing of
-stragglers; the exchange is then timed with the chosen protocol on the caller's start times,
-faults and method. Exchanges through a transform are not NCCL's and run as without the mode.
+bytes a worker sends are n channels' worth. The choice is made once per (network, exchange):
+NCCL's tuner knows nothing of stragglers or faults; the exchange is then timed with the chosen
+protocol on the caller's start times, faults and method. Exchanges through a transform are not
+NCCL's and run as without the mode.
 
-NCCL's tuner does not always take what is fastest (its model is not the wire). Where a measured
-table shows where it switched, `thresholds` say so: "auto" then takes the protocol of the
-payload's size range (below the first threshold the first allowed protocol, and so on), the
-rule NCCL_LL_THRESHOLD and NCCL_LL128_THRESHOLD once set; the calibration fits them
+Where a measured table shows where NCCL switched, `thresholds` say so: "auto" then takes the
+protocol of the payload's size range (below the first threshold the first allowed protocol, and
+so on), the rule NCCL_LL_THRESHOLD and NCCL_LL128_THRESHOLD once set; the calibration fits them
 (calibrate/nccl_fit.py).
 """
 
