@@ -475,6 +475,7 @@ def node_command(
     ranks: int | None = typer.Option(None, "--ranks", help="for a file without Rank lines"),
     no_holdout: bool = typer.Option(False, "--no-holdout", help="skip the held-out refit"),
     name: str | None = typer.Option(None, "--name", help="the network's name"),
+    quiet: bool = QUIET,
 ) -> int:
     """Fit the node (NIC and NVLink rates and latencies) to an nccl-tests table; write it."""
     if gpu not in GPUS:
@@ -515,7 +516,8 @@ def node_command(
     )
     command = f"transitsim calibrate node (transitsim {__version__})"
     write_text_atomic(output, node_yaml(final, name or f"node-{file.stem}", command))
-    print(f"wrote {output}: scale with --set workers=N", file=sys.stderr)
+    if not quiet:
+        print(f"wrote {output}: scale with --set workers=N", file=sys.stderr)
     return 0
 
 
