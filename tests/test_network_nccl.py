@@ -29,17 +29,20 @@ def test_the_protocol_is_chosen_by_size_ll_small_simple_large() -> None:
 
 
 @pytest.mark.parametrize("size", SIZES)
-def test_auto_is_never_slower_than_any_fixed_protocol(size: int) -> None:
-    auto = simulate_exchange(NET, ring(size)).time_s
+def test_auto_by_the_engine_is_never_slower_than_any_fixed_protocol(size: int) -> None:
+    """tuner "engine" (what a calibration writes) takes the least engine time."""
+    engine = dataclasses.replace(MODE, tuner="engine")
+    auto = simulate_exchange(dataclasses.replace(NET, nccl=engine), ring(size)).time_s
     for protocol in ("ll", "ll128", "simple"):
-        fixed = dataclasses.replace(NET, nccl=dataclasses.replace(MODE, protocol=protocol))
+        fixed = dataclasses.replace(NET, nccl=dataclasses.replace(engine, protocol=protocol))
         assert auto <= simulate_exchange(fixed, ring(size)).time_s * (1 + 1e-12)
 
 
 def test_efficiency_and_latency_are_applied_to_the_links() -> None:
-    """One channel, one protocol: the same as the links with its efficiency and latency."""
+    """One channel, one protocol: the same as the links with its efficiency and latency (tuner
+    "engine": no cap from NCCL's tables)."""
     proto = ProtocolSpec(efficiency=0.5, latency_s=3e-6)
-    mode = NcclSpec(protocol="ll", ll=proto)
+    mode = NcclSpec(protocol="ll", ll=proto, tuner="engine")
     by_hand = dataclasses.replace(BASE, host_link=LinkSpec(400e9, latency_s=4e-6, efficiency=0.5))
     for size in (1 << 10, 1 << 24):
         got = simulate_exchange(dataclasses.replace(BASE, nccl=mode), ring(size))

@@ -114,6 +114,7 @@ class NcclCalibration:
             )
         nccl = NcclSpec(
             protocol="auto",
+            tuner="engine",  # the fitted protocols are the table's, not NCCL's defaults
             channels=self.channels,
             protocols=tuple(protocols),
             thresholds=self.thresholds(),

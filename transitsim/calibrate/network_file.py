@@ -185,9 +185,12 @@ def nccl_network_yaml(
             "latency": time_text(one.latency_s),
             "channel_rate": rate_text(one.channel_rate_bps),
             "channel_bytes": int(one.channel_bytes),
+            "nvlink_latency": time_text(one.nvlink_latency_s),
+            "base_latency": time_text(one.base_latency_s),
         }
     mapping["nccl"] = {
         "protocol": "auto",
+        "tuner": spec.nccl.tuner,
         "protocols": [f.protocol for f in calibration.fits],
         "channels": calibration.channels,
     }

@@ -1,5 +1,6 @@
-"""`transitsim calibrate nccl-tests FILE... -o NET.yaml` and `transitsim calibrate testbed TABLE
--o NET.yaml`: fit a network to measured collective tables and write it as a network YAML.
+"""`transitsim calibrate nccl-tests FILE... -o NET.yaml`, `transitsim calibrate testbed TABLE
+-o NET.yaml` and `transitsim calibrate node FILE -o NET.yaml` (the node, calibrate/node_fit.py):
+fit a network to measured collective tables and write it as a network YAML.
 
 Prints each table beside transitsim's prediction on the calibrated network, per size (time,
 algbw, busbw with nccl-tests' busbw factors, the error of each row), the fitted protocols (or
@@ -34,6 +35,7 @@ from transitsim.calibrate.nccl_fit import (
 from transitsim.calibrate.nccl_search import MEDIAN_TOLERANCE
 from transitsim.calibrate.nccl_tests import read_nccl_tests
 from transitsim.calibrate.network_file import nccl_network_yaml, network_yaml, size_text
+from transitsim.calibrate.node_fit import calibrate_node, node_yaml
 from transitsim.calibrate.report import (
     COLUMNS,
     accuracy_lines,
@@ -43,6 +45,7 @@ from transitsim.calibrate.report import (
 )
 from transitsim.calibrate.testbed_tables import TESTBED_COLLECTIVES, read_testbed_tables
 from transitsim.commands import QUIET_HELP
+from transitsim.network.nccl_tuner import GPUS
 
 OUTPUT = typer.Option(..., "--output", "-o", help="the network YAML to write")
 ALGO = typer.Option(
@@ -485,6 +488,70 @@ def _fit_options(algo, holdout, min_size, max_regimes, place, line_rate, topolog
     }
 
 
+def _node_pair(errors) -> str:
+    return "-" if errors is None else f"{errors.worst * 100:.1f} % / {errors.median * 100:.1f} %"
+
+
+def node_command(
+    file: Path = typer.Argument(..., metavar="FILE", help="one nccl-tests output"),
+    output: Path = typer.Option(..., "--output", "-o", help="the network YAML to write"),
+    gpus_per_node: int | None = typer.Option(
+        None, "--gpus-per-node", help="GPUs a node (default: the Rank lines' ranks a host, else 1)"
+    ),
+    gpu: str = typer.Option("hopper", "--gpu", help=f"NCCL's GPU generation: {', '.join(GPUS)}"),
+    cpu: str = typer.Option("intel", "--cpu", help="the hosts' CPU vendor: intel or amd"),
+    collective: str | None = typer.Option(
+        None, "--collective", help="for a file that does not name its test"
+    ),
+    ranks: int | None = typer.Option(None, "--ranks", help="for a file without Rank lines"),
+    no_holdout: bool = typer.Option(False, "--no-holdout", help="skip the held-out refit"),
+    name: str | None = typer.Option(None, "--name", help="the network's name"),
+    quiet: bool = QUIET,
+) -> int:
+    """Fit the node (NIC and NVLink rates and latencies) to an nccl-tests table; write it."""
+    if gpu not in GPUS:
+        raise TransitsimError(f"--gpu must be one of {', '.join(GPUS)}, got {gpu!r}")
+    if cpu not in ("intel", "amd"):
+        raise TransitsimError(f"--cpu must be intel or amd, got {cpu!r}")
+    check_writable_file(output, "network file")
+    if file.exists() and output.exists() and file.resolve() == output.resolve():
+        raise TransitsimError(f"-o {output}: is the table read; give another file")
+    table = read_nccl_tests(file, collective and collective.replace("-", "_"), ranks)
+    options = {"gpus_per_node": gpus_per_node, "gpu": gpu, "cpu": cpu}
+    final = calibrate_node(table, **options)
+
+    def refit(sizes: list[int]):
+        try:
+            return calibrate_node(table, holdout=sizes, **options)
+        except TransitsimError:
+            return None
+
+    found = accuracy(final, None if no_holdout else refit, table.collective, table.ranks)
+    print(f"{'size':>12}  {'measured us':>12}  {'predicted us':>12}  {'error':>8}  ran")
+    for point, predicted in zip(final.points, final.predicted_s, strict=True):
+        error = predicted / point.measured_s - 1
+        print(
+            f"{point.row.size_bytes:>12}  {point.measured_s * 1e6:>12.1f}  "
+            f"{predicted * 1e6:>12.1f}  {error * 100:>+7.1f}%  {point.role}"
+        )
+    values = ", ".join(
+        f"{k} {v / 1e9:.4g} Gb/s" if k.endswith("bps") else f"{k} {v * 1e6:.4g} us"
+        for k, v in final.values.items()
+    )
+    print(f"node: {final.nodes} node(s) x {final.gpus_per_node} GPU(s); fitted {values}")
+    print(
+        f"fitted {_node_pair(found.fitted)} (worst / median); "
+        f"held out {_node_pair(found.held_out)}; "
+        f"alpha-beta fitted {_node_pair(found.alpha_beta_fitted)}, held out "
+        f"{_node_pair(found.alpha_beta_held_out)}"
+    )
+    command = f"transitsim calibrate node (transitsim {__version__})"
+    write_text_atomic(output, node_yaml(final, name or f"node-{file.stem}", command))
+    if not quiet:
+        print(f"wrote {output}: scale with --set workers=N", file=sys.stderr)
+    return 0
+
+
 def register(app: typer.Typer) -> None:
     """Add `transitsim calibrate ...` to the main app."""
     calibrate_app = typer.Typer(
@@ -493,4 +560,5 @@ def register(app: typer.Typer) -> None:
     )
     calibrate_app.command("nccl-tests")(nccl_tests_command)
     calibrate_app.command("testbed")(testbed_command)
+    calibrate_app.command("node")(node_command)
     app.add_typer(calibrate_app, name="calibrate")

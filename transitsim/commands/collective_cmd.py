@@ -330,7 +330,7 @@ def register(app: typer.Typer) -> None:
         protocol: str | None = typer.Option(
             None,
             "--protocol",
-            help="NCCL mode: ll | ll128 | simple | auto (the fastest, as NCCL's tuner picks)",
+            help="NCCL mode: ll | ll128 | simple | auto (what NCCL's tuner picks)",
         ),
         channels: int | None = typer.Option(
             None, "--channels", help="NCCL mode: parallel rings (NCCL's channels), 1..64"
@@ -396,7 +396,8 @@ def register(app: typer.Typer) -> None:
             raise TransitsimError("give --bytes (one size) or -b/-e (a sweep of sizes)")
         exchange = Exchange(CLI_ALGOS[algo], parse_bytes(size))
         result = simulate_exchange(network, exchange, method=method)
-        closed = closed_form_time_s(network, exchange)
+        # the closed forms know no NCCL mode (protocols, channels, NCCL's tuner): not shown there
+        closed = None if result.protocol is not None else closed_form_time_s(network, exchange)
         summary = {
             "algo": CLI_ALGOS[algo],
             "workers": workers,
@@ -431,7 +432,10 @@ def register(app: typer.Typer) -> None:
         table = Table(title=None if quiet else f"{algo} on {workers} workers", show_header=False)
         table.add_row("simulated time", f"{result.time_s * 1e3:.6f} ms ({result.method})")
         bound = " (lower bound, both halves at once)" if "tree" in exchange.algo else ""
-        table.add_row("closed form", f"{closed * 1e3:.6f} ms{bound}")
+        if closed is None:
+            table.add_row("closed form", "not shown in NCCL mode (the forms know no protocols)")
+        else:
+            table.add_row("closed form", f"{closed * 1e3:.6f} ms{bound}")
         table.add_row(
             "breakdown",
             f"wire {result.wire_s * 1e3:.6f} ms, transform {result.transform_s * 1e3:.6f} ms, "

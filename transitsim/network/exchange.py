@@ -372,10 +372,14 @@ def _nccl(network, exchange, start_s, faults, method, record, clock_s) -> Exchan
         record_utilisation=record,
         clock_s=clock_s,
     )
+    base = choice.base_s  # NCCL's base latency: once per call, on every worker's finish
     return dataclasses.replace(
         result,
-        bytes_sent=result.bytes_sent * choice.channels,
-        bytes_received=result.bytes_received * choice.channels,
+        finish_s=result.finish_s + base,
+        time_s=result.time_s + base,
+        wire_s=result.wire_s + base,
+        bytes_sent=result.bytes_sent * choice.split,
+        bytes_received=result.bytes_received * choice.split,
         protocol=choice.protocol,
         channels=choice.channels,
         algo=choice.algo,

@@ -45,9 +45,12 @@ def linear_exchange(network: NetworkSpec, exchange: Exchange) -> Linear | None:
     """
     if sends_nothing(exchange):  # finish = max(start): nothing depends on another worker
         return Linear(np.full(network.workers, -np.inf))
-    if nccl_applies(network, exchange):  # the chosen protocol's channel: the same finish times
+    if nccl_applies(network, exchange):  # the chosen protocol's channel, plus its base latency
         choice = nccl_choice(network, exchange, exchange_time_s)
-        return linear_exchange(choice.network, choice.exchange)
+        form = linear_exchange(choice.network, choice.exchange)
+        if not isinstance(form, Linear) or choice.base_s == 0:
+            return form
+        return Linear(form.d_s + choice.base_s)
     key = (repr(network), exchange)
     if key not in _LINEAR:
         if len(_LINEAR) >= 16:
@@ -78,6 +81,8 @@ def steps_form(network: NetworkSpec, exchange: Exchange) -> Linear | HierForm | 
     stage-vectorised form (fast/hierarchical/maxplus.py); None: simulate step by step."""
     if nccl_applies(network, exchange):
         choice = nccl_choice(network, exchange, exchange_time_s)
+        if choice.base_s > 0:  # a base latency shifts a linear form; other forms step by step
+            return linear_exchange(network, exchange)
         return steps_form(choice.network, choice.exchange)
     form = linear_exchange(network, exchange)
     if (

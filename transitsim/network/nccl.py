@@ -2,30 +2,33 @@
 the engine, DES and fast paths alike.
 
 NCCL moves a collective over C channels, parallel rings (or trees) over the same links, each
-given an equal share of the buffer, with one protocol for the whole call. Its tuner predicts
-every (algorithm, protocol) pair's time with its own cost model and takes the least
-(src/graph/tuning.cc). transitsim does the same with its own prediction, in the simplest honest
-way: for each allowed protocol it builds the network one channel sees and times the exchange
-on it with the engine as it is, then takes the least time. One channel of protocol p sees:
+given an equal share of the buffer, with one protocol for the whole call. Which algorithm and
+protocol: what NCCL's own tuner predicts fastest (network/nccl_tuner.py, its cost model and
+constants from tuning.cc); `tuner: engine` takes the engine's least time instead (calibrated
+networks, whose protocols are fitted). The choice is timed as one channel of protocol p sees the
+network:
 
-- every link's payload rate x p's efficiency, shared by the channels running (/ n), and at most
-  p's channel rate; every link's latency + p's latency (a message pays it per link crossed);
-- the host endpoints', pluggables' and summing switch's rates shared by the channels (/ n);
+- every link's payload rate x p's efficiency, shared by the channels crossing it, and at most
+  p's channel rate (and NCCL's per-channel cap with its tuner); on a multi-GPU node each
+  channel leaves through its own rail's NIC, so a NIC is shared by n / G channels, not n;
+- every link's latency + p's latency (the NVLink figure on NVLink links): a message pays it per
+  link crossed; p's base latency once per call;
+- the host endpoints', pluggables' and summing switch's rates shared by the channels (/ n); a
+  switch sum is timed whole (its aggregation buffer is the switch's);
 - its share of the buffer, ceil(payload / n) bytes (the largest share: the last to finish);
 - n = C channels, fewer for a small buffer: NCCL drops channels until each carries at least
   p's channel_bytes (its threads x per-thread threshold), so n = clamp(payload // channel_bytes,
   1, C).
 
 The channels are identical, so one is timed and its finish times are the collective's; the
-bytes a worker sends are n channels' worth. The choice is made once per (network, exchange),
-with every worker starting together and no faults, as NCCL's tuner knows nothing of
-stragglers; the exchange is then timed with the chosen protocol on the caller's start times,
-faults and method. Exchanges through a transform are not NCCL's and run as without the mode.
+bytes a worker sends are n channels' worth. The choice is made once per (network, exchange):
+NCCL's tuner knows nothing of stragglers or faults; the exchange is then timed with the chosen
+protocol on the caller's start times, faults and method. Exchanges through a transform are not
+NCCL's and run as without the mode.
 
-NCCL's tuner does not always take what is fastest (its model is not the wire). Where a measured
-table shows where it switched, `thresholds` say so: "auto" then takes the protocol of the
-payload's size range (below the first threshold the first allowed protocol, and so on), the
-rule NCCL_LL_THRESHOLD and NCCL_LL128_THRESHOLD once set; the calibration fits them
+Where a measured table shows where NCCL switched, `thresholds` say so: "auto" then takes the
+protocol of the payload's size range (below the first threshold the first allowed protocol, and
+so on), the rule NCCL_LL_THRESHOLD and NCCL_LL128_THRESHOLD once set; the calibration fits them
 (calibrate/nccl_fit.py).
 """
 
@@ -36,6 +39,16 @@ from dataclasses import dataclass
 
 from transitsim.base.errors import TransitsimError
 from transitsim.network.exchange_spec import Exchange
+from transitsim.network.fabrics.nodes import FABRIC_TOPOLOGIES
+from transitsim.network.nccl_tuner import ALGOS as TUNER_ALGOS
+from transitsim.network.nccl_tuner import (
+    GPUS,
+    channel_cap_bps,
+    latency_us,
+    nodes_of,
+    time_us,
+    tuner_inputs,
+)
 from transitsim.network.spec import (
     NCCL_PROTOCOLS,
     LinkSpec,
@@ -60,9 +73,11 @@ class NcclChoice:
     algo: str
     protocol: str
     channels: int
+    split: int  # the parts the payload is timed in: the channels, one for a switch sum
     network: NetworkSpec
     exchange: Exchange
-    time_s: float  # all workers starting together, no faults: what the choice was made on
+    time_s: float  # all workers starting together, no faults (base latency in)
+    base_s: float  # the protocol's base latency, once per call, on top of the channel's time
 
 
 def check_nccl(nccl: NcclSpec, name: str = "network") -> None:
@@ -74,6 +89,12 @@ def check_nccl(nccl: NcclSpec, name: str = "network") -> None:
             f"{name}: nccl.protocol must be one of {', '.join(PROTOCOL_CHOICES)}, "
             f"got {nccl.protocol!r}"
         )
+    if nccl.tuner not in ("nccl", "engine"):
+        raise TransitsimError(f"{name}: nccl.tuner must be nccl or engine, got {nccl.tuner!r}")
+    if nccl.gpu not in GPUS:
+        raise TransitsimError(f"{name}: nccl.gpu must be one of {', '.join(GPUS)}")
+    if nccl.cpu not in ("intel", "amd"):
+        raise TransitsimError(f"{name}: nccl.cpu must be intel or amd, got {nccl.cpu!r}")
     if nccl.algorithm not in ALGORITHM_CHOICES:
         raise TransitsimError(f"{name}: nccl.algorithm must be auto or absent")
     channels = nccl.channels
@@ -95,8 +116,10 @@ def check_nccl(nccl: NcclSpec, name: str = "network") -> None:
         where = f"{name}: nccl.{protocol}"
         if not 0 < spec.efficiency <= 1:
             raise TransitsimError(f"{where}.efficiency must lie in (0, 1], got {spec.efficiency}")
-        if not (math.isfinite(spec.latency_s) and spec.latency_s >= 0):
-            raise TransitsimError(f"{where}.latency must be >= 0, got {spec.latency_s}")
+        for key in ("latency_s", "nvlink_latency_s", "base_latency_s"):
+            value = getattr(spec, key)
+            if not (isinstance(value, int | float) and math.isfinite(value) and value >= 0):
+                raise TransitsimError(f"{where}.{key[:-2]} must be >= 0, got {value}")
         if not spec.channel_rate_bps > 0:
             raise TransitsimError(f"{where}.channel_rate must be > 0")
         if isinstance(spec.channel_bytes, bool) or not (
@@ -141,12 +164,15 @@ def channels_for(spec: ProtocolSpec, channels: int, payload_bytes: int) -> int:
     return max(1, min(channels, payload_bytes // spec.channel_bytes))
 
 
-def _link(link: LinkSpec | None, spec: ProtocolSpec, share: int) -> LinkSpec | None:
-    """The link as one of `share` channels of this protocol sees it."""
+def _link(
+    link: LinkSpec | None, spec: ProtocolSpec, share: float, latency_s: float | None = None
+) -> LinkSpec | None:
+    """The link as one of `share` channels of this protocol sees it (latency_s: what the
+    protocol adds on this link; its network latency by default)."""
     if link is None:
         return None
     payload = min(link.payload_bps * spec.efficiency / share, spec.channel_rate_bps)
-    latency = link.latency_s + spec.latency_s
+    latency = link.latency_s + (spec.latency_s if latency_s is None else latency_s)
     if not math.isfinite(link.rate_bps):  # an unlimited wire: only the cap can bind
         if not math.isfinite(payload):
             return dataclasses.replace(link, latency_s=latency)
@@ -154,10 +180,24 @@ def _link(link: LinkSpec | None, spec: ProtocolSpec, share: int) -> LinkSpec | N
     return dataclasses.replace(link, efficiency=payload / link.rate_bps, latency_s=latency)
 
 
-def channel_network(network: NetworkSpec, protocol: str, share: int) -> NetworkSpec:
-    """The network one of `share` channels of `protocol` sees (the module doc); NCCL mode off."""
+def nic_share(network: NetworkSpec, share: int) -> float:
+    """How many of `share` channels one NIC carries: on a multi-GPU node (a fabric, a NIC per
+    GPU) each channel's ring leaves the node through its own rail's NIC, as NCCL maps channels
+    to NICs, so n channels over G NICs put n / G on each (at least one); elsewhere every channel
+    crosses every link."""
+    if network.topology in FABRIC_TOPOLOGIES and network.gpus_per_node > 1:
+        return max(1.0, share / network.gpus_per_node)
+    return float(share)
+
+
+def channel_network(
+    network: NetworkSpec, protocol: str, share: int, cap_bps: float = math.inf
+) -> NetworkSpec:
+    """The network one of `share` channels of `protocol` sees (the module doc); NCCL mode off.
+    cap_bps: a further cap on one channel's rate (NCCL's tables, with its tuner)."""
     assert network.nccl is not None
     spec = network.nccl.spec(protocol)
+    spec = dataclasses.replace(spec, channel_rate_bps=min(spec.channel_rate_bps, cap_bps))
     host = network.host
     if host is not None and math.isfinite(host.rate_bps):
         host = dataclasses.replace(host, rate_bps=host.rate_bps / share)
@@ -169,12 +209,16 @@ def channel_network(network: NetworkSpec, protocol: str, share: int) -> NetworkS
     switch = network.switch
     if math.isfinite(switch.agg_rate_bps):
         switch = dataclasses.replace(switch, agg_rate_bps=switch.agg_rate_bps / share)
+    nics = nic_share(network, share)
+    nvlink = network.nvlink
+    if nvlink is None and network.topology in FABRIC_TOPOLOGIES and network.gpus_per_node > 1:
+        nvlink = network.host_link  # the fabric's NVLink cables are its host link's kind
     return dataclasses.replace(
         network,
-        host_link=_link(network.host_link, spec, share),
-        spine_link=_link(network.spine_link, spec, share),
+        host_link=_link(network.host_link, spec, nics),
+        spine_link=_link(network.spine_link, spec, nics),
         wan_link=_link(network.wan_link, spec, share),
-        nvlink=_link(network.nvlink, spec, share),
+        nvlink=_link(nvlink, spec, share, spec.nvlink_latency_s),
         link_overrides={k: _link(v, spec, share) for k, v in network.link_overrides.items()},
         host=host,
         pluggable=pluggable,
@@ -194,7 +238,8 @@ def applies(network: NetworkSpec, exchange: Exchange) -> bool:
 
 
 def candidates(network: NetworkSpec, exchange: Exchange) -> list[tuple[str, str]]:
-    """(algorithm, protocol) pairs the tuner weighs, in NCCL's order (the first wins a tie)."""
+    """(algorithm, protocol) pairs the mode weighs, in NCCL's order; with NCCL's tuner, those
+    its model can time, fastest first (the first that the network runs is taken)."""
     nccl = network.nccl
     assert nccl is not None
     protocols = list(nccl.protocols) if nccl.protocol == "auto" else [nccl.protocol]
@@ -212,7 +257,45 @@ def candidates(network: NetworkSpec, exchange: Exchange) -> list[tuple[str, str]
             if algo == "switch_sum" and exchange.algo != "switch_sum" and protocol != "simple":
                 continue  # NVLS runs Simple only
             pairs.append((algo, protocol))
-    return pairs or [(algo, "simple") for algo in algos]
+    pairs = pairs or [(algo, "simple") for algo in algos]
+    if nccl.tuner == "nccl" and len(pairs) > 1:
+        return by_tuner(network, exchange, pairs)
+    return pairs
+
+
+def tuner_algo(network: NetworkSpec, algo: str) -> str:
+    """NCCL's name for a transitsim collective: the switch sum is NVLS on one node, CollNet
+    (SHARP) across nodes; a hierarchical all-reduce is timed as NCCL's ring."""
+    if algo in ("tree", "double_binary_tree"):
+        return "tree"
+    if algo == "switch_sum":
+        return "nvls" if nodes_of(network)[0] == 1 else "collnet_direct"
+    return "ring"
+
+
+def tuner_bytes(exchange: Exchange, workers: int) -> int:
+    """The bytes NCCL's tuner times: the buffer (an all-gather's whole output)."""
+    if exchange.algo == "ring_allgather":
+        return exchange.payload_bytes * workers
+    return exchange.payload_bytes
+
+
+def by_tuner(
+    network: NetworkSpec, exchange: Exchange, pairs: list[tuple[str, str]]
+) -> list[tuple[str, str]]:
+    """The pairs NCCL's tuner can time, least predicted time first (NCCL's order on a tie);
+    all of them, in order, where it can time none."""
+    inputs = tuner_inputs(network)
+    coll = "all_gather" if exchange.algo == "ring_allgather" else "all_reduce"
+    size = tuner_bytes(exchange, network.workers)
+    timed = []
+    for index, (algo, protocol) in enumerate(pairs):
+        name = tuner_algo(network, algo)
+        predicted = time_us(inputs, coll, name, protocol, size)
+        if math.isfinite(predicted):
+            order = (TUNER_ALGOS.index(name), NCCL_PROTOCOLS.index(protocol), index)
+            timed.append((predicted, order, (algo, protocol)))
+    return [pair for _, _, pair in sorted(timed)] or pairs
 
 
 _CHOICES: dict[tuple, NcclChoice] = {}
@@ -221,7 +304,8 @@ _CHOICES: dict[tuple, NcclChoice] = {}
 def nccl_choice(
     network: NetworkSpec, exchange: Exchange, time_s_of: Callable[[NetworkSpec, Exchange], float]
 ) -> NcclChoice:
-    """The (algorithm, protocol, channels) of least time for this exchange; cached.
+    """The (algorithm, protocol, channels) this exchange runs with; cached. With NCCL's tuner the
+    first candidate the network runs; with tuner "engine" the one of least engine time.
 
     time_s_of times one candidate with the engine (exchange.py passes its own
     simulate_exchange: this module sits below the exchange and does not import it)."""
@@ -235,19 +319,32 @@ def nccl_choice(
     for algo, protocol in candidates(network, exchange):
         spec = network.nccl.spec(protocol)
         share = channels_for(spec, network.nccl.channels, exchange.payload_bytes)
-        one = channel_network(network, protocol, share)
+        # the switch sum is timed whole: its aggregation buffer is the switch's, not a channel's
+        split = 1 if algo == "switch_sum" else share
+        cap, base = math.inf, spec.base_latency_s
+        if network.nccl.tuner == "nccl":
+            inputs = tuner_inputs(network)
+            name = tuner_algo(network, algo)
+            cap = channel_cap_bps(inputs, name, protocol)
+            if algo == "switch_sum":  # NVLS / CollNet: NCCL's latency for it, whole
+                base = latency_us(inputs, "all_reduce", name, protocol) * 1e-6
+        one = channel_network(network, protocol, split, cap)
         part = dataclasses.replace(
-            exchange, algo=algo, payload_bytes=math.ceil(exchange.payload_bytes / share)
+            exchange, algo=algo, payload_bytes=math.ceil(exchange.payload_bytes / split)
         )
         try:
-            time_s = time_s_of(one, part)
+            time_s = time_s_of(one, part) + base
         except TransitsimError as exc:
-            if algo == exchange.algo:
+            if algo == exchange.algo and network.nccl.tuner == "engine":
                 raise
             refusal = exc  # an algorithm this network cannot run: not a candidate
             continue
+        choice = NcclChoice(algo, protocol, share, split, one, part, time_s, base)
+        if network.nccl.tuner == "nccl":
+            best = choice
+            break
         if best is None or time_s < best.time_s:
-            best = NcclChoice(algo, protocol, share, one, part, time_s)
+            best = choice
     if best is None:
         raise refusal or TransitsimError("nccl: nothing to choose from")
     if len(_CHOICES) >= 256:

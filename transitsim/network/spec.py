@@ -168,43 +168,56 @@ class ProtocolSpec:
     - channel_bytes: the fewest bytes NCCL gives one channel: below channels x this, fewer
       channels run (NCCL lowers the channel count until each thread has enough work), so a
       small message does not get every channel's rate; 0: every channel always.
+    - nvlink_latency_s: what latency_s is on a node's NVLink links (NetworkSpec.nvlink): NCCL
+      charges a step inside a node far less than one across the network.
+    - base_latency_s: charged once per collective (NCCL's baseLat: launch and set-up), added to
+      every worker's finish.
     """
 
     efficiency: float = 1.0
     latency_s: float = 0.0
     channel_rate_bps: float = float("inf")
     channel_bytes: int = 0
+    nvlink_latency_s: float = 0.0
+    base_latency_s: float = 0.0
 
 
-# NCCL's defaults (src/graph/tuning.cc and src/include/device.h of NVIDIA/nccl, read at commit
-# 01afd20): wire efficiency 8/4 for LL, 128/120 for LL128; the ring's per-hop latency over the
-# network (hwLat NET ring 2.7, 4.0, 9.6 us per step) split over the two links a step crosses on
-# one switch; LL128's per-channel cap for all-reduce (ll128MaxBwPerCh 16.7 GB/s); the threads x
-# per-thread threshold below which a channel is dropped (512 x 8, 640 x 8, 512 x 64 bytes).
+# NCCL's defaults (src/graph/tuning.cc and src/include/device.h of NVIDIA/nccl 2.30.7, commit
+# 5067397; docs/engine.md "NCCL mode"): wire efficiency 8/4 for LL, 128/120 for LL128; the ring's
+# per-step latency over the network (hwLatencies NET ring 2.7, 4.0, 14.0 us) and over NVLink
+# (NVLINK ring 0.6, 1.9, 3.4 us), each split over the two links a step crosses; the ring's
+# baseLatencies (6.6, 14.0, 8.4 us) once per call; no channel cap of its own (with NCCL's tuner
+# the caps are its tables', network/nccl_tuner.py channel_cap_bps); the threads x per-thread
+# threshold below which a channel is dropped (512 x 8, 640 x 8, 512 x 64 bytes).
 NCCL_DEFAULTS = {
-    "ll": ProtocolSpec(0.5, 1.35e-6, float("inf"), 512 * 8),
-    "ll128": ProtocolSpec(120 / 128, 2.0e-6, 16.7e9 * 8, 640 * 8),
-    "simple": ProtocolSpec(1.0, 4.8e-6, float("inf"), 512 * 64),
+    "ll": ProtocolSpec(0.5, 1.35e-6, float("inf"), 512 * 8, 0.3e-6, 6.6e-6),
+    "ll128": ProtocolSpec(120 / 128, 2.0e-6, float("inf"), 640 * 8, 0.95e-6, 14.0e-6),
+    "simple": ProtocolSpec(1.0, 7.0e-6, float("inf"), 512 * 64, 1.7e-6, 8.4e-6),
 }
+TUNERS = ("nccl", "engine")  # NCCL's cost model (network/nccl_tuner.py), or the engine's times
+GPU_GENERATIONS = ("volta", "ampere", "hopper", "blackwell")
 
 
 @dataclass(frozen=True)
 class NcclSpec:
     """The NCCL mode (network/nccl.py): each exchange runs on `channels` parallel rings (or
     trees) with one of NCCL's protocols, each protocol's efficiency and latency applied to the
-    links. protocol "auto" takes the allowed protocol of least time, as NCCL's tuner takes the
-    one its own model predicts fastest; algorithm "auto" also picks ring, double binary tree or
-    (where the switch sums: NVLS) the switch sum for an all-reduce. `thresholds` (one fewer than
-    `protocols`, increasing) make "auto" choose by size instead, as NCCL did where a measured
-    table shows it: the first protocol below thresholds[0] payload bytes, the next below
-    thresholds[1], the last above (NCCL_LL_THRESHOLD's and NCCL_LL128_THRESHOLD's rule); empty:
-    by least time."""
+    links. protocol "auto" takes the allowed protocol NCCL's own tuner predicts fastest
+    (network/nccl_tuner.py; tuner "engine": the engine's least time instead); algorithm "auto"
+    also picks ring, double binary tree or (where the switch sums: NVLS, CollNet) the switch sum
+    for an all-reduce. `thresholds` (one fewer than `protocols`, increasing) make "auto" choose
+    the protocol by size instead, as NCCL did where a measured table shows it: the first protocol
+    below thresholds[0] payload bytes, the next below thresholds[1], the last above
+    (NCCL_LL_THRESHOLD's and NCCL_LL128_THRESHOLD's rule); empty: by the tuner."""
 
     protocol: str = "auto"  # one of NCCL_PROTOCOLS, or "auto"
     channels: int = 1
     algorithm: str | None = None  # None: the exchange's own; "auto": the fastest all-reduce
     protocols: tuple[str, ...] = NCCL_PROTOCOLS  # those "auto" may choose (NCCL_PROTO)
     thresholds: tuple[float, ...] = ()  # payload bytes where "auto" switches protocol (by size)
+    tuner: str = "nccl"  # who chooses for "auto": NCCL's cost model, or "engine" (least time)
+    gpu: str = "hopper"  # the GPU generation NCCL's tuner reads its per-channel caps for
+    cpu: str = "intel"  # the hosts' CPU vendor (intel, amd): NCCL's LL cap across nodes reads it
     ll: ProtocolSpec = NCCL_DEFAULTS["ll"]
     ll128: ProtocolSpec = NCCL_DEFAULTS["ll128"]
     simple: ProtocolSpec = NCCL_DEFAULTS["simple"]

@@ -263,10 +263,18 @@ class ProtocolModel(StrictModel):
         None, description="added to every link's latency while this protocol runs"
     )
     channel_rate: Rate | None = Field(
-        None, description="most payload one channel moves per second (default: ll128 16.7 GB/s)"
+        None,
+        description="most payload one channel moves per second (default: none; NCCL's tuner caps)",
     )
     channel_bytes: Size | None = Field(
         None, description="fewest bytes one channel is given: fewer channels below C x this"
+    )
+    nvlink_latency: Duration | None = Field(
+        None,
+        description="what latency is on NVLink links (defaults: ll 0.3, ll128 0.95, simple 1.7 us)",
+    )
+    base_latency: Duration | None = Field(
+        None, description="charged once per collective (defaults: ll 6.6, ll128 14, simple 8.4 us)"
     )
 
     def to_spec(self, protocol: str) -> ProtocolSpec:
@@ -280,14 +288,20 @@ class ProtocolModel(StrictModel):
             channel_bytes=default.channel_bytes
             if self.channel_bytes is None
             else int(self.channel_bytes),
+            nvlink_latency_s=(
+                default.nvlink_latency_s if self.nvlink_latency is None else self.nvlink_latency
+            ),
+            base_latency_s=default.base_latency_s
+            if self.base_latency is None
+            else self.base_latency,
         )
 
 
 class NcclModel(StrictModel):
     """NCCL's protocols and channels (docs/engine.md "NCCL mode"): each exchange runs on
     `channels` parallel rings with one protocol, its efficiency and latency applied to the
-    links; `auto` takes the protocol of least time, as NCCL's tuner takes the fastest by its
-    own model."""
+    links; `auto` takes what NCCL's own tuner predicts fastest (tuner: engine, the engine's
+    least time)."""
 
     protocol: Literal[(*NCCL_PROTOCOLS, "auto")] = Field(
         "auto", description="ll, ll128, simple, or auto (the fastest of `protocols`)"
@@ -308,6 +322,16 @@ class NcclModel(StrictModel):
         description="payload sizes where auto switches protocol, one fewer than protocols, "
         "increasing: the first protocol below the first, ...; empty: the fastest",
     )
+    tuner: Literal["nccl", "engine"] = Field(
+        "nccl",
+        description="who picks for auto: NCCL's cost model (tuning.cc), or engine (least time)",
+    )
+    gpu: Literal["volta", "ampere", "hopper", "blackwell"] = Field(
+        "hopper", description="the GPU generation whose per-channel caps NCCL's tuner reads"
+    )
+    cpu: Literal["intel", "amd"] = Field(
+        "intel", description="the hosts' CPU vendor: NCCL's LL cap across nodes reads it"
+    )
     ll: ProtocolModel = Field(default_factory=ProtocolModel, description="LL's values")
     ll128: ProtocolModel = Field(default_factory=ProtocolModel, description="LL128's values")
     simple: ProtocolModel = Field(default_factory=ProtocolModel, description="Simple's values")
@@ -319,6 +343,9 @@ class NcclModel(StrictModel):
             algorithm=self.algorithm,
             protocols=tuple(p for p in NCCL_PROTOCOLS if p in self.protocols),
             thresholds=tuple(float(t) for t in self.thresholds),
+            tuner=self.tuner,
+            gpu=self.gpu,
+            cpu=self.cpu,
             ll=self.ll.to_spec("ll"),
             ll128=self.ll128.to_spec("ll128"),
             simple=self.simple.to_spec("simple"),

@@ -32,7 +32,67 @@ GPU_ENDPOINT_H100 = {"rate": "370 GB/s"}
 # (bytes in) is therefore 8 x 274.3 GB/s = 2,194 GB/s, calibrated on that one figure.
 NVLS_SUM_RATE = "2194 GB/s"
 
+# Cluster nodes that predict before any calibration (issue 44; docs/engine.md "Hardware presets",
+# benchmarks/bench_presets.py against real nccl-tests tables). Each is a rail-optimised fabric
+# (network/fabrics/rail.py): 8 GPUs a node on their NVSwitch, GPU g's NIC on rail g, in NCCL
+# mode with NCCL's own tuner. Sources:
+# - NVLink, each GPU each way: A100 NVLink 3, 12 links, 600 GB/s both ways (NVIDIA A100 datasheet);
+#   H100 SXM NVLink 4, 18 links, 900 GB/s both ways (NVIDIA H100 datasheet).
+# - The GPU endpoint (`host.rate`): what NCCL itself counts a GPU's NVLinks as moving, links x
+#   its per-link figure (src/graph/topo.h of NCCL 2.30.7: SM80_NVLINK_BW 20.0 GB/s x 12 = 240;
+#   SM90_NVLINK_BW 20.6 x 18 = 370.8): its channels, not the wire, set the pace.
+# - NICs, one per GPU: DGX A100, 8 x ConnectX-6 HDR InfiniBand 200 Gb/s (DGX A100 datasheet);
+#   DGX H100, 8 x ConnectX-7 NDR 400 Gb/s (DGX H100 datasheet); AWS p5.48xlarge, 3,200 Gb/s of
+#   EFA (32 x 100 Gb/s) = 400 Gb/s a GPU (AWS p5 instance page).
+# - CPUs (NCCL's LL cap across nodes reads the vendor): DGX A100 and p5 AMD EPYC, DGX H100 Intel
+#   Xeon (the same datasheets).
+# - 16 channels: NCCL's ring search finds one ring per NIC (8) and ncclTopoDupChannels
+#   (src/graph/search.cc) doubles them.
+# - NVLink SHARP (NVLS) on the H100 nodes' NVSwitches: NVLS_SUM_RATE above; the A100's NVSwitch
+#   does not sum.
+_NODE_SWITCH = {"forwarding_latency": "0 s"}
+_NVLS_SWITCH = {
+    "forwarding_latency": "0 s",
+    "aggregator": True,
+    "agg_slot_size": "4 MiB",
+    "agg_rate": NVLS_SUM_RATE,
+}
+
+
+def _node(nodes: int, nvlink: str, gpu_rate: str, nic: str, gpu: str, cpu: str, nvls: bool):
+    """A rail-optimised cluster of `nodes` 8-GPU nodes in NCCL mode (the sources above)."""
+    return {
+        "topology": "rail_optimised",
+        "workers": 8 * nodes,
+        "gpus_per_node": 8,
+        "nvlink": {"rate": nvlink},
+        "host": {"rate": gpu_rate},
+        "host_link": {"rate": nic},
+        "switch": _NVLS_SWITCH if nvls else _NODE_SWITCH,
+        "nccl": {"channels": 16, "algorithm": "auto", "gpu": gpu, "cpu": cpu},
+    }
+
+
+def _cluster(what: str, nodes: int, **node: Any) -> dict[str, Any]:
+    return {"description": f"{nodes} {what} node(s), NCCL mode", **_node(nodes, **node)}
+
+
+_DGX_A100 = {"nvlink": "300 GB/s", "gpu_rate": "240 GB/s", "nic": "200 Gb/s", "gpu": "ampere",
+             "cpu": "amd", "nvls": False}  # fmt: skip
+_DGX_H100 = {"nvlink": "450 GB/s", "gpu_rate": "370.8 GB/s", "nic": "400 Gb/s", "gpu": "hopper",
+             "cpu": "intel", "nvls": True}  # fmt: skip
+_P5 = {**_DGX_H100, "cpu": "amd"}
+_DGX_A100_TEXT = "DGX A100 (8 x A100, NVLink 3, 8 x HDR 200 Gb/s InfiniBand)"
+_DGX_H100_TEXT = "DGX H100 (8 x H100, NVLink 4 + NVLS, 8 x NDR 400 Gb/s InfiniBand)"
+_P5_TEXT = "AWS p5.48xlarge (8 x H100, NVLink 4 + NVLS, 3,200 Gb/s EFA)"
+
 PRESETS: dict[str, dict[str, Any]] = {
+    "dgx-a100": _cluster(_DGX_A100_TEXT, 1, **_DGX_A100),
+    "dgx-a100x2": _cluster(_DGX_A100_TEXT, 2, **_DGX_A100),
+    "dgx-h100": _cluster(_DGX_H100_TEXT, 1, **_DGX_H100),
+    "dgx-h100x2": _cluster(_DGX_H100_TEXT, 2, **_DGX_H100),
+    "p5": _cluster(_P5_TEXT, 1, **_P5),
+    "p5x2": _cluster(_P5_TEXT, 2, **_P5),
     "8x200g-switch": {
         "description": "8 hosts on one switch, 200 Gb/s links (a single rack)",
         "topology": "switch",

@@ -10,7 +10,13 @@ reduce-scatter over NVLink inside each node, one inter-node ring per rail, all-g
 """
 
 from transitsim.network.fabrics.fat_tree import fat_tree_cables
-from transitsim.network.fabrics.nodes import FABRIC_TOPOLOGIES, node_groups, rail_of
+from transitsim.network.fabrics.nodes import (
+    FABRIC_TOPOLOGIES,
+    node_groups,
+    nodes,
+    nvswitch,
+    rail_of,
+)
 from transitsim.network.fabrics.rail import rail_cables
 from transitsim.network.fabrics.validate import validate_fabric
 
@@ -32,5 +38,8 @@ def fabric_cables(network):  # -> list[tuple[str, str, LinkSpec, int]]
 
 
 def aggregation_node(network) -> str:
-    """Where an in-network all-reduce of every GPU sums: the spine, or the core."""
+    """Where an in-network all-reduce of every GPU sums: on one node its NVLink switch (NVLink
+    SHARP), else the spine, or the core."""
+    if nodes(network) == 1 and network.gpus_per_node > 1:
+        return nvswitch(0)
     return "spine" if network.topology == "rail_optimised" else "core"
