@@ -13,6 +13,7 @@ Generated from the summary alone, so it says only what the numbers say: grid val
 and a contender that reaches the target nowhere is said never to reach it.
 """
 
+import re
 import textwrap
 from dataclasses import dataclass, replace
 
@@ -280,11 +281,20 @@ def _leader(b: Board, outcomes: list[Outcome], style: Style, noun: str) -> str:
             clauses.append(f"leads {where(led)}{_apart(b, [*apart.get(lead, {})], style)}")
         text = f"{name} {_and(clauses)}"
     alone_word = " alone" if tied or unsure else ""
+    named = {lead}
     for key in [k for k in alone if k != lead][: style.others]:
         text += f", {b.name(key, style.short)}{alone_word} {on} {alone[key]}"
+        named.add(key)
     for key in [k for k in unsure if k != lead][: style.others]:
         text += f", {b.name(key, style.short)} leads {on} {unsure[key]}"
         text += _apart(b, [*apart.get(key, {})], style)
+        named.add(key)
+    # every leader is named or counted: a sentence never drops one that leads a point
+    rest = [k for k in dict.fromkeys([*alone, *unsure]) if k not in named]
+    if rest:
+        points = sum(alone.get(k, 0) + unsure.get(k, 0) for k in rest)
+        many = len(rest) > 1
+        text += f", {len(rest)} other{'s' if many else ''} lead{'' if many else 's'} {on} {points}"
     return text
 
 
@@ -371,7 +381,9 @@ def _own_question(b: Board, style: Style) -> list[str]:
     return clauses
 
 
-def _tail(b: Board, style: Style) -> list[str]:
+def _tail(b: Board, style: Style, leaders_named: bool = True) -> list[str]:
+    """What never wins and never reaches the target. The short form says "the others" only
+    where the sentence names every leader; else it counts."""
     won = {key for o in b.outcomes for key in o.members}
     unsure = {key for o in b.outcomes for key in o.unsure_members}
     reached = {s.key for o in b.outcomes for s in o.standings}
@@ -384,13 +396,21 @@ def _tail(b: Board, style: Style) -> list[str]:
         one_seed = [f"{_and(names)} from 1 seed" + (" each" if len(names) > 1 else "")]
     if style.tail == "none":
         return one_seed
-    if style.tail == "short":
+    if style.tail == "short" and leaders_named:
         if never_win and never_reach:
             verb = "reaches" if len(never_reach) == 1 else "reach"
             return [f"the others never win ({len(never_reach)} never {verb} it)", *one_seed]
         if never_win:
             return ["the others never win", *one_seed]
         return (["the others never reach it"] if never_reach else []) + one_seed
+    if style.tail == "short":  # counted: "the others" would take in leaders left unnamed
+        counted = []
+        if never_win:
+            counted.append(f"{len(never_win)} never win{'s' if len(never_win) == 1 else ''}")
+        if never_reach:
+            verb = "reaches" if len(never_reach) == 1 else "reach"
+            counted.append(f"{len(never_reach)} never {verb} it")
+        return counted + one_seed
     parts = []
     if never_win:
         names = [b.name(k, style.short) for k in never_win]
@@ -449,11 +469,36 @@ def compose(b: Board, target: float, extrapolation: str | None, style: Style) ->
     clauses = _own_question(b, style)  # the scenario's own question first
     if style.parts or not clauses:
         clauses += parts or ["no configuration reaches it"]
-    clauses += _tail(b, style)
+    said = "; ".join(clauses)
+    leaders = {key for o in b.outcomes if o.winners for key in o.members}
+    if not style.parts:  # the own question alone: who else leads is still said, counted
+        clauses += _unnamed_leaders(b, style, said)
+        said = "; ".join(clauses)
+    named = all(re.search(rf"(?<![\w']){re.escape(b.name(k, style.short))}(?![\w'])", said)
+                for k in leaders)  # fmt: skip
+    clauses += _tail(b, style, leaders_named=named)
     text = f"{head}, " + "; ".join(clauses) + "."
     for gap, closed in (("  ", " "), (" .", "."), (" ;", ";"), (" ,", ",")):
         text = text.replace(gap, closed)  # a phrase with nothing to say where
     return text
+
+
+def _unnamed_leaders(b: Board, style: Style, said: str) -> list[str]:
+    """ "C leads on 2 of the 4 listed networks": leaders by mean the own question leaves out."""
+    clauses = []
+    for part, noun in (("grid", "grid points"), ("listed", "listed networks")):
+        outcomes = [o for o in b.outcomes if o.part == part]
+        led: dict[str, int] = {}
+        for outcome in outcomes:
+            if outcome.winners:
+                led[outcome.members[0]] = led.get(outcome.members[0], 0) + 1
+        on = "on" if part == "listed" else "at"
+        clauses += [
+            f"{b.name(key, True)} leads {on} {n} of the {len(outcomes)} {noun}"
+            for key, n in led.items()
+            if not re.search(rf"(?<![\w']){re.escape(b.name(key, True))}(?![\w'])", said)
+        ]
+    return clauses
 
 
 def _one_winner_both(b: Board, style: Style, grid: str, listed: str) -> str:
