@@ -89,3 +89,23 @@ def test_every_verdict_the_readme_quotes_inline_is_printed() -> None:
     for quote in quotes:
         quote = " ".join(quote.split()).rstrip(".")
         assert any(line.startswith(quote) for line in lines), quote
+
+
+def scenario_sections() -> dict[str, list[str]]:
+    """docs/scenarios.md's `- To loss ...` bullets under each **name** heading, one per line."""
+    text = (ROOT / "docs" / "scenarios.md").read_text(encoding="utf-8")
+    found: dict[str, list[str]] = {}
+    heading = r"^\*\*([\w-]+)\*\*(.*?)(?=^\*\*[\w-]+\*\*|\Z)"
+    for name, body in re.findall(heading, text, re.M | re.S):
+        bullets = re.findall(r"^- (To loss .*?)(?=^\S|\Z)", body, re.M | re.S)
+        found[name] = [" ".join(b.split()) for b in bullets]
+    return found
+
+
+def test_docs_scenarios_quotes_each_verdict_as_printed() -> None:
+    """docs/scenarios.md says its bullets are what `transitsim run` prints today: each shipped
+    scenario it covers quotes exactly its printed verdict lines (issue 43)."""
+    sections = {name: b for name, b in scenario_sections().items() if name in RUNS}
+    assert len(sections) >= len(RUNS) - 1, sorted(set(RUNS) - set(sections))
+    for name, bullets in sections.items():
+        assert bullets == [line.removeprefix("Verdict: ") for line in printed(name)], name
