@@ -18,8 +18,9 @@ from transitsim.network.schedules.trees import RECV_SLOTS
 SEEDS = range(2)
 # found by this sweep and not fixed (docs/engine.md "Monotone physics"): strict, so a fix shows
 KNOWN = {
-    ("switch_sum", "bytes"): "NCCL mode's channel floor: at 64 KiB a second channel with its own "
-    "aggregation slots joins (network/nccl.py, the NCCL tuner's branch)",
+    ("double_binary_tree", "bytes"): "NCCL mode, protocol auto: NCCL's tuner switches protocol "
+    "at 128 KiB by its own cost model, past where the engine's physics of the two protocols "
+    "cross, so the time falls at the switch",
     ("double_binary_tree", "late"): "max-min sharing: a rank 1 us late lets a host's two flows "
     "go one after the other instead of sharing it, which ends sooner",
 }
