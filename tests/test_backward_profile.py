@@ -77,3 +77,18 @@ def test_trace_metadata_carries_the_profile(tmp_path):
     assert profile["version"] == 1
     assert sum(t["numel"] for t in profile["tensors"]) == meta["n_params"]
     assert f"{cfg.workers} micro-step(s)" in profile["window"]
+
+
+def test_a_ready_fraction_beyond_any_float_is_a_malformed_profile_not_an_overflow():
+    """Found by the fuzzing of the readers under load: a JSON integer of 400 digits as `ready`
+    raised OverflowError from float() (a traceback) instead of the one-line refusal."""
+    from transitsim.base.errors import TransitsimError
+    from transitsim.traces.backward_profile import backward_profile
+
+    profile = {
+        "version": 1,
+        "backward_share": 0.5,
+        "tensors": [{"name": "w", "numel": 4, "ready": 10**400}],
+    }
+    with pytest.raises(TransitsimError, match="ready is beyond any float"):
+        backward_profile({"backward_profile": profile, "name": "t"})

@@ -43,7 +43,10 @@ def _fraction(value: Any, key: str) -> float:
     (float() would take the first two as 1.0 and 0.5 and use them)."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise TypeError(f"{key} must be a number, got {value!r}"[:120])
-    return float(value)
+    try:
+        return float(value)
+    except OverflowError:  # a JSON integer beyond any float
+        raise ValueError(f"{key} is beyond any float ({len(str(value))} digits)") from None
 
 
 def uniform_profile() -> BackwardProfile:
