@@ -474,13 +474,17 @@ def compose(b: Board, target: float, extrapolation: str | None, style: Style) ->
     if not style.parts:  # the own question alone: who else leads is still said, counted
         clauses += _unnamed_leaders(b, style, said)
         said = "; ".join(clauses)
-    named = all(re.search(rf"(?<![\w']){re.escape(b.name(k, style.short))}(?![\w'])", said)
-                for k in leaders)  # fmt: skip
+    named = all(_says(said, b.name(k, style.short)) for k in leaders)
     clauses += _tail(b, style, leaders_named=named)
     text = f"{head}, " + "; ".join(clauses) + "."
     for gap, closed in (("  ", " "), (" .", "."), (" ;", ";"), (" ,", ",")):
         text = text.replace(gap, closed)  # a phrase with nothing to say where
     return text
+
+
+def _says(text: str, name: str) -> bool:
+    """Whether `text` names `name` as a whole name ("C" is not inside "C2" or "H-s's")."""
+    return re.search(rf"(?<![\w']){re.escape(name)}(?![\w'])", text) is not None
 
 
 def _unnamed_leaders(b: Board, style: Style, said: str) -> list[str]:
@@ -496,7 +500,7 @@ def _unnamed_leaders(b: Board, style: Style, said: str) -> list[str]:
         clauses += [
             f"{b.name(key, True)} leads {on} {n} of the {len(outcomes)} {noun}"
             for key, n in led.items()
-            if not re.search(rf"(?<![\w']){re.escape(b.name(key, True))}(?![\w'])", said)
+            if not _says(said, b.name(key, True))
         ]
     return clauses
 
