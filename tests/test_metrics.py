@@ -55,6 +55,8 @@ def test_ladder_reproduces_a_known_table(traces: list[Trace]) -> None:
         "steps",
         "payload_bytes",
         "wire_bytes",
+        "steps_crossed",
+        "steps_before",
     ]
     assert list(dict.fromkeys(table["variant"])) == ["A", "B", "C", "D", "F"]
     a = cell(table, "A", 3.158)
@@ -359,3 +361,22 @@ def test_wan_bytes_are_interpolated_like_the_total_and_lan_is_the_rest() -> None
     assert "wan_bytes" not in summary.columns
     base = summary[(summary.config == "base") & (summary.network == "wan-10")].iloc[0]
     assert (base["wan_bytes_to_target"], base["lan_bytes_to_target"]) == (1000, 3000)
+
+
+def test_the_ladder_carries_the_interpolated_crossing_and_its_bracket() -> None:
+    """Issue 43: the "Steps to loss" chart read the first evaluation at or below (step 50 here)
+    where the summary interpolates (the loss falls from 4.0 at 25 to 2.0 at 50, so 3.0 is
+    crossed at 37.5): the ladder keeps both, and the bracket the step is known within."""
+    steps = pd.DataFrame(
+        {
+            "step": [0, 25, 50, 75],
+            "val_loss": [5.0, 4.0, 2.0, 1.5],
+            "payload_bytes": [10] * 4,
+            "collective": ["all_reduce"] * 4,
+        }
+    )
+    trace = Trace(meta={"name": "x-s0", "variant": "A", "seed": 0, "workers": 2}, steps=steps)
+    row = ladder([trace], [3.0, 5.0]).iloc[0]
+    assert (row["steps_before"], row["steps_crossed"], row["steps"]) == (25, 37.5, 50)
+    first = ladder([trace], [5.0]).iloc[0]  # already there at the first evaluation
+    assert first["steps_before"] == first["steps_crossed"] == first["steps"] == 0

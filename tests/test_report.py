@@ -200,6 +200,20 @@ def test_ladder_marks_targets_not_reached_and_counts_seeds() -> None:
     assert list(fig.data[1].text) == ["40 (mean of 2)", "not<br>reached"]
 
 
+def test_ladder_bars_stand_where_the_loss_crossed_with_the_evaluations_as_whiskers() -> None:
+    """Issue 43: the bar is the interpolated crossing the summary reports, not the first
+    evaluation at or below; the whisker spans the evaluations either side of it."""
+    ladder = make_ladder().assign(
+        steps_crossed=[15.0, 32.5, 25.0, math.nan], steps_before=[10.0, 30.0, 25.0, math.nan]
+    )
+    fig = panels_by_key(ladder=ladder)["ladder"].figure
+    four = fig.data[0]
+    assert list(four.y) == [15.0, 25.0]
+    assert list(four.error_y.array) == [5.0, 0.0] and list(four.error_y.arrayminus) == [5.0, 0.0]
+    assert "at or below at 20" in four.customdata[0][3]
+    assert list(fig.data[1].y) == [32.5, 0.0]
+
+
 def test_breakdown_has_a_row_per_network_and_a_column_per_config() -> None:
     timeline = make_timeline()
     timeline["interval_steps"] = np.where(timeline["step"] % 2 == 0, 3, 1)

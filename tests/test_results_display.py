@@ -80,3 +80,21 @@ def test_tables_fit_the_width_without_cutting_a_number() -> None:
             assert number in text, (width, text)
         if "25,987,506,563" not in text:
             assert "not shown at 80 columns: bytes, bottleneck" in text
+
+
+def test_a_scenario_run_reads_as_its_verdict_not_its_fields(tmp_path: Path) -> None:
+    """run_scenario's RunResult showed ~its whole dataclass (every table's repr); now the same
+    short view as simulate's: the verdict sentences, then the summary's head."""
+    from transitsim.run import run_scenario
+    from transitsim.scenario import load_scenario
+
+    quickstart = Path(__file__).resolve().parents[1] / "scenarios" / "quickstart.yaml"
+    run = run_scenario(load_scenario(quickstart), tmp_path / "out", serial=True, quiet=True)
+    text = repr(run)
+    assert len(text) < 2500, len(text)
+    lines = text.splitlines()
+    assert lines[: len(run.verdict)] == [f"Verdict: {line}" for line in run.verdict]
+    assert "time_to_target_s" in text and f"of {len(run.summary)} summary rows" in text
+    assert "DataFrame" not in text and "timeline=" not in text
+    page = run._repr_html_()
+    assert page.startswith("<p><b>Verdict:</b> ") and "<table" in page

@@ -36,6 +36,27 @@ SCENARIOS = sorted(path.stem for path in (HERE.parent / "scenarios").glob("*.yam
 WINNING = ("leads", "ties", "cannot separate")
 
 
+def swept_keys(name: str) -> list[str]:
+    """The keys a scenario's winner map runs along, read from its summary (at collection, so a
+    check that needs a 1-D or 2-D sweep runs only where there is one, rather than skipping)."""
+    frame = pd.read_csv(FIXTURES / f"{name}.csv")
+    params = [p for p in RUNS[name]["params"] if p in frame]
+    points = frame.dropna(subset=params, how="all")
+    return sweep_parameters(points[[c for c in points.columns if c != "label"]])
+
+
+def places_a_contender(name: str) -> bool:
+    """Whether a placement (all-gathered vs summed at the switch) is swept beside the key."""
+    frame = pd.read_csv(FIXTURES / f"{name}.csv")
+    return any(a in frame and frame[a].nunique() > 1 for a in CONTENDER_AXES)
+
+
+SHAPES = {name: swept_keys(name) for name in SCENARIOS}
+ONE_KEY = [name for name in SCENARIOS if len(SHAPES[name]) == 1]
+TWO_KEYS = [name for name in SCENARIOS if len(SHAPES[name]) >= 2]
+PLACED = [name for name in ONE_KEY if places_a_contender(name)]
+
+
 class Outputs:
     """One scenario's outputs, all from its summary: the decided summary, the decision table,
     the verdict, the crossovers and the report's figures."""
@@ -110,6 +131,7 @@ def split_names(text: str) -> list[str]:
 
 def test_every_scenario_is_here() -> None:
     assert sorted(RUNS) == SCENARIOS
+    assert ONE_KEY and TWO_KEYS and PLACED  # each shape's checks run somewhere
 
 
 def test_never_wins_is_said_only_of_a_contender_that_never_leads(outputs: Outputs) -> None:
@@ -265,13 +287,11 @@ def sweep_key(out: Outputs) -> list[str]:
     return sweep_parameters(points[[c for c in points.columns if c != "label"]])
 
 
+@pytest.mark.parametrize("outputs", ONE_KEY, indirect=True)
 def test_the_sentences_values_are_the_crossovers(outputs: Outputs) -> None:
     """Along one swept key, the values the sentence changes at ("below 10 Gb/s", "at 10 Gb/s",
     "from 25 Gb/s up") are where the crossovers table says the outcome changes."""
-    keys = sweep_key(outputs)
-    if len(keys) != 1 or outputs.crossovers.empty:
-        pytest.skip("no single swept key")
-    key = keys[0]
+    (key,) = sweep_key(outputs)
     for target, line in zip(outputs.targets, outputs.verdict.sentences, strict=True):
         if " below " not in line:
             continue  # a pooled sentence names no values
@@ -284,14 +304,12 @@ def test_the_sentences_values_are_the_crossovers(outputs: Outputs) -> None:
         assert said == changes, (line, sorted(changes))
 
 
+@pytest.mark.parametrize("outputs", ONE_KEY, indirect=True)
 def test_star_chart_lines_and_stars_are_the_decision(outputs: Outputs) -> None:
     """The 1-D winner map: each star's outcome (meta) is the decision table's at its value,
     and the dotted lines sit exactly where the crossovers table says it changes. A placement
     swept beside the key is drawn on the same axes (E all-gathered and summed together)."""
-    keys = sweep_key(outputs)
-    if len(keys) != 1:
-        pytest.skip("not a 1-D sweep")
-    key = keys[0]
+    (key,) = sweep_key(outputs)
     data, layout = outputs.figures["plot-winner"]
     points = outputs.summary.dropna(subset=[key])
     params = [c for c in points.columns if not is_result(c)]
@@ -321,12 +339,12 @@ def test_star_chart_lines_and_stars_are_the_decision(outputs: Outputs) -> None:
         assert lines == sorted(round(v, 3) for v in rows["value"]), (lines, x)
 
 
+@pytest.mark.parametrize("outputs", TWO_KEYS, indirect=True)
 def test_heatmap_cells_are_the_decision(outputs: Outputs) -> None:
     """The 2-D winner map: a cell says "tie" exactly where the decision is a tie and "?" where
     the leader cannot be separated from another."""
     keys = sweep_key(outputs)
-    if len(keys) < 2:
-        pytest.skip("not a 2-D sweep")
+    assert len(keys) >= 2
     data, _ = outputs.figures["plot-winner"]
     cells = [text for t in data if t.get("type") == "heatmap" for row in t["text"] for text in row]
     winners = outputs.summary.dropna(subset=keys)
@@ -357,14 +375,14 @@ def test_no_time_to_loss_bound_at_or_below_zero(outputs: Outputs) -> None:
     assert not math.isnan(outputs.summary["time_to_target_s"].max())
 
 
+@pytest.mark.parametrize("outputs", PLACED, indirect=True)
 def test_both_placements_of_a_configuration_share_one_chart(outputs: Outputs) -> None:
     """Issue 43: in-network-sum drew E all-gathered and E summed at the switch in separate
     charts; the verdict compares them, so the winner map draws them on the same axes."""
     placed = [
         a for a in CONTENDER_AXES if a in outputs.summary and outputs.summary[a].nunique() > 1
     ]
-    if not placed or len(sweep_key(outputs)) != 1:
-        pytest.skip("no placement swept beside one key")
+    assert placed and len(sweep_key(outputs)) == 1
     data, _ = outputs.figures["plot-winner"]
     for axis in {t.get("xaxis", "x") for t in data if t.get("type") == "scatter"}:
         names = [t["name"] for t in data if t.get("xaxis", "x") == axis and t.get("name")]

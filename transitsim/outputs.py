@@ -15,6 +15,7 @@ import pandas as pd
 from transitsim.analysis.decision import SUMMARY_DECISION_COLUMNS as DECISION_COLUMNS
 from transitsim.analysis.metrics import INTERVAL_COLUMNS, LADDER_COLUMNS, SUMMARY_COLUMNS
 from transitsim.analysis.outcomes import DEFAULT_TIE_MARGIN
+from transitsim.analysis.preview import preview_html, preview_text, what_else
 from transitsim.analysis.verdict import Verdict, verdict
 from transitsim.base.atomic import check_writable_file
 from transitsim.base.errors import TransitsimError
@@ -31,7 +32,7 @@ NOTES_FILE = "notes.txt"
 NOTES_HEADER = "# transitsim notes"
 
 
-@dataclass
+@dataclass(repr=False)
 class RunResult:
     """Everything a run produced. summary: one row per (config, network, target) with label,
     grid parameters, bottleneck and extrapolated; crossovers: where the fastest config changes
@@ -86,6 +87,21 @@ class RunResult:
     def exit_code(self) -> int:
         """0 when every job ran, 1 when some failed."""
         return 1 if self.failures else 0
+
+    def _more(self) -> str:
+        runs = self.timeline["run"].nunique() if "run" in self.timeline.columns else 0
+        where = ".summary, .timeline, .verdict_table, .notes"
+        if self.failures:
+            where += f"; {len(self.failures)} jobs failed: .failures"
+        return what_else(self.summary, runs, self.notes, where)
+
+    def __repr__(self) -> str:
+        """The verdict, then the summary's head (the dataclass's own repr ran to pages)."""
+        return preview_text(self.verdict, self.notes, self.summary, self._more())
+
+    def _repr_html_(self) -> str:
+        """A notebook's view: the verdict, the notes, then the summary's head as a table."""
+        return preview_html(self.verdict, self.notes, self.summary, self._more())
 
 
 def _write_csv(frame: pd.DataFrame) -> Callable[[Path], None]:

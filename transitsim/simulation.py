@@ -29,6 +29,7 @@ from transitsim.analysis.metrics import (
     check_target_count,
     parse_targets,
 )
+from transitsim.analysis.preview import preview_html, preview_text, what_else
 from transitsim.base.errors import TransitsimError
 from transitsim.network import NetworkSpec
 from transitsim.replay.replay import TIMELINE_COLUMNS, replay
@@ -36,10 +37,6 @@ from transitsim.replay.request import ReplayRequest
 from transitsim.traces.format import Trace, find_traces, read_trace, validate_trace
 
 GLOB_CHARS = "*?["
-
-
-HEAD_ROWS = 8  # summary rows a repr shows
-HEAD_COLUMNS = ("label", "network", "target", "reached", "time_to_target_s", "interval", "call")
 
 
 @dataclass(repr=False)
@@ -62,35 +59,17 @@ class SimulationResult:
 
         return verdict_sentences(self.summary, [], self.labels)
 
-    def _head(self) -> pd.DataFrame:
-        columns = [c for c in HEAD_COLUMNS if c in self.summary.columns]
-        return self.summary[columns].head(HEAD_ROWS)
-
     def _more(self) -> str:
-        rows, runs = len(self.summary), self.timeline["run"].nunique()
-        shown = min(rows, HEAD_ROWS)
-        return (
-            f"{shown} of {rows} summary rows; {runs} runs, {len(self.notes)} notes "
-            "(.summary, .timeline, .link_stats, .notes)"
-        )
+        runs = self.timeline["run"].nunique()
+        return what_else(self.summary, runs, self.notes, ".summary, .timeline, .link_stats, .notes")
 
     def __repr__(self) -> str:
         """The verdict, then the summary's head: what a terminal or notebook shows first."""
-        lines = [f"Verdict: {line}" for line in self.verdict] or ["(no targets: no verdict)"]
-        lines += [f"note: {note}" for note in self.notes[:2]]
-        with pd.option_context("display.width", 100, "display.max_columns", 10):
-            head = self._head().to_string(index=False, max_colwidth=40)
-        return "\n".join([*lines, head, self._more()])
+        return preview_text(self.verdict, self.notes, self.summary, self._more())
 
     def _repr_html_(self) -> str:
         """A notebook's view: the verdict, the notes, then the summary's head as a table."""
-        from html import escape
-
-        parts = [f"<p><b>Verdict:</b> {escape(line)}</p>" for line in self.verdict]
-        parts += [f"<p><i>note: {escape(note)}</i></p>" for note in self.notes[:2]]
-        parts.append(self._head().to_html(index=False, float_format=lambda v: f"{v:.4g}"))
-        parts.append(f"<p>{escape(self._more())}</p>")
-        return "".join(parts)
+        return preview_html(self.verdict, self.notes, self.summary, self._more())
 
 
 def simulate(

@@ -25,6 +25,8 @@ LADDER_COLUMNS = (
     "steps",
     "payload_bytes",
     "wire_bytes",
+    "steps_crossed",
+    "steps_before",
 )
 METRIC_COLUMNS = (
     "run",
@@ -77,6 +79,15 @@ def first_reaching(df: pd.DataFrame, target: float) -> pd.Series | None:
     ordered = df.sort_values("step", kind="stable")
     hits = ordered[ordered["val_loss"] <= target]
     return None if hits.empty else hits.iloc[0]
+
+
+def crossing_step(steps: pd.DataFrame, target: float) -> tuple[float, float]:
+    """Of one run that reaches the target: the step where its loss crossed it (interpolated as
+    `crossings` does) and the last evaluated step above it (the first at or below where none is
+    before it)."""
+    one_run = steps.sort_values("step", kind="stable").assign(run=0, network=0)
+    hit = crossings(with_previous_evaluation(one_run), target).iloc[0]
+    return float(hit["step"]), float(hit["step_before"])
 
 
 def ring_wire_bytes(payload_bytes: Any, collective: Any, workers: int) -> Any:
@@ -171,9 +182,12 @@ def group_by_config(traces: list[Trace]) -> dict[str, list[Trace]]:
 def ladder(traces: list[Trace], targets: list[float]) -> pd.DataFrame:
     """Steps- and bytes-to-loss per configuration and target (the published "ladder").
 
-    steps is the mean over seeds of each seed's first evaluated step at or below the target, NaN
-    unless every seed gets there; payload_bytes and wire_bytes are the bytes one worker sent up
-    to that step (steps x bytes per step when those are constant), averaged the same way.
+    steps is the mean over seeds of each seed's first evaluated step at or below the target (the
+    published ladder's convention), NaN unless every seed gets there; payload_bytes and
+    wire_bytes are the bytes one worker sent up to that step (steps x bytes per step when those
+    are constant), averaged the same way. steps_crossed is where the loss crossed the target,
+    interpolated between that evaluation and the one before it (steps_before), as the summary's
+    steps_to_target is: the step is known only to within that bracket.
     """
     rows = []
     for name, runs in group_by_config(traces).items():
@@ -186,9 +200,10 @@ def ladder(traces: list[Trace], targets: list[float]) -> pd.DataFrame:
                 step = int(row["step"])
                 payload = bytes_through(trace.steps, trace.steps["payload_bytes"], step)
                 wire = bytes_through(trace.steps, wire_bytes_per_row(trace), step)
-                reached.append((step, payload, wire))
+                crossed, before = crossing_step(trace.steps, target)
+                reached.append((step, payload, wire, crossed, before))
             every = len(reached) == len(runs)
-            means = np.mean(reached, axis=0) if every else [math.nan] * 3
+            means = np.mean(reached, axis=0) if every else [math.nan] * 5
             rows.append(
                 {
                     "config": name,
@@ -199,6 +214,8 @@ def ladder(traces: list[Trace], targets: list[float]) -> pd.DataFrame:
                     "steps": float(means[0]),
                     "payload_bytes": float(means[1]),
                     "wire_bytes": float(means[2]),
+                    "steps_crossed": float(means[3]),
+                    "steps_before": float(means[4]),
                 }
             )
     return pd.DataFrame(rows, columns=list(LADDER_COLUMNS))

@@ -159,7 +159,9 @@ def build_panels(
         Panel(
             "ladder",
             "Steps to loss",
-            "mean over seeds; 'not reached' unless every seed reached the target",
+            "mean over seeds of where the loss crossed the target, interpolated between "
+            "evaluations (as the summary); whiskers: the evaluations either side; 'not reached' "
+            "unless every seed reached the target",
             ladder_figure(ladder, labels) if len(ladder) else None,
         ),
         Panel(

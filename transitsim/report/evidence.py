@@ -154,13 +154,27 @@ def loss_figure(
     return fig
 
 
+def _bracket(before: float, first: float) -> str:
+    """The evaluations either side of a crossing, for a bar's hover."""
+    if math.isnan(first):
+        return "not every seed reached it"
+    return f"evaluated above it at {before:,.0f}, at or below at {first:,.0f} (mean over seeds)"
+
+
 def ladder_figure(ladder: pd.DataFrame, labels: dict[str, str]) -> go.Figure:
-    """Steps to each target per config (grouped bars); 'not reached' unless every seed was."""
+    """Steps to each target per config (grouped bars); 'not reached' unless every seed was.
+
+    A bar is where the loss crossed the target, interpolated between evaluations (the summary's
+    steps_to_target); its whisker spans the evaluations either side, the last above and the first
+    at or below (the published ladder's figure), since the step is known only to within them.
+    A ladder without the crossing columns shows the first evaluation at or below."""
     fig = go.Figure()
     configs = ordered(ladder["config"])
     for target in ordered(ladder["target"]):
         rows = ladder[ladder["target"] == target].set_index("config").reindex(configs)
-        steps = rows["steps"].astype("float64")
+        first = rows["steps"].astype("float64")
+        steps = rows["steps_crossed"].astype("float64") if "steps_crossed" in rows else first
+        before = rows["steps_before"].astype("float64") if "steps_before" in rows else steps
         seeds = rows["seeds"] if "seeds" in rows else pd.Series(1, index=rows.index)
         shown = [
             human.steps(s, int(n)) if not math.isnan(s) else "not<br>reached"  # fits its bar
@@ -175,13 +189,26 @@ def ladder_figure(ladder: pd.DataFrame, labels: dict[str, str]) -> go.Figure:
                 name=text(f"to {human.loss(float(target))}"),
                 text=shown,
                 textposition="outside",
+                error_y={
+                    "type": "data",
+                    "symmetric": False,
+                    "array": (first - steps).fillna(0.0).clip(lower=0.0),
+                    "arrayminus": (steps - before).fillna(0.0).clip(lower=0.0),
+                    "thickness": 1,
+                    "width": 3,
+                },
                 customdata=np.column_stack(
-                    [[s.replace("<br>", " ") for s in shown], [human.size(v) for v in wire], names]
+                    [
+                        [s.replace("<br>", " ") for s in shown],
+                        [human.size(v) for v in wire],
+                        names,
+                        [_bracket(b, f) for b, f in zip(before, first, strict=True)],
+                    ]
                 ),
                 hovertemplate=(
                     f"<b>%{{customdata[2]}}</b><br>target {text(human.loss(float(target)))}"
-                    "<br>steps %{customdata[0]}<br>wire bytes per worker %{customdata[1]}"
-                    "<extra></extra>"
+                    "<br>crossed at step %{customdata[0]}<br>%{customdata[3]}"
+                    "<br>wire bytes per worker %{customdata[1]}<extra></extra>"
                 ),
             )
         )
