@@ -32,8 +32,8 @@ from transitsim.network.schedules.dag import Schedule
 # cuts a channel's share into fixed chunks of its protocol (src/enqueue.cc, calcCollChunking,
 # read at NVIDIA/nccl 5067397: for the tree, one step of the protocol's buffer a chunk: LL
 # 32 KiB of data, LL128 562.5 KiB, Simple 512 KiB; 64 KiB lies between). Past
-# TREE_MAX_CHUNKS chunks (which bounds the schedule's size) the chunk doubles until the share
-# fits, so a larger payload never gets smaller chunks.
+# TREE_MAX_CHUNKS chunks (which bounds the schedule's size) the share is cut into that many
+# equal chunks, which grow with it, so a larger payload never gets smaller or fewer chunks.
 TREE_CHUNK_BYTES = 64 * 1024
 TREE_MAX_CHUNKS = 64
 # A receiver's buffer per connection holds NCCL_STEPS chunks (src/include/device.h: 8 slots
@@ -122,22 +122,17 @@ def edge_colours(pairs: list[tuple[int, int]], nodes: int) -> list[int]:
     return colour
 
 
-def tree_chunk_bytes(tree_bytes: float) -> int:
-    """A full chunk's bytes for a tree carrying `tree_bytes`: TREE_CHUNK_BYTES, doubled until
-    at most TREE_MAX_CHUNKS chunks carry it (never smaller for a larger share)."""
-    size = TREE_CHUNK_BYTES
-    while math.ceil(tree_bytes / size) > TREE_MAX_CHUNKS:
-        size *= 2
-    return size
-
-
 def tree_chunk_sizes(tree_bytes: float) -> list[float]:
-    """The chunks a tree carrying `tree_bytes` is pipelined in: full ones, the last what is
-    left (one empty chunk for no payload)."""
-    size = tree_chunk_bytes(tree_bytes)
-    full = int(tree_bytes // size)
-    sizes = [float(size)] * full
-    rest = tree_bytes - full * size
+    """The chunks a tree carrying `tree_bytes` is pipelined in: full chunks of TREE_CHUNK_BYTES,
+    the last what is left (one empty chunk for no payload); past TREE_MAX_CHUNKS full chunks,
+    TREE_MAX_CHUNKS equal chunks. Every chunk grows with the payload and their count never
+    falls, so one byte more never gives a faster pipeline (doubling the chunk there did: fewer,
+    larger chunks filled the pipeline sooner, docs/engine.md "Monotone physics")."""
+    if tree_bytes > TREE_MAX_CHUNKS * TREE_CHUNK_BYTES:
+        return [tree_bytes / TREE_MAX_CHUNKS] * TREE_MAX_CHUNKS
+    full = int(tree_bytes // TREE_CHUNK_BYTES)
+    sizes = [float(TREE_CHUNK_BYTES)] * full
+    rest = tree_bytes - full * TREE_CHUNK_BYTES
     if rest > 0 or not sizes:
         sizes.append(float(rest))
     return sizes
