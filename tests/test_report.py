@@ -423,3 +423,58 @@ def test_trace_events_refuse_bad_intervals() -> None:
         trace_events(bad)
     with pytest.raises(TransitsimError, match="lacks column"):
         trace_events(step_timeline().drop(columns="track"))
+
+
+def test_notes_that_differ_only_in_the_run_are_said_once_naming_the_runs() -> None:
+    """in-network-sum-modes' report listed 36 fallbacks that differed only in the run's name
+    (3 seeds x 12 networks) and 9 'no backward profile' notes: each is said once now, naming
+    its runs; a note naming no run, or two, stays as it is."""
+    from transitsim.report.page import grouped
+
+    notes = [
+        "overlap: x-band-s0 has no backward profile; assumed uniform backward",
+        "overlap: x-band-s1 has no backward profile; assumed uniform backward",
+        "overlap: y-s0 on rack[rate=10 Gb/s]: 78 exchanges, replayed as one bucket",
+        "overlap: y-s0 on rack[rate=50 Gb/s]: 78 exchanges, replayed as one bucket",
+        "network 'rack' has no summing switch: replayed as ring_allreduce",
+        "compute: a-s0 and a-s1 ran on different GPUs",
+    ]
+    assert grouped(notes) == [
+        "overlap: each of 2 runs has no backward profile; assumed uniform backward "
+        "(x-band-s0, x-band-s1)",
+        notes[2],
+        notes[3],
+        notes[4],
+        notes[5],
+    ]
+    assert grouped(notes[:1]) == notes[:1]
+
+
+def test_columns_far_apart_in_scale_each_keep_their_own() -> None:
+    """background-traffic-local-sgd: local SGD's steps (ms) beside AdamW's (s) on one shared
+    scale showed as no bar at all. Columns whose largest bars differ by more than 10x keep
+    their own scale (and the axis says so); closer ones share one, so bars compare."""
+    breakdown = panels_by_key()["breakdown"].figure
+    assert breakdown.layout.xaxis2.matches == "x"  # the fixture's configs: within 10x
+    timeline = make_timeline()
+    timeline.loc[timeline["config"] != "A-adamw", ["compute_s", "wire_s"]] /= 1000.0
+    panels = panels_by_key(timeline=timeline)
+    for key in ("breakdown", "hiding"):
+        if key not in panels:
+            continue
+        fig = panels[key].figure
+        assert fig.layout.xaxis2.matches is None, key
+        assert "each column its own scale" in fig.layout.xaxis.title.text
+
+
+def test_a_long_list_of_notes_shows_eight_and_folds_the_rest() -> None:
+    """in-network-sum-modes ended in 50 fallback lines; the page shows 8 and folds the rest
+    under "N more" (a click opens them), and the heading counts them all."""
+    from transitsim.report.page import _facts
+
+    page = _facts("Fallbacks", [f"note {i}" for i in range(20)], "none")
+    assert page.startswith("<h3>Fallbacks (20)</h3>")
+    shown, folded = page.split("<details>")
+    assert shown.count("<li>") == 8 and folded.count("<li>") == 12
+    assert "<summary>12 more</summary>" in folded
+    assert "<details>" not in _facts("Notes", ["one"], "none")

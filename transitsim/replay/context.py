@@ -83,8 +83,9 @@ def evaluation_assumption(traces: list[Trace]) -> str:
         return "evaluation: too few evaluated steps to say how often the loss was measured"
     every = ", ".join(f"{g:,}" for g in sorted(gaps))
     return (
-        f"evaluation granularity: validation loss every {every} steps, so steps-to-loss are "
-        "the first evaluated step at or below the target (a multiple of that, per seed)"
+        f"evaluation granularity: validation loss every {every} steps, so a seed's steps to "
+        "a target are where its loss crossed it, interpolated between the evaluation above and "
+        "the first at or below, and known only to within them (the intervals say so)"
     )
 
 

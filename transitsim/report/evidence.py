@@ -23,7 +23,7 @@ from transitsim.report.common import (
     short,
     text,
 )
-from transitsim.report.grid import column_height, config_columns
+from transitsim.report.grid import column_height, column_scales, config_columns
 from transitsim.report.names import network_names
 
 # Step-time components, stacked in this order where the timeline has them.
@@ -254,8 +254,8 @@ def breakdown_figure(timeline: pd.DataFrame, labels: dict[str, str]) -> go.Figur
                 col=col,
             )
         fig.update_xaxes(title_text="time per step (ms)" if col == 1 else None, row=1, col=col)
-    for col in range(2, len(configs) + 1):  # one scale: bars compare across configurations
-        fig.update_xaxes(matches="x", row=1, col=col)
+    if column_scales(fig, configs, values, [c for c, _ in present]):
+        fig.update_xaxes(title_text="time per step (ms), each column its own scale", row=1, col=1)
     network_axis(fig, networks, names)
     fig.update_layout(
         barmode="stack",

@@ -8,6 +8,7 @@ the title lines take. tests/test_report_layout.py measures the result in Chromiu
 
 import math
 
+import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
@@ -113,6 +114,28 @@ def config_columns(configs: list[str], labels: dict[str, str]) -> go.Figure:
     fig.update_annotations(font={"size": 13})
     fig.update_layout(margin={"t": 34 + TITLE_LINE_PX * most})  # titles clear the mode bar
     return fig
+
+
+SPAN_FOR_OWN_SCALES = 10.0  # columns whose largest bars differ more than this get their own scale
+
+
+def column_scales(
+    fig: go.Figure, configs: list[str], values: dict[tuple[str, str], list[float]], parts: list[str]
+) -> bool:
+    """One x scale for every column, so bars compare across configurations, unless the columns'
+    largest stacked bars span more than SPAN_FOR_OWN_SCALES (local SGD's 15 ms steps beside
+    AdamW's 15 s were invisible on one scale): then each column keeps its own. values: per
+    (config, part) one figure per network (NaN: none). True when the columns keep their own."""
+    largest = []
+    for config in configs:
+        stacked = np.nansum([values[(config, part)] for part in parts], axis=0)
+        largest.append(float(np.max(stacked)) if len(stacked) else 0.0)
+    positive = [v for v in largest if v > 0]
+    own = len(positive) > 1 and max(positive) > SPAN_FOR_OWN_SCALES * min(positive)
+    if not own:
+        for col in range(2, len(largest) + 1):
+            fig.update_xaxes(matches="x", row=1, col=col)
+    return own
 
 
 def column_height(fig: go.Figure, rows: int) -> int:

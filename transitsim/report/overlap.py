@@ -15,7 +15,7 @@ import plotly.graph_objects as go
 from transitsim.analysis.overlap_verdict import has_overlap_axis, overlap_verdicts
 from transitsim.base import human
 from transitsim.report.common import esc, ms_per_step, network_axis, text
-from transitsim.report.grid import column_height, config_columns
+from transitsim.report.grid import column_height, column_scales, config_columns
 from transitsim.report.names import network_names
 
 HIDING_COLUMNS = ("exposed_s", "hidden_s")
@@ -65,8 +65,10 @@ def hiding_figure(timeline: pd.DataFrame, labels: dict[str, str]) -> go.Figure:
         fig.update_xaxes(
             title_text="exchange time per step (ms)" if col == 1 else None, row=1, col=col
         )
-    for col in range(2, len(configs) + 1):
-        fig.update_xaxes(matches="x", row=1, col=col)
+    if column_scales(fig, configs, values, list(HIDING_COLUMNS)):
+        fig.update_xaxes(
+            title_text="exchange time per step (ms), each column its own scale", row=1, col=1
+        )
     network_axis(fig, networks, names)
     fig.update_layout(
         barmode="stack",
@@ -111,6 +113,7 @@ def overlap_verdict_table(
             + "".join(
                 f"<td data-v='{esc(value)}'"
                 + (f" title='{esc(row.network)}'" if index == 1 else "")
+                + (" class='names'" if index in NAME_COLUMNS else "")
                 + f">{esc(shown)}</td>"
                 for index, (shown, value) in enumerate(cells)
             )
@@ -123,6 +126,8 @@ def overlap_verdict_table(
     )
 
 
+# the columns of configuration names: a tie names several, so they wrap (the page's cells don't)
+NAME_COLUMNS = (2, 4)
 VERDICT_HEADINGS = (
     "target",
     "network",

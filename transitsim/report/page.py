@@ -6,6 +6,8 @@ failed jobs of the run. plotly.js is inlined once, with the first figure; ids ar
 same inputs give the same bytes.
 """
 
+import re
+
 import pandas as pd
 
 from transitsim.report.common import Panel, ReportContext, esc
@@ -26,6 +28,7 @@ table { border-collapse: collapse; font-size: 0.85em; } th, td { padding: 2px 8p
 th { background: #eee; text-align: left; cursor: pointer; white-space: nowrap; }
 th[data-up='1']::after { content: ' ▲'; } tr:nth-child(even) td { background: #f8f8f8; }
 td { white-space: nowrap; } .wide { overflow-x: auto; max-height: 36em; overflow-y: auto; }
+td.names { white-space: normal; min-width: 12em; max-width: 26em; }
 ul.facts li { margin: 0.15em 0; } h2.first { margin: 0.5em 0 0 0; font-size: 1.05em; }
 section#winner .note { margin: 0.1em 0; }
 """
@@ -45,13 +48,43 @@ def _figure_html(panel: Panel, inline_js: bool) -> str:
     )
 
 
+FACTS_SHOWN = 8  # items of a list shown open; the rest fold under "N more" (a click opens them)
+
+
 def _facts(heading: str, items: list[str], empty: str) -> str:
-    body = (
-        "<ul class='facts'>" + "".join(f"<li>{esc(item)}</li>" for item in items) + "</ul>"
-        if items
-        else f"<p class='note'>{esc(empty)}</p>"
-    )
-    return f"<h3>{esc(heading)}</h3>{body}"
+    if not items:
+        return f"<h3>{esc(heading)}</h3><p class='note'>{esc(empty)}</p>"
+
+    def listed(some: list[str]) -> str:
+        return "<ul class='facts'>" + "".join(f"<li>{esc(item)}</li>" for item in some) + "</ul>"
+
+    body = listed(items[:FACTS_SHOWN])
+    if len(items) > FACTS_SHOWN:
+        rest = items[FACTS_SHOWN:]
+        body += f"<details><summary>{len(rest)} more</summary>{listed(rest)}</details>"
+    return f"<h3>{esc(heading)} ({len(items)})</h3>{body}"
+
+
+# a run's name as traces name it: the configuration, then -s and the seed
+_RUN = re.compile(r"\b[\w.+'-]+-s\d+\b")
+
+
+def grouped(notes: list[str]) -> list[str]:
+    """Notes that say the same of several runs, once, naming the runs: a run of 3 seeds on 12
+    networks wrote 36 lines that differed only in the run's name."""
+    runs: dict[str, list[str]] = {}
+    for note in notes:
+        names = _RUN.findall(note)
+        key = _RUN.sub("RUN", note) if len(names) == 1 else note
+        runs.setdefault(key, []).extend(names[:1] if len(names) == 1 else [])
+    lines = []
+    for key, names in runs.items():
+        if len(names) <= 1:
+            lines.append(key.replace("RUN", names[0]) if names else key)
+        else:
+            which = f" ({', '.join(names)})"
+            lines.append(key.replace("RUN", f"each of {len(names)} runs") + which)
+    return lines
 
 
 def split_notes(notes: list[str]) -> tuple[list[str], list[str]]:
@@ -98,7 +131,7 @@ def render_html(
         parts.append(
             f"<section id='{panel.key}'>{heading}{esc(panel.heading)}</h2>{body}</section>"
         )
-    fallbacks, notes = split_notes(list(context.notes))
+    fallbacks, notes = split_notes(grouped(list(context.notes)))
     facts = (
         _facts("Assumptions", list(context.assumptions), "none recorded")
         + _facts("Notes", notes, "none")
