@@ -478,3 +478,16 @@ def test_a_long_list_of_notes_shows_eight_and_folds_the_rest() -> None:
     assert shown.count("<li>") == 8 and folded.count("<li>") == 12
     assert "<summary>12 more</summary>" in folded
     assert "<details>" not in _facts("Notes", ["one"], "none")
+
+
+def test_the_wan_chart_offers_only_the_networks_with_a_wan() -> None:
+    """moving-bands: the WAN bytes chart opened on a one-switch network, whose WAN bytes are
+    none: an empty chart. It offers only the networks where bytes crossed a WAN, and says so."""
+    timeline = make_timeline()
+    timeline["wan_bytes"] = np.where(timeline["network"] == "wan", timeline["wire_bytes"] / 2, 0)
+    panel = panels_by_key(timeline=timeline)["loss-wan-bytes"]
+    buttons = panel.figure.layout.updatemenus
+    labels = [b.label for b in buttons[0].buttons] if buttons else []
+    assert labels in ([], ["wan"])
+    assert all(t.x is None or len(t.x) for t in panel.figure.data)
+    assert f"the 1 of {len(NETWORKS)} networks with a WAN" in panel.note

@@ -228,7 +228,13 @@ def _split_bytes_panels(
             "less WAN bytes)",
         ),
     ):
-        positive = split[column].dropna()
+        shown = split
+        if column == "wan_bytes":  # a network without datacentres would draw an empty chart
+            crossing = split.groupby("network", sort=False)["wan_bytes"].max() > 0
+            shown = split[split["network"].map(crossing)]
+            if not crossing.all():
+                note += f"; the {int(crossing.sum())} of {len(crossing)} networks with a WAN"
+        positive = shown[column].dropna()
         positive = positive[positive > 0]
         # a log axis where the bytes span more than 10x (local SGD's few WAN bytes beside A's);
         # a step before any byte crossed (0) has no place on it and is left out
@@ -236,7 +242,7 @@ def _split_bytes_panels(
         if log_x:
             note += "; log scale, steps before the first byte left out"
         figure = loss_figure(
-            split,
+            shown,
             column,
             f"{column[:3].upper()} bytes per worker (GB)",
             labels,
