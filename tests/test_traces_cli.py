@@ -179,6 +179,8 @@ def test_ladder_wire_markdown_csv_json_and_final_targets(traces: Path, capsys) -
         "steps",
         "payload_bytes",
         "wire_bytes",
+        "steps_crossed",
+        "steps_before",
     ]
     assert frame["target"].iloc[0] == pytest.approx(1.64)
     a = frame[(frame["variant"] == "A") & (frame["target"] == 1.64)].iloc[0]

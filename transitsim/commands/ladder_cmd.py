@@ -52,7 +52,8 @@ def ladder_command(
     quiet: bool = typer.Option(False, "--quiet", "-q", help=QUIET_HELP),
 ) -> int:
     """Steps to the first evaluation at or below each target, mean over seeds, with the bytes
-    one worker sent by then; a dash where not every seed gets there."""
+    one worker sent by then; a dash where not every seed gets there. --csv/--json add where the
+    loss crossed the target, interpolated (steps_crossed), and the evaluation before it."""
     fmt = output_format(csv, markdown, json_)
     if targets is None:  # checked here, so that it is one line and exit 2 like any bad input
         raise TransitsimError("give the loss targets: --targets 3.158,3.124 or final:CONFIG")
