@@ -13,7 +13,6 @@ it still does.
 """
 
 import sys
-import time
 from pathlib import Path
 
 from transitsim.calibrate.accuracy import (
@@ -27,7 +26,9 @@ from transitsim.calibrate.nccl_fit import NCCL_MIN_SIZE_BYTES, calibrate_nccl
 from transitsim.calibrate.nccl_search import MEDIAN_TOLERANCE
 from transitsim.calibrate.nccl_tests import read_nccl_tests
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "nccl-tests"
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # table_main.py, beside this script
+from table_main import table_main  # noqa: E402
+
 # how a file must be read where it does not say: the gcp table names no test and its busbw /
 # algbw fits all_gather and alltoall alike; its source (more/SOURCES.txt) says all_gather
 COLLECTIVE = {"gcp-a3high-2x8-h100-tcpx-all_gather.txt": "all_gather"}
@@ -99,15 +100,7 @@ def table_lines(folder: Path) -> list[str]:
 
 
 def main(argv: list[str]) -> int:
-    folder = Path(argv[0]) if argv else SHARED
-    if not folder.is_dir():
-        print(f"bench_calibration: {folder} is not a folder of nccl-tests outputs", file=sys.stderr)
-        return 2
-    start = time.perf_counter()
-    for line in table_lines(folder):
-        print(line)
-    print(f"({time.perf_counter() - start:.1f} s)", file=sys.stderr)
-    return 0
+    return table_main("bench_calibration", table_lines, argv)
 
 
 if __name__ == "__main__":

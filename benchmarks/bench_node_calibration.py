@@ -13,7 +13,6 @@ docs/calibration.md quotes this output.
 """
 
 import sys
-import time
 from pathlib import Path
 
 from transitsim.calibrate.accuracy import accuracy
@@ -22,7 +21,9 @@ from transitsim.calibrate.nccl_tests import read_nccl_tests
 from transitsim.calibrate.node_fit import NODE_MIN_SIZE_BYTES, calibrate_node, node_network
 from transitsim.network import simulate_exchange
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "nccl-tests"
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # table_main.py, beside this script
+from table_main import table_main  # noqa: E402
+
 # file: (GPUs a node, GPU generation, CPU vendor, collective) where the file does not say
 NODES = {
     "alps-2x1-gh200-all_reduce.txt": (1, "hopper", "intel", None),
@@ -121,15 +122,7 @@ def table_lines(folder: Path) -> list[str]:
 
 
 def main(argv: list[str]) -> int:
-    folder = Path(argv[0]) if argv else SHARED
-    if not folder.is_dir():
-        print(f"bench_node_calibration: {folder} is not a folder", file=sys.stderr)
-        return 2
-    start = time.perf_counter()
-    for line in table_lines(folder):
-        print(line)
-    print(f"({time.perf_counter() - start:.1f} s)", file=sys.stderr)
-    return 0
+    return table_main("bench_node_calibration", table_lines, argv)
 
 
 if __name__ == "__main__":

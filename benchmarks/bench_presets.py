@@ -12,7 +12,6 @@ the targets on the rows where they are met and checks that the doc still quotes 
 """
 
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,7 +21,9 @@ from transitsim.network.nccl import candidates, tuner_algo, tuner_bytes
 from transitsim.network.nccl_tuner import time_us, tuner_inputs
 from transitsim.scenario import network_preset
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "nccl-tests"
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # table_main.py, beside this script
+from table_main import table_main  # noqa: E402
+
 MIB = 1 << 20
 
 
@@ -143,15 +144,7 @@ def table_lines(folder: Path) -> list[str]:
 
 
 def main(argv: list[str]) -> int:
-    folder = Path(argv[0]) if argv else SHARED
-    if not folder.is_dir():
-        print(f"bench_presets: {folder} is not a folder of nccl-tests outputs", file=sys.stderr)
-        return 2
-    start = time.perf_counter()
-    for line in table_lines(folder):
-        print(line)
-    print(f"({time.perf_counter() - start:.1f} s)", file=sys.stderr)
-    return 0
+    return table_main("bench_presets", table_lines, argv)
 
 
 if __name__ == "__main__":

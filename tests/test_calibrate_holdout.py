@@ -8,13 +8,13 @@ The hold-out must really hold out: a model fitted without a row predicts it, and
 row's time changes nothing fitted."""
 
 import dataclasses
-import importlib.util
 import json
 import re
 from pathlib import Path
 
 import numpy as np
 import pytest
+from bench_scripts import load_bench
 from cli_run import run_cli
 from nccl_fixtures import GH200_2X1, GH200_2X4, H100_2X8
 
@@ -47,13 +47,7 @@ EXCEPTIONS = {
 
 
 def _bench():
-    spec = importlib.util.spec_from_file_location(
-        "bench_calibration", ROOT / "benchmarks" / "bench_calibration.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_bench("bench_calibration")
 
 
 def _retimed(table, size: int, factor: float):

@@ -7,11 +7,11 @@ tolerance; the rows where they do not (docs/engine.md "Hardware presets" says wh
 the real tables are slower there than NCCL's own cost model predicts) are held at the error
 they have, so that neither gets worse unnoticed."""
 
-import importlib.util
 import re
 from pathlib import Path
 
 import pytest
+from bench_scripts import load_bench
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "nccl-tests"
@@ -24,13 +24,7 @@ HELD = {
 
 
 def _bench():
-    spec = importlib.util.spec_from_file_location(
-        "bench_presets", ROOT / "benchmarks" / "bench_presets.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_bench("bench_presets")
 
 
 @pytest.fixture(scope="module")
