@@ -6,20 +6,11 @@ import subprocess
 import sys
 
 from test_replay import make_trace
+from test_replay_stragglers import TWO_DC
 
-from transitsim.network import LinkSpec, NetworkSpec
 from transitsim.replay.compute import Stragglers
 from transitsim.replay.replay import replay
 from transitsim.replay.request import ReplayRequest
-
-TWO_DC = NetworkSpec(
-    "2dc",
-    "datacentres",
-    4,
-    LinkSpec(100e9, length_m=3),
-    datacentres=2,
-    wan_link=LinkSpec(40e9, length_m=1e5),
-)
 
 
 def test_the_hierarchical_straggler_split_is_called_approximate_in_the_notes(tmp_path):

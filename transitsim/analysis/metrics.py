@@ -81,13 +81,16 @@ def first_reaching(df: pd.DataFrame, target: float) -> pd.Series | None:
     return None if hits.empty else hits.iloc[0]
 
 
-def crossing_step(steps: pd.DataFrame, target: float) -> tuple[float, float]:
-    """Of one run that reaches the target: the step where its loss crossed it (interpolated as
-    `crossings` does) and the last evaluated step above it (the first at or below where none is
-    before it)."""
+def crossing_step(steps: pd.DataFrame, target: float) -> tuple[float, float, int] | None:
+    """Of one run: (the last evaluated step above the target, the step where its loss crossed
+    it, interpolated as `crossings` does, the first evaluated step at or below it), or None
+    where it never gets there. With no evaluation above it, all three are the first."""
     one_run = steps.sort_values("step", kind="stable").assign(run=0, network=0)
-    hit = crossings(with_previous_evaluation(one_run), target).iloc[0]
-    return float(hit["step"]), float(hit["step_before"])
+    hits = crossings(with_previous_evaluation(one_run), target)
+    if hits.empty:
+        return None
+    hit = hits.iloc[0]
+    return float(hit["step_before"]), float(hit["step"]), int(hit["step_after"])
 
 
 def ring_wire_bytes(payload_bytes: Any, collective: Any, workers: int) -> Any:
@@ -194,13 +197,12 @@ def ladder(traces: list[Trace], targets: list[float]) -> pd.DataFrame:
         for target in targets:
             reached = []
             for trace in runs:
-                row = first_reaching(trace.steps, target)
-                if row is None:
+                crossing = crossing_step(trace.steps, target)
+                if crossing is None:
                     continue
-                step = int(row["step"])
+                before, crossed, step = crossing
                 payload = bytes_through(trace.steps, trace.steps["payload_bytes"], step)
                 wire = bytes_through(trace.steps, wire_bytes_per_row(trace), step)
-                crossed, before = crossing_step(trace.steps, target)
                 reached.append((step, payload, wire, crossed, before))
             every = len(reached) == len(runs)
             means = np.mean(reached, axis=0) if every else [math.nan] * 5

@@ -71,19 +71,24 @@ _RUN = re.compile(r"\b[\w.+'-]+-s\d+\b")
 
 def grouped(notes: list[str]) -> list[str]:
     """Notes that say the same of several runs, once, naming the runs: a run of 3 seeds on 12
-    networks wrote 36 lines that differed only in the run's name."""
-    runs: dict[str, list[str]] = {}
+    networks wrote 36 lines that differed only in the run's name. A note naming no run, or two,
+    stays as it is."""
+    runs: dict[tuple[str, str], list[str]] = {}  # (text before the run, after it) -> runs
     for note in notes:
         names = _RUN.findall(note)
-        key = _RUN.sub("RUN", note) if len(names) == 1 else note
-        runs.setdefault(key, []).extend(names[:1] if len(names) == 1 else [])
-    lines = []
-    for key, names in runs.items():
-        if len(names) <= 1:
-            lines.append(key.replace("RUN", names[0]) if names else key)
+        if len(names) == 1:
+            before, after = _RUN.split(note)
+            runs.setdefault((before, after), []).append(names[0])
         else:
-            which = f" ({', '.join(names)})"
-            lines.append(key.replace("RUN", f"each of {len(names)} runs") + which)
+            runs.setdefault((note, ""), [])
+    lines = []
+    for (before, after), names in runs.items():
+        if not names:
+            lines.append(before)
+        elif len(names) == 1:
+            lines.append(f"{before}{names[0]}{after}")
+        else:
+            lines.append(f"{before}each of {len(names)} runs{after} ({', '.join(names)})")
     return lines
 
 
