@@ -4,8 +4,9 @@ Every collective x axis (bytes around every boundary, latency, rate, one late ra
 random networks of every fabric (tests/monotone_cases.py), each point timed on the DES and on
 "auto" (the fast path where exact). A violation is a point that finishes sooner than the point
 before it by more than 1e-9 relative where the same algorithm and protocol would not have; a
-fall where NCCL mode's tuner changed its choice, and the earlier choice does not fall, is
-counted apart as a tuner switch (NCCL's own times fall there too). Prints the counts per
+fall where NCCL mode changed its choice (NCCL's tuner: algorithm, protocol; NCCL's channel
+floor: channels), and the earlier choice does not fall, is counted apart as a tuner switch
+(NCCL's own times fall there too). Prints the counts per
 collective, axis and method, each one found, and the wall time.
 
     .venv/bin/python benchmarks/bench_monotone.py --seeds 20
@@ -53,7 +54,8 @@ def main() -> None:
                 )
     print(
         f"{walks} walks, {points} points each on its method: {sum(found.values())} violations; "
-        f"{sum(switched.values())} falls at NCCL's tuner's switches (not counted as violations)"
+        f"{sum(switched.values())} falls at NCCL's switches of algorithm, protocol or channels "
+        "(not counted as violations)"
     )
     for (algo, axis, method), count in sorted(found.items()):
         print(f"   {algo:<19} {axis:<8} {method:<5} {count}")

@@ -23,7 +23,7 @@ from transitsim.network import (
     SwitchSpec,
     simulate_exchange,
 )
-from transitsim.network.spec import NcclSpec
+from transitsim.network.spec import NCCL_PROTOCOLS, NcclSpec
 
 AXES = ("bytes", "latency", "rate", "late")
 KIB = 1024
@@ -177,13 +177,23 @@ def pinned(point: tuple, algo: str, protocol: str) -> tuple:
     return dataclasses.replace(network, nccl=nccl), moved, start
 
 
+def with_channels(point: tuple, channels: int) -> tuple:
+    """The point with NCCL mode's channel count fixed (no floor: every channel runs)."""
+    network, exchange, start = point
+    nccl = network.nccl
+    floors = {p: dataclasses.replace(nccl.spec(p), channel_bytes=0) for p in NCCL_PROTOCOLS}
+    nccl = dataclasses.replace(nccl, channels=channels, **floors)
+    return dataclasses.replace(network, nccl=nccl), exchange, start
+
+
 def classify(points: list[tuple], method: str) -> tuple[list[tuple], list[tuple]]:
     """(violations, switches): each (index, before, after) where a point finishes sooner than
     the one before it by more than rounding. A fall where NCCL's tuner chose another algorithm
-    or protocol, and the later point run with the earlier choice does not fall, is a switch:
-    the tuner's choice (NCCL's cost model, not the engine's time) moved, as NCCL's own does in
-    real tables (deepops 2x DGX A100: 512 KiB 135.2 us, 1 MiB 120.1 us), and no physics fell.
-    Every other fall is a violation of monotone physics."""
+    or protocol, or NCCL mode another channel count (NCCL drops channels below a floor of
+    bytes a channel), and the later point run with the earlier choice does not fall, is a
+    switch: NCCL's choice moved (its cost model and its channel rule, not the engine's time), as
+    NCCL's own times do in real tables (deepops 2x DGX A100: 512 KiB 135.2 us, 1 MiB 120.1 us),
+    and no physics fell. Every other fall is a violation of monotone physics."""
     results = [run(p, method) for p in points]
     times = [float(np.max(r.finish_s)) for r in results]
     violations, switches = [], []
@@ -193,9 +203,15 @@ def classify(points: list[tuple], method: str) -> tuple[list[tuple], list[tuple]
         fall = (i, times[i - 1], times[i])
         before, after = results[i - 1], results[i]
         chose = points[i][0].nccl is not None and points[i][0].nccl.tuner == "nccl"
+        floor = TOLERANCE * max(abs(times[i - 1]), 1e-12)
         if chose and (before.algo, before.protocol) != (after.algo, after.protocol):
             same = finish(pinned(points[i], before.algo, before.protocol), method)
-            if same >= times[i - 1] - TOLERANCE * max(abs(times[i - 1]), 1e-12):
+            if same >= times[i - 1] - floor:
+                switches.append(fall)
+                continue
+        if points[i][0].nccl is not None and before.channels != after.channels:
+            same = finish(with_channels(points[i], before.channels), method)
+            if same >= times[i - 1] - floor:
                 switches.append(fall)
                 continue
         violations.append(fall)

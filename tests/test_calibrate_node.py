@@ -37,18 +37,20 @@ def engine_table(workers: int, gpus_per_node: int) -> Table:
 
 def test_the_node_fitted_on_two_nodes_predicts_four() -> None:
     """The fit is a local search on a surface NCCL's tuner breaks (its choices switch with the
-    rates): on this table it lands within 6 % of every row, the NIC within 20 %, and the 4-node
-    network within 20 % of the true node's (measured 1.9 %, 16.4 %, 17.5 %; docs/calibration.md)."""
+    rates); started with the NVLink at twice the bus bandwidth it finds the true node of this
+    table (a start too fast to bind, 10 x, stopped 7 % off, the NVLink at 6 Tb/s), and the
+    4-node network is the true node's (docs/calibration.md)."""
     fit = calibrate_node(engine_table(8, 4))
     assert fit.gpus_per_node == 4 and fit.nodes == 2  # read off the Rank lines' hosts
-    assert fit.worst("fit") < 0.06
-    assert fit.values["nic_bps"] == pytest.approx(TRUE["nic_bps"], rel=0.20)
+    assert fit.worst("fit") < 0.01
+    for key, value in TRUE.items():
+        assert fit.values[key] == pytest.approx(value, rel=0.01), key
     bigger = fit.network(workers=16)
     truth = node_network(16, 4, TRUE, "hopper", "intel")
     for size in (1 << 20, 1 << 24, 1 << 28):
         exchange = exchange_for("all_reduce", "ring_allreduce", 16, size)
         predicted = simulate_exchange(bigger, exchange).time_s
-        assert predicted == pytest.approx(simulate_exchange(truth, exchange).time_s, rel=0.20)
+        assert predicted == pytest.approx(simulate_exchange(truth, exchange).time_s, rel=0.01)
 
 
 def test_the_cli_writes_a_node_that_scales_with_set_workers(tmp_path: Path) -> None:

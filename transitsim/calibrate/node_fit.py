@@ -164,7 +164,8 @@ def _solve(fit: NodeFit, values: dict[str, float], points: list[Point]) -> dict[
 
 def _start(table: Table, gpus_per_node: int, points: list[Point]) -> dict[str, float]:
     """First guesses: the largest row's bus bandwidth as the NIC's share (one NIC a GPU) or the
-    NVLink's (one node), 1 us latencies."""
+    NVLink's (one node; on several, twice it: where the NVLink starts too fast to bind, the
+    search cannot feel it and never brings it down), 1 us latencies."""
     largest = max(points, key=lambda p: p.row.size_bytes)
     busbw_bps = largest.row.busbw_gbps * 8e9 or 1e9
     nodes = table.ranks // gpus_per_node
@@ -173,7 +174,7 @@ def _start(table: Table, gpus_per_node: int, points: list[Point]) -> dict[str, f
         values["nic_bps"] = busbw_bps / gpus_per_node
         values["nic_latency_s"] = 1e-6
     if gpus_per_node > 1:
-        values["nvlink_bps"] = busbw_bps if nodes == 1 else 10 * busbw_bps
+        values["nvlink_bps"] = busbw_bps if nodes == 1 else 2 * busbw_bps
         values["nvlink_latency_s"] = 0.5e-6
     return values
 

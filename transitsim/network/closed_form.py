@@ -55,6 +55,7 @@ from transitsim.network.fabric import (
     Path,
     Weights,
 )
+from transitsim.network.fabrics.nodes import tree_nodes
 from transitsim.network.schedules.trees import tree_chunk_sizes, tree_depths, tree_forest
 from transitsim.network.spec import NetworkSpec
 
@@ -214,7 +215,7 @@ def _tree(fabric: Fabric, exchange: Exchange, w: Weights) -> float:
     workers = fabric.network.workers
     if workers < 2:
         return 0.0
-    forest = tree_forest(exchange.algo, workers)
+    forest = tree_forest(exchange.algo, workers, tree_nodes(fabric.network))
     share = exchange.payload_bytes / len(forest)
     sizes = tree_chunk_sizes(share)
     chunks = len(sizes)

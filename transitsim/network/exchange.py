@@ -45,6 +45,7 @@ from transitsim.base.errors import TransitsimError
 from transitsim.network.des.engine import Timing, assign_paths, run_des, unshared_timing
 from transitsim.network.exchange_spec import Exchange, validate_exchange
 from transitsim.network.fabric import PLAIN, XFORM_PLUGGABLE, XFORM_SWITCH, Fabric, Path, Weights
+from transitsim.network.fabrics.nodes import tree_nodes
 from transitsim.network.failover import with_failover
 from transitsim.network.fast import NotExact
 from transitsim.network.fast.hierarchical import lean as hier_lean
@@ -183,7 +184,8 @@ def build_schedule(fabric: Fabric, exchange: Exchange) -> Schedule:
         pre = at == "pluggable"
         w = transform_weights(network, exchange)
         spacing = planned_spacing(fabric, exchange.algo, payload, pre, w)
-        return tree_allreduce(exchange.algo, workers, payload, at == "pluggable", spacing)
+        nodes = tree_nodes(network)
+        return tree_allreduce(exchange.algo, workers, payload, pre, spacing, nodes)
     if exchange.algo == "hierarchical":
         return hierarchical(equal_groups(network), payload, at == "pluggable")
     plan = switch_plan(fabric, exchange)

@@ -51,3 +51,12 @@ def nvlink_cables(network: NetworkSpec) -> list[tuple[str, str, LinkSpec, int]]:
 def aggregate(link: LinkSpec, ports: int, oversubscription: float = 1.0) -> LinkSpec:
     """One uplink carrying `ports` links' worth of rate, thinned by the oversubscription."""
     return dataclasses.replace(link, rate_bps=link.rate_bps * ports / oversubscription)
+
+
+def tree_nodes(network: NetworkSpec) -> tuple[tuple[int, ...], ...]:
+    """Each node's workers in rail order (its head, on rail 0, first) where workers share
+    multi-GPU nodes, so the trees take NCCL's shape there (schedules/trees.py `node_forest`);
+    () elsewhere (a tree over all ranks)."""
+    if network.topology not in FABRIC_TOPOLOGIES or network.gpus_per_node <= 1:
+        return ()
+    return tuple(tuple(group) for group in node_groups(network))

@@ -10,13 +10,21 @@ each tree carries half of the payload, so each rank sends and receives about 2x 
 like the ring, with O(log N) steps of latency instead of O(N).
 
 NCCL runs the two halves at once (runTreeSplit: the reduce and the broadcast in separate
-threads), each serial in itself: every rank has a chain of sends and a chain of receives per
-half, so its send up can overlap its send down (they share its links, fluidly, in the DES). In
-a chain, transfers are one at a time in schedule order: the sends through `after`, the receives
-through a JOIN at the receiver that waits for its previous incoming message of that half from
-another sender to have been sent (NCCL posts one send and one receive per peer and step).
-Messages are ordered by pipeline slot (chunk + spacing x level), so dependencies and all chains
-point to earlier messages: the ids are a topological order (`fast/trees/fixed.py` relies on it).
+threads). Over one-rank hosts each half is serial at every rank: a chain of sends and a chain
+of receives per half, so its send up can overlap its send down (they share its links, fluidly,
+in the DES). In a chain, transfers are one at a time in schedule order: the sends through
+`after`, the receives through a JOIN at the receiver that waits for its previous incoming
+message of that half from another sender to have been sent. On multi-GPU nodes (`nodes`, NCCL's
+shape: `node_forest`) every connection (a tree's edge, one way, in one half) is its own queue,
+as in NCCL: a rank receives from all its children at once and sends a chunk to all its children
+at once, and the double binary tree's two trees (two channels in NCCL) do not wait on each
+other; a connection's sends go in chunk order (`after`). Over ranks that would put every rank
+with two children on its link twice every step, which the straggler replays' lone-transfer
+passes could not time (docs/engine.md "Trees on multi-GPU nodes"). `lanes` tells the fast paths
+which transfers can be under way together: those of different halves over ranks, of different
+connections on nodes. Messages are ordered by pipeline slot (chunk + spacing x level), so
+dependencies and all chains point to earlier messages: the ids are a topological order
+(`fast/trees/fixed.py` relies on it).
 """
 
 import math
@@ -25,6 +33,7 @@ import numpy as np
 
 from transitsim.base.errors import TransitsimError
 from transitsim.network.fabric import JOIN, LOCAL_XFORM, PLAIN, Fabric, Weights
+from transitsim.network.fabrics.nodes import tree_nodes
 from transitsim.network.limits import MAX_TREE_TRANSFERS, MAX_WORKERS
 from transitsim.network.schedules.dag import Schedule
 
@@ -41,6 +50,9 @@ TREE_MAX_CHUNKS = 64
 # rank that has not started, whose receives beyond its buffer wait for it.
 RECV_SLOTS = 8
 TREE_ALGOS = ("tree", "double_binary_tree")
+# each multi-GPU node's ranks, its head (the rank on rail 0) first; () where ranks are not on
+# such nodes (network/fabrics/nodes.py `tree_nodes`)
+Nodes = tuple[tuple[int, ...], ...]
 
 
 def btree_parents(workers: int) -> np.ndarray:
@@ -143,21 +155,48 @@ def tree_chunks(tree_bytes: float) -> int:
     return len(tree_chunk_sizes(tree_bytes))
 
 
-def tree_forest(algo: str, workers: int) -> list[np.ndarray]:
-    """The parent arrays of the trees `algo` runs."""
+def tree_forest(algo: str, workers: int, nodes: Nodes = ()) -> list[np.ndarray]:
+    """The parent arrays of the trees `algo` runs: over the ranks, or, where ranks share
+    multi-GPU nodes (`nodes`: each node's ranks, its head first), NCCL's shape for them."""
+    if nodes:
+        return node_forest(algo, workers, nodes)
     if algo == "tree":
         return [btree_parents(workers)]
     return list(dbt_parents(workers))
+
+
+def node_forest(algo: str, workers: int, nodes: Nodes) -> list[np.ndarray]:
+    """NCCL's trees on multi-GPU nodes (src/graph/trees.cc, connectTrees in src/graph/
+    connect.cc): inside a node a chain through its GPUs, the head first; across nodes a binary
+    tree (or the double binary tree's two) over the nodes' heads, so a tree crosses the network
+    only between heads, through the head's NIC. The double binary tree's second tree swaps the
+    nodes' roles and keeps each node's chain."""
+    over_nodes = [btree_parents(len(nodes))] if algo == "tree" else list(dbt_parents(len(nodes)))
+    forest = []
+    for up in over_nodes:
+        parents = np.full(workers, -1, dtype=np.int64)
+        for node, chain in enumerate(nodes):
+            parent_node = int(up[node])
+            parents[chain[0]] = -1 if parent_node < 0 else nodes[parent_node][0]
+            for above, below in zip(chain, chain[1:], strict=False):
+                parents[below] = above
+        forest.append(parents)
+    return forest
 
 
 UP, DOWN = 0, 1  # the two halves: reduce (towards the root) and broadcast (away from it)
 
 
 def tree_allreduce(
-    algo: str, workers: int, payload_bytes: int, pre_transform: bool, spacing: int = 1
+    algo: str,
+    workers: int,
+    payload_bytes: int,
+    pre_transform: bool,
+    spacing: int = 1,
+    nodes: Nodes = (),
 ) -> Schedule:
     """The pipelined all-reduce over `algo`'s trees, each carrying an equal share of the payload."""
-    return tree_layout(algo, workers, payload_bytes, pre_transform, spacing)[0]
+    return tree_layout(algo, workers, payload_bytes, pre_transform, spacing, nodes)[0]
 
 
 def tree_spacing(algo: str, busy_s: float, latency_s: float) -> int:
@@ -185,7 +224,7 @@ def tree_spacing_on(fabric: Fabric, algo: str, payload_bytes: int, weights: Weig
     workers = fabric.network.workers
     if algo != "double_binary_tree" or workers < 2:
         return 1
-    forest = tree_forest(algo, workers)
+    forest = tree_forest(algo, workers, tree_nodes(fabric.network))
     sizes = tree_chunk_sizes(payload_bytes / len(forest))
     chunks = len(sizes)
     bits = sizes[0] * 8.0  # a full chunk
@@ -230,16 +269,17 @@ def _planned(forest: list[np.ndarray], workers: int, chunks: int, spacing: int) 
 
 
 def tree_layout(
-    algo: str, workers: int, payload_bytes: int, pre_transform: bool, spacing: int = 1
-) -> tuple[Schedule, np.ndarray]:
-    """The tree all-reduce's Schedule, and each message's half (UP, DOWN; -1: a pre-stage
-    transform or a JOIN), which the fast path needs to know which transfers can overlap.
-
-    NCCL's runTreeSplit: the reduce and the broadcast run at once, each serial in itself. So
-    every rank has a chain of sends and a chain of receives per half (not one of each for
-    both), and an interior rank's send up can overlap its send down (they share its links).
-    """
-    forest = tree_forest(algo, workers)
+    algo: str,
+    workers: int,
+    payload_bytes: int,
+    pre_transform: bool,
+    spacing: int = 1,
+    nodes: Nodes = (),
+) -> tuple[Schedule, np.ndarray, np.ndarray]:
+    """The tree all-reduce's Schedule, each message's half (UP, DOWN; -1: a pre-stage transform
+    or a JOIN) and its lane (-1 for those), which the fast paths read to know which transfers can
+    be under way together: those of different lanes (the module doc)."""
+    forest = tree_forest(algo, workers, nodes)
     share = payload_bytes / len(forest)
     sizes = tree_chunk_sizes(share)
     chunks = len(sizes)
@@ -258,6 +298,7 @@ def tree_layout(
     deps: list[list[int]] = []
     counts: list[bool] = []
     halves: list[int] = []
+    lanes: list[int] = []
 
     def add(s: int, d: int, k: int, size: float, a: int, needs: list[int], result: bool) -> int:
         src.append(s)
@@ -268,19 +309,19 @@ def tree_layout(
         deps.append(needs)
         counts.append(result)
         halves.append(-1)
+        lanes.append(-1)
         return len(src) - 1
 
-    # per half: each node's last send and last receive (its chains)
-    last_sent = [[-1] * workers for _ in (UP, DOWN)]
-    last_recv = [[-1] * workers for _ in (UP, DOWN)]
     own = [-1] * workers  # the own transformed contribution (pre-stage), if any
     started = [-1] * workers  # a JOIN at each rank at its start: what a full buffer waits for
-    received: dict[tuple, int] = {}  # chunks received so far per connection (half, tree, s, d)
+    last: dict[tuple, int] = {}  # per chain (the module doc): its last send
+    last_recv = [[-1] * workers for _ in (UP, DOWN)]  # over ranks: each one's last receive
+    lane_of: dict[tuple, int] = {}
+    received: dict[tuple, int] = {}  # chunks received so far per connection
     if pre_transform:
-        for i in range(workers):
+        for i in range(workers):  # both halves start once it is done
             own[i] = add(i, i, LOCAL_XFORM, float(payload_bytes), -1, [], True)
-            for phase in (UP, DOWN):  # both halves start once it is done
-                last_sent[phase][i] = last_recv[phase][i] = own[i]
+            last_recv[UP][i] = last_recv[DOWN][i] = own[i]
     up = [dict() for _ in forest]  # up[t][(v, c)]: v's partial sum of chunk c, sent to its parent
     down = [dict() for _ in forest]  # down[t][(v, c)]: the summed chunk c sent to v
     for _, phase, _, t, c, s, d in planned:
@@ -289,26 +330,32 @@ def tree_layout(
             needs = [up[t][(k, c)] for k in children[t][s]]
         else:
             needs = [down[t][(s, c)]]
-        if own[s] >= 0:
+        if own[s] >= 0:  # a rank sends and receives once its own transform is done
             needs.append(own[s])
-        previous = last_recv[phase][d]
-        if previous >= 0 and src[previous] != s:
-            needs.append(add(d, d, JOIN, 0.0, previous, [], False))
+        if nodes and own[d] >= 0:  # (over ranks, its chain of receives waits for it)
+            needs.append(own[d])
         connection = (phase, t, s, d)
+        if not nodes:  # one chain a half: the receives wait on the rank's previous one
+            previous = last_recv[phase][d]
+            if previous >= 0 and src[previous] != s:
+                needs.append(add(d, d, JOIN, 0.0, previous, [], False))
         received[connection] = received.get(connection, 0) + 1
         if received[connection] > RECV_SLOTS:  # beyond the receiver's buffer: it must run
             if started[d] < 0:
                 started[d] = add(d, d, JOIN, 0.0, -1, [], False)
             needs.append(started[d])
         into_root = phase == UP and parents[d] < 0
-        m = add(s, d, PLAIN, sizes[c], last_sent[phase][s], needs, phase == DOWN or into_root)
+        chain = connection if nodes else (phase, s)
+        m = add(s, d, PLAIN, sizes[c], last.get(chain, own[s]), needs, into_root or phase == DOWN)
         halves[m] = phase
+        lanes[m] = lane_of.setdefault(connection, len(lane_of)) if nodes else phase
+        last[chain] = m
+        if not nodes:
+            last_recv[phase][d] = m
         if phase == UP:
             up[t][(s, c)] = m
         else:
             down[t][(d, c)] = m
-        last_sent[phase][s] = m
-        last_recv[phase][d] = m
     lengths = np.array([len(n) for n in deps], dtype=np.int64)
     data_ptr = np.zeros(len(src) + 1, dtype=np.int64)
     np.cumsum(lengths, out=data_ptr[1:])
@@ -324,4 +371,4 @@ def tree_layout(
         np.array(flat, dtype=np.int64),
         np.array(counts, dtype=bool),
     )
-    return schedule, np.array(halves, dtype=np.int8)
+    return schedule, np.array(halves, dtype=np.int8), np.array(lanes, dtype=np.int64)

@@ -1,18 +1,19 @@
 """The exact fast path for the trees whose halves overlap: each rank's links shared two ways.
 
-The reduce and the broadcast run at once (schedules/trees.py, NCCL's runTreeSplit), each a chain
-of sends and a chain of receives per rank, so a rank's links carry at most two transfers at a
-time: one of each half. Where every link carries the transfers of one sender or of one receiver
-(one switch; a leaf-spine or datacentres whose inter-switch links one host uses alone), the
-links that carry the same transfers act as one (their capacity: the smallest), and all of these
-have one and the same capacity C, max-min fairness, which the DES computes by progressive
-filling over every link at once, is local: a moving transfer gets C / k, k the most transfers
-moving on one of its links (1 or 2). Proof: at rate C / 2 every link with two moving transfers
-is full, so those freeze there; the rest cross only links of their own and rise to C. A
-transfer stopped by a link that is down (capacity 0) freezes at 0 and is not counted on its
-other links. So a start, a departure or a link going down or up changes the rates of the
-transfers on the links it touches and of no others, and one event pass in time order gives the
-DES's times (the same rates, the same bits left at each change).
+The reduce and the broadcast run at once (schedules/trees.py, NCCL's runTreeSplit), each a chain of
+sends and a chain of receives per rank, so a rank's links carry at most two transfers at a time:
+one of each half (on multi-GPU nodes every connection is a queue of its own: `split_links` counts
+the connections on each link, and C / k is used only where there are at most two). Where every link
+carries the transfers of one sender or of one receiver (one switch; a leaf-spine or datacentres
+whose inter-switch links one host uses alone), the links that carry the same transfers act as one
+(their capacity: the smallest), and all of these have one and the same capacity C, max-min
+fairness, which the DES computes by progressive filling over every link at once, is local: a moving
+transfer gets C / k, k the most transfers moving on one of its links (1 or 2). Proof: at rate C / 2
+every link with two moving transfers is full, so those freeze there; the rest cross only links of
+their own and rise to C. A transfer stopped by a link that is down (capacity 0) freezes at 0 and is
+not counted on its other links. So a start, a departure or a link going down or up changes the
+rates of the transfers on the links it touches and of no others, and one event pass in time order
+gives the DES's times (the same rates, the same bits left at each change).
 
 Exactness is checked, not assumed (`split_links`): one-hop routes; every link one-sided (one
 sender's or one receiver's transfers) and crossed with weight 1 (one of k parallel links: 1 / k
@@ -36,6 +37,7 @@ import numpy as np
 from transitsim.network.des.engine import ResourceFault, Timing, assign_paths
 from transitsim.network.des.fluid import settled
 from transitsim.network.fabric import LOCAL_XFORM, Fabric, Path, Weights
+from transitsim.network.fabrics.nodes import tree_nodes
 from transitsim.network.fast.shared.fault_delay import delayed_one, down_windows, route_windows
 from transitsim.network.fast.shared.not_exact import NotExact
 from transitsim.network.fast.trees.compiled import busy, carried, compiled_pass, schedule_lists
@@ -68,17 +70,19 @@ class SplitLinks:
 def split_links(
     fabric: Fabric,
     schedule: Schedule,
-    halves: np.ndarray,
+    lanes: np.ndarray,
     path_ids: np.ndarray,
     paths: list[Path],
 ) -> SplitLinks | NotExact:
     """The tree's link groups (sharing per link, C / k, where `local`; else max-min over each
-    component), or why neither would be exact here."""
+    component), or why neither would be exact here. A connection's transfers go one at a time
+    (`lanes`, schedules/trees.py), so a group crossed by one connection carries one transfer at
+    a time, by two at most two (the C / k rule's case); more, and max-min is not local."""
     if any(len(p.hops) != 1 for p in paths):
         return NotExact("routes of more than one hop")
     carries: dict[int, set[tuple[int, int]]] = {}  # resource -> (src, dst) pairs it carries
     stripe: dict[int, float] = {}  # resource -> the weight every transfer crosses it with
-    phases: dict[int, set[int]] = {}
+    lanes_on: dict[int, set[int]] = {}  # resource -> the connections that cross it
     transfer = schedule.kind != LOCAL_XFORM
     _, first = np.unique(path_ids, return_index=True)
     for m in first.tolist():
@@ -94,11 +98,11 @@ def split_links(
             if stripe.setdefault(r, w) != w:  # one of parallel links (wan_links k): 1 / k
                 return NotExact("transfers cross a parallel link with different stripes")
             carries.setdefault(r, set()).add((int(schedule.src[m]), int(schedule.dst[m])))
-    crossing = (path_ids >= 0) & transfer  # which halves cross each resource
-    for key in np.unique(path_ids[crossing] * 2 + halves[crossing]).tolist():
-        for r in paths[key // 2].hops[0].resources:
+    crossing = (path_ids >= 0) & transfer  # which connections cross each resource
+    for p, lane in set(zip(path_ids[crossing].tolist(), lanes[crossing].tolist(), strict=True)):
+        for r in paths[p].hops[0].resources:
             if r in carries:
-                phases.setdefault(r, set()).add(key % 2)
+                lanes_on.setdefault(r, set()).add(lane)
     keys: dict[frozenset, int] = {}
     group_of: dict[int, int] = {}
     local = True  # every link one-sided: per-link sharing is max-min (with one capacity)
@@ -109,7 +113,10 @@ def split_links(
     group_resources: list[list[int]] = [[] for _ in keys]
     for r, g in group_of.items():
         group_resources[g].append(r)
-    overlap = any(len(phases.get(r, ())) > 1 for r in group_of)
+    most = max((len(lanes_on.get(r, ())) for r in group_of), default=0)
+    overlap = most > 1  # two connections on a link: transfers can meet there
+    if most > 2:
+        local = False  # three at once: a transfer's share depends on links beyond its own
     # a parallel link carries 1 / k of each transfer it stripes: k x its rate for the group
     effective = {r: fabric.resources[r].rate_bps / stripe[r] for r in group_of}
     caps = [min(effective[r] for r in rs) for rs in group_resources]
@@ -157,10 +164,11 @@ def tree_parts(
     compiled paths, time table, and its link groups (or why sharing them per link would not be
     exact)."""
     workers = fabric.network.workers
-    schedule, halves = tree_layout(algo, workers, payload_bytes, pre_transform, spacing)
+    nodes = tree_nodes(fabric.network)
+    schedule, _, lanes = tree_layout(algo, workers, payload_bytes, pre_transform, spacing, nodes)
     path_ids, compiled = assign_paths(fabric, schedule, weights)
     table = TreeTable.of(schedule, path_ids, compiled)
-    links = split_links(fabric, schedule, halves, path_ids, compiled)
+    links = split_links(fabric, schedule, lanes, path_ids, compiled)
     return schedule, path_ids, compiled, table, links
 
 
