@@ -121,6 +121,8 @@ def link_stats(fabric: Fabric, timing: Timing, time_s: float) -> "pd.DataFrame":
 WAN_LINK = re.compile(r"^dc\d+->dc\d+(#\d+)?$")
 # a link a host sends on: every byte a worker puts on its line crosses one of these once
 HOST_LINK = re.compile(r"^h\d+->")
+# a send is slowed by sharing where it took longer than its serial time by more than this share
+SLOWED_REL = 1e-9
 _MASKS: dict[int, tuple[Fabric, np.ndarray, np.ndarray]] = {}  # per fabric: (wan, host links)
 
 
@@ -257,18 +259,24 @@ def critical_path(
                 fixed += pre_s + post
             latency = latency_whole if whole else 0.0
             ingest = 0.0
+            serials = []
             for _, _, _, _, rate_bps, kind, charged in terms:
                 serial = bits / rate_bps if np.isfinite(rate_bps) else 0.0
-                shares[kind] += serial
+                serials.append((kind, serial))
                 if charged or (kind == "lanes" and dense):
                     ingest += serial
-                moving -= serial
+            slack = moving - fixed - sum(serial for _, serial in serials)
+            shared = int(timing.shared_by[m])  # slowed by sharing: charged to what it shared
+            pace = fabric.resources[shared].kind if shared >= 0 else "link"
+            if len(serials) == 1 and shared >= 0 and slack > SLOWED_REL * max(moving, 0.0):
+                # one hop slowed by a resource it shared: that resource set the pace of its
+                # whole send (a host shared by its ranks below the link's rate is the host's)
+                serials = [(pace, serials[0][1])]
+            for kind, serial in serials:
+                shares[kind] += serial
             shares["transform"] += latency
             shares["latency"] += fixed - latency
-            shared = int(timing.shared_by[m])  # slowed by sharing: charged to what it shared
-            shares[fabric.resources[shared].kind if shared >= 0 else "link"] += max(
-                moving - fixed, 0.0
-            )
+            shares[pace] += max(slack, 0.0)
             transform += ingest + latency
             wire += end - timing.ready_s[m] - stalled - ingest - latency
         ready = timing.ready_s[m]

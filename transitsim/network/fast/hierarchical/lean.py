@@ -230,9 +230,9 @@ class LeanHier:
         flat = ids.reshape(ids.shape[0], -1)  # who was slowed by sharing: as run_fast_hier
         hit = flat[:, flows.group >= 0]
         groups = np.broadcast_to(flows.group[flows.group >= 0], hit.shape)
-        first_resource = np.array([shared[0] for shared in flows.resources], dtype=np.int64)
+        binding = np.array(flows.binding, dtype=np.int64)
         mask = slowed[hit - flat[0, 0]]
-        self.mini_shared[hit[mask]] = first_resource[groups[mask]]
+        self.mini_shared[hit[mask]] = binding[groups[mask]]
         into = _roll1(arrive_s[ids[-1]])
         arrivals = np.stack([_roll1(arrive_s[ids[k]]) for k in range(stage.phases)])
         first = np.argmax(arrivals == arrivals.max(axis=0), axis=0)  # the earliest at the max

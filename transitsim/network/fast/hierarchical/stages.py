@@ -119,6 +119,9 @@ class ExchangeGroups:
         self.cap = np.zeros(len(edges))
         self.capacity: list[float] = []
         self.resources: list[tuple[int, ...]] = []
+        # per group: the resource the DES names as what set a slowed flow's rate (the first, in
+        # hop order, of those that fill first: the slowest per unit of weight)
+        self.binding: list[int] = []
         self.weights: list[tuple[float, ...]] = []
         keys: dict[tuple[int, ...], int] = {}
         for e, hop in enumerate(hops):
@@ -143,6 +146,10 @@ class ExchangeGroups:
                 self.capacity.append(capacity)
                 self.weights.append(tuple(weight[r] for r in shared))
                 self.resources.append(shared)
+                slowest = (
+                    r for r in shared if fabric.resources[r].rate_bps / weight[r] == capacity
+                )
+                self.binding.append(next(slowest))
             elif self.weights[keys[shared]] != tuple(weight[r] for r in shared):
                 self.reason = NotExact("flows cross a shared link with different stripes")
                 return
@@ -393,9 +400,9 @@ def run_fast_hier(
         flat = cross.ids.reshape(cross.ids.shape[0], -1)
         hit = flat[:, exchange.group >= 0]
         groups = np.broadcast_to(exchange.group[exchange.group >= 0], hit.shape)
-        first_res = np.array([shared[0] for shared in exchange.resources], dtype=np.int64)
+        binding = np.array(exchange.binding, dtype=np.int64)
         mask = slowed[hit - flat[0, 0]]
-        shared_by[hit[mask]] = first_res[groups[mask]]
+        shared_by[hit[mask]] = binding[groups[mask]]
     busy, carried = _usage(fabric, schedule, table, timing, exchange, busy_shared)
     still = held.stall if held is not None else np.zeros(count)  # one hop: the first is the whole
     return Timing(
