@@ -198,23 +198,21 @@ def classify(points: list[tuple], method: str) -> tuple[list[tuple], list[tuple]
     times = [float(np.max(r.finish_s)) for r in results]
     violations, switches = [], []
     for i in range(1, len(times)):
-        if times[i] >= times[i - 1] - TOLERANCE * max(abs(times[i - 1]), 1e-12):
+        floor = times[i - 1] - TOLERANCE * max(abs(times[i - 1]), 1e-12)
+        if times[i] >= floor:
             continue
         fall = (i, times[i - 1], times[i])
         before, after = results[i - 1], results[i]
         chose = points[i][0].nccl is not None and points[i][0].nccl.tuner == "nccl"
-        floor = TOLERANCE * max(abs(times[i - 1]), 1e-12)
+        earlier = []  # the later point with one of NCCL's earlier choices
         if chose and (before.algo, before.protocol) != (after.algo, after.protocol):
-            same = finish(pinned(points[i], before.algo, before.protocol), method)
-            if same >= times[i - 1] - floor:
-                switches.append(fall)
-                continue
+            earlier.append(pinned(points[i], before.algo, before.protocol))
         if points[i][0].nccl is not None and before.channels != after.channels:
-            same = finish(with_channels(points[i], before.channels), method)
-            if same >= times[i - 1] - floor:
-                switches.append(fall)
-                continue
-        violations.append(fall)
+            earlier.append(with_channels(points[i], before.channels))
+        if any(finish(point, method) >= floor for point in earlier):
+            switches.append(fall)
+        else:
+            violations.append(fall)
     return violations, switches
 
 

@@ -92,7 +92,7 @@ from transitsim.network.schedules.dag import (
     ring_plan,
     switch_sum,
 )
-from transitsim.network.schedules.trees import TREE_ALGOS, tree_allreduce
+from transitsim.network.schedules.trees import TREE_ALGOS, tree_layout
 from transitsim.network.spec import NetworkSpec
 from transitsim.network.stages import padded_dense_bytes
 from transitsim.network.topology import worker_groups
@@ -185,7 +185,7 @@ def build_schedule(fabric: Fabric, exchange: Exchange) -> Schedule:
         w = transform_weights(network, exchange)
         spacing = planned_spacing(fabric, exchange.algo, payload, pre, w)
         nodes = tree_nodes(network)
-        return tree_allreduce(exchange.algo, workers, payload, pre, spacing, nodes)
+        return tree_layout(exchange.algo, workers, payload, pre, spacing, nodes)[0]
     if exchange.algo == "hierarchical":
         return hierarchical(equal_groups(network), payload, at == "pluggable")
     plan = switch_plan(fabric, exchange)

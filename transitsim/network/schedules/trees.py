@@ -27,13 +27,10 @@ dependencies and all chains point to earlier messages: the ids are a topological
 (`fast/trees/fixed.py` relies on it).
 """
 
-import math
-
 import numpy as np
 
 from transitsim.base.errors import TransitsimError
-from transitsim.network.fabric import JOIN, LOCAL_XFORM, PLAIN, Fabric, Weights
-from transitsim.network.fabrics.nodes import tree_nodes
+from transitsim.network.fabric import JOIN, LOCAL_XFORM, PLAIN
 from transitsim.network.limits import MAX_TREE_TRANSFERS, MAX_WORKERS
 from transitsim.network.schedules.dag import Schedule
 
@@ -185,57 +182,6 @@ def node_forest(algo: str, workers: int, nodes: Nodes) -> list[np.ndarray]:
 
 
 UP, DOWN = 0, 1  # the two halves: reduce (towards the root) and broadcast (away from it)
-
-
-def tree_allreduce(
-    algo: str,
-    workers: int,
-    payload_bytes: int,
-    pre_transform: bool,
-    spacing: int = 1,
-    nodes: Nodes = (),
-) -> Schedule:
-    """The pipelined all-reduce over `algo`'s trees, each carrying an equal share of the payload."""
-    return tree_layout(algo, workers, payload_bytes, pre_transform, spacing, nodes)[0]
-
-
-def tree_spacing(algo: str, busy_s: float, latency_s: float) -> int:
-    """Pipeline slots between a tree level and the next, in the order of each rank's chains.
-
-    One half's chain at a rank of the double binary tree carries both trees' transfers, and
-    the two trees' dependencies run opposite ways (a rank's child in one tree can be its parent
-    in the other), so with one slot per level two ranks wait on each other's chunk every slot:
-    the loop is 4 sends (at half the link each, the halves sharing it: 2 busy_s a send) and 2
-    latencies, over 2 slots of 4 sends of link time each. K slots per level spread the loop
-    over 2K slots: K ~ 1 + latency_s / (2 busy_s). More slots per level also lengthen the
-    pipeline's fill (2 K depth slots): rounded to the nearest, K = 1 where the latency is under
-    a chunk's send (on the grid of docs/engine.md, rounding up lost up to 20 % there, with few
-    chunks per tree, and gained 5 % with many). One tree's chains carry one tree each: spacing
-    changes nothing there.
-    """
-    if algo != "double_binary_tree" or latency_s <= 0 or busy_s <= 0:
-        return 1
-    return 1 + math.floor(latency_s / (2.0 * busy_s) + 0.5)
-
-
-def tree_spacing_on(fabric: Fabric, algo: str, payload_bytes: int, weights: Weights) -> int:
-    """`tree_spacing` on this network: a chunk's sender busy time and the latency after it,
-    the largest over the trees' edges (at most the chunks: more changes no order)."""
-    workers = fabric.network.workers
-    if algo != "double_binary_tree" or workers < 2:
-        return 1
-    forest = tree_forest(algo, workers, tree_nodes(fabric.network))
-    sizes = tree_chunk_sizes(payload_bytes / len(forest))
-    chunks = len(sizes)
-    bits = sizes[0] * 8.0  # a full chunk
-    busy = latency = 0.0
-    for parents in forest:
-        for v, p in enumerate(parents.tolist()):
-            for s, d in ((v, p), (p, v)) if p >= 0 else ():
-                hop = fabric.path(s, d, PLAIN, weights).hops[0]
-                busy = max(busy, hop.pre_s + (bits / hop.rate_bps if bits > 0 else 0.0))
-                latency = max(latency, hop.post_for(bits))
-    return min(tree_spacing(algo, busy, latency), chunks)
 
 
 def _planned(forest: list[np.ndarray], workers: int, chunks: int, spacing: int) -> list[tuple]:

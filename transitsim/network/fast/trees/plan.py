@@ -1,16 +1,16 @@
 """The double binary tree's pipeline spacing, chosen by time so that latency never helps.
 
-`tree_spacing` (schedules/trees.py) put K slots between a tree level and the next, K growing
-with the latency against a chunk's send, because the two trees' dependencies loop through one
-rank's chains. A rule jumps from K to K + 1 at some latency, and the schedule of the larger K
-can be much faster there (issue 44: 8 ranks, 4 MB, 100 Gb/s: 797 us at 2 us of latency, 702 us
-at 3 us), so more latency took less time. Here every K of SPACINGS (and the chunk count: a
-larger K changes no order) is timed, all ranks starting together and no faults (what a plan can
-know), and the fastest taken, ties to the smaller K. The set tried does not depend on the
-latency, the rates or the start times, so wherever each candidate's time grows with the
-latency and falls with the rates, their least does too (max-min sharing inside one schedule
-does not always: docs/engine.md "Monotone physics"). The DES and the fast paths time the same
-chosen schedule. One tree, or no latency anywhere and no loop to break: K = 1 as before.
+A rule (`tree_spacing`, once in schedules/trees.py, now removed) put K slots between a tree level
+and the next, K growing with the latency against a chunk's send, because the two trees'
+dependencies loop through one rank's chains. A rule jumps from K to K + 1 at some latency, and the
+schedule of the larger K can be much faster there (issue 44: 8 ranks, 4 MB, 100 Gb/s: 797 us at 2
+us of latency, 702 us at 3 us), so more latency took less time. Here every K of SPACINGS (and the
+chunk count: a larger K changes no order) is timed, all ranks starting together and no faults (what
+a plan can know), and the fastest taken, ties to the smaller K. The set tried does not depend on
+the latency, the rates or the start times, so wherever each candidate's time grows with the latency
+and falls with the rates, their least does too (max-min sharing inside one schedule does not
+always: docs/engine.md "Monotone physics"). The DES and the fast paths time the same chosen
+schedule. One tree, or no latency anywhere and no loop to break: K = 1 as before.
 """
 
 import numpy as np
