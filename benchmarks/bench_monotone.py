@@ -11,6 +11,7 @@ collective, axis and method, each one found, and the wall time.
 
     .venv/bin/python benchmarks/bench_monotone.py --seeds 20
     .venv/bin/python benchmarks/bench_monotone.py --seeds 5 --small   # the test's sizes
+    .venv/bin/python benchmarks/bench_monotone.py --dense   # fine walks on one switch
 """
 
 import argparse
@@ -22,7 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from monotone_cases import sweep  # noqa: E402
+from monotone_cases import classify, dense_walks, sweep  # noqa: E402
 
 
 def main() -> None:
@@ -30,8 +31,14 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=20, help="random networks per axis")
     parser.add_argument("--first", type=int, default=100, help="the first seed (the test: 0)")
     parser.add_argument("--small", action="store_true", help="the test's sizes (<= 128 KiB)")
+    parser.add_argument(
+        "--dense", action="store_true", help="fine latency and late-rank walks instead"
+    )
     args = parser.parse_args()
     print(f"cpu count {os.cpu_count()}; load average {os.getloadavg()[0]:.2f}")
+    if args.dense:
+        dense()
+        return
     began = time.perf_counter()
     walks = points = 0
     found: collections.Counter = collections.Counter()
@@ -59,6 +66,35 @@ def main() -> None:
     )
     for (algo, axis, method), count in sorted(found.items()):
         print(f"   {algo:<19} {axis:<8} {method:<5} {count}")
+    print(f"wall {time.perf_counter() - began:.1f} s; load average {os.getloadavg()[0]:.2f}")
+
+
+def dense() -> None:
+    """The fine walks (monotone_cases.dense_walks): each fall, then the count per collective,
+    axis and method, and how many walks fell at all."""
+    began = time.perf_counter()
+    walks = points = 0
+    found: collections.Counter = collections.Counter()
+    fell: collections.Counter = collections.Counter()
+    for algo, axis, label, walk in dense_walks():
+        for method in ("auto", "des"):
+            walks += 1
+            points += len(walk)
+            bad, _ = classify(walk, method)
+            found[(algo, axis, method)] += len(bad)
+            fell[(algo, axis, method)] += bool(bad)
+            for index, before, after in bad:
+                network, _, start = walk[index]
+                print(
+                    f"   violation: {algo} {axis} {method} ({label}): latency "
+                    f"{network.host_link.latency_s * 1e6:.2f} us, last rank "
+                    f"{start[-1] * 1e6:.0f} us late: {before * 1e6:.2f} -> {after * 1e6:.2f} us "
+                    f"({after / before - 1:+.2%})"
+                )
+    print(f"{walks} dense walks, {points} points: {sum(found.values())} violations")
+    for key in sorted(found):
+        algo, axis, method = key
+        print(f"   {algo:<19} {axis:<8} {method:<5} {found[key]:3d} in {fell[key]} walks")
     print(f"wall {time.perf_counter() - began:.1f} s; load average {os.getloadavg()[0]:.2f}")
 
 

@@ -222,6 +222,44 @@ def violations(points: list[tuple], method: str) -> list[tuple[int, float, float
     return classify(points, method)[0]
 
 
+DENSE_LATENCIES = tuple(x * 0.25e-6 for x in range(25))  # 0 to 6 us
+DENSE_LATE = tuple(x * 2e-6 for x in range(21))  # 0 to 40 us
+
+
+def dense_network(algo: str, workers: int) -> NetworkSpec:
+    """The plainest network `algo` runs on: one switch of 100 Gb/s links (two datacentres for
+    the hierarchical all-reduce, a summing switch for the switch sum)."""
+    link = LinkSpec(100e9)
+    if algo == "hierarchical":
+        wan = LinkSpec(100e9, latency_s=1e-5)
+        return NetworkSpec("dc", "datacentres", 2 * workers, link, datacentres=2, wan_link=wan)
+    switch = SwitchSpec(aggregator=algo == "switch_sum")
+    return NetworkSpec("sw", "switch", workers, link, switch=switch)
+
+
+def dense_walks(algos=COLLECTIVE_ALGOS):
+    """Fine walks on the plainest networks, where the random sweep's six latencies step over
+    most falls: latency 0-6 us in 0.25 us steps, and one rank (the last) 0-40 us late in 2 us
+    steps, for 4, 6 and 8 ranks at 1 and 8 MiB. Yields (algo, axis, label, points)."""
+    for algo in algos:
+        for workers in (4, 6, 8):
+            network = dense_network(algo, workers)
+            for payload in (1 << 20, 8 << 20):
+                exchange = Exchange(algo, payload)
+                label = f"{network.workers} ranks, {payload >> 20} MiB"
+                start = np.zeros(network.workers)
+                points = [
+                    (_with_link(network, latency_s=x), exchange, start) for x in DENSE_LATENCIES
+                ]
+                yield algo, "latency", label, points
+                late = []
+                for x in DENSE_LATE:
+                    moved = start.copy()
+                    moved[-1] = x
+                    late.append((_with_link(network, latency_s=1e-6), exchange, moved))
+                yield algo, "late", label, late
+
+
 def sweep(seeds: range, small: bool, methods=("auto", "des"), algos=COLLECTIVE_ALGOS):
     """Every collective x axis x seed: yields (algo, axis, seed, method, points, violations,
     switches)."""

@@ -118,3 +118,16 @@ def test_a_fall_at_the_tuners_switch_is_told_apart_from_physics():
         assert (earlier.algo, earlier.protocol) != (later.algo, later.protocol)
         same = finish(pinned(points[index], earlier.algo, earlier.protocol), "des")
         assert after < before <= same
+
+
+@pytest.mark.xfail(strict=True, reason="max-min sharing: docs/engine.md 'Monotone physics'")
+def test_one_tree_on_one_switch_never_falls_as_the_latency_grows_finely():
+    """The dense walk of benchmarks/bench_monotone.py --dense on its plainest case: one tree of
+    6 ranks, 8 MiB, one switch of 100 Gb/s, the latency 2.5 to 3.5 us in 0.25 us steps (2,475.1
+    us at 2.5 us, 2,176.8 us at 3.5 us today). Held as a strict expected failure: a monotone
+    sharing rule (benchmarks/bench_ordered_sharing.py measures one) makes it pass."""
+    times = [
+        simulate_exchange(_switch(6, x * 1e-6), Exchange("tree", 8 << 20), method="des").time_s
+        for x in (2.5, 2.75, 3.0, 3.25, 3.5)
+    ]
+    assert times == sorted(times)

@@ -1,0 +1,173 @@
+"""Issue 44 item 1, a proposal measured: links that serve transfers in a fixed order, not max-min.
+
+The engine shares every resource max-min at every instant, and that is not monotone: delaying one
+transfer can take it out of a share and let the one on the critical path go faster
+(`bench_monotone.py --dense`: 150 falls on one switch). This script times the same schedules
+under another rule, to show what adopting it would change before anyone rewrites the engine:
+
+- every resource serves the transfers that cross it one after another, in the schedule's
+  message order (a fixed order: a transfer waits for the earlier ones even if they are late);
+- a transfer starts when it is ready (as in the DES) and every resource of its hop has served
+  the transfers before it; it moves at its hop's rate alone; resource r is then taken for
+  bits x weight_r / capacity_r (a faster link than the hop's rate frees sooner, so a 400 Gb/s
+  uplink carries four 100 Gb/s transfers at once);
+- pre and post delays, store-and-forward holds, JOINs and start times as in the DES; the double
+  binary tree's spacing the least of the same candidates, timed under this rule.
+
+Each finish is then a longest path over sums of durations that grow with bytes, latency, a
+start and a falling rate, so no finish can fall (the walks below check it). Not in the package:
+no faults, backgrounds or NCCL mode here; the engine is unchanged.
+
+    .venv/bin/python benchmarks/bench_ordered_sharing.py [--seeds 10]
+
+Prints, per collective on plain networks, the DES (max-min) time and this rule's, their ratio;
+then the violation count of this rule over the dense walks and the random sweep of
+tests/monotone_cases.py (the points not in NCCL mode), with the wall time and load.
+"""
+
+import argparse
+import dataclasses
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+
+from monotone_cases import TOLERANCE, dense_network, dense_walks, walk  # noqa: E402
+
+from transitsim.network import Exchange, LinkSpec, NetworkSpec, simulate_exchange  # noqa: E402
+from transitsim.network.des.engine import assign_paths  # noqa: E402
+from transitsim.network.exchange import build_schedule, fabric_for, transform_weights  # noqa: E402
+from transitsim.network.fabric import Fabric, Weights  # noqa: E402
+from transitsim.network.fabrics.nodes import tree_nodes  # noqa: E402
+from transitsim.network.fast.trees.plan import spacing_candidates  # noqa: E402
+from transitsim.network.schedules.dag import Schedule  # noqa: E402
+from transitsim.network.schedules.trees import tree_chunks, tree_layout  # noqa: E402
+from transitsim.network.spec import COLLECTIVE_ALGOS  # noqa: E402
+
+AXES = ("bytes", "latency", "rate", "late")
+
+
+def ordered_finish(fabric: Fabric, schedule: Schedule, weights: Weights, start: np.ndarray):
+    """Each worker's finish under the fixed-order rule (the module doc)."""
+    path_ids, paths = assign_paths(fabric, schedule, weights)
+    capacity = fabric.capacities()
+    workers = schedule.workers
+    free = np.zeros(len(schedule))
+    arrive = np.zeros(len(schedule))
+    served = np.full(len(capacity), -np.inf)  # when each resource has served its transfers so far
+    bits = schedule.nbytes * 8.0
+    for m in range(len(schedule)):
+        deps = schedule.deps(m)
+        assert not len(deps) or deps.max() < m, "a dependency after its message"
+        t = max((arrive[d] for d in deps), default=-np.inf)
+        src = int(schedule.src[m])
+        if src < workers:
+            t = max(t, start[src])
+        if schedule.after[m] >= 0:
+            t = max(t, free[schedule.after[m]])
+        if path_ids[m] < 0:  # a JOIN
+            free[m] = arrive[m] = t
+            continue
+        for h, hop in enumerate(paths[path_ids[m]].hops):
+            t += hop.pre_s
+            t = max([t] + [served[r] for r in hop.resources])
+            for r, w in zip(hop.resources, hop.weights, strict=True):
+                served[r] = t + bits[m] * w / capacity[r] if capacity[r] > 0 else np.inf
+            t += bits[m] / hop.rate_bps if hop.rate_bps < np.inf else 0.0
+            if h == 0:
+                free[m] = t
+            t += hop.post_for(bits[m])
+        arrive[m] = t
+    finish = np.array(start, dtype=float)
+    for m in np.flatnonzero(schedule.counts).tolist():
+        d = int(schedule.dst[m])
+        finish[d] = max(finish[d], arrive[m])
+    return finish
+
+
+def ordered_time(network: NetworkSpec, exchange: Exchange, start: np.ndarray) -> float:
+    """When the last worker holds the result, under the fixed-order rule."""
+    fabric = fabric_for(network)
+    weights = transform_weights(network, exchange)
+    if exchange.algo != "double_binary_tree" or network.workers < 3:
+        return float(ordered_finish(fabric, build_schedule(fabric, exchange), weights, start).max())
+    pre = exchange.transform_at == "pluggable"
+    nodes = tree_nodes(network)
+    best, best_s = None, np.inf
+    for k in spacing_candidates(tree_chunks(exchange.payload_bytes / 2)):
+        layout = tree_layout(exchange.algo, network.workers, exchange.payload_bytes, pre, k, nodes)
+        zero = np.zeros(network.workers)
+        time_s = float(ordered_finish(fabric, layout[0], weights, zero).max())
+        if time_s < best_s * (1 - 1e-9):
+            best, best_s = layout[0], time_s
+    return float(ordered_finish(fabric, best, weights, start).max())
+
+
+def falls(times: list[float]) -> list[int]:
+    return [i for i in range(1, len(times)) if times[i] < times[i - 1] * (1 - TOLERANCE)]
+
+
+def figures() -> None:
+    print("| collective | network | payload | max-min (DES) | fixed order | ratio |")
+    print("|---|---|---|---|---|---|")
+    for algo in ("ring_allreduce", "ring_allgather", "tree", "double_binary_tree", "hierarchical"):
+        for workers, payload in ((8, 4_000_000), (6, 8 << 20), (16, 1 << 20)):
+            network = dense_network(algo, workers // 2 if algo == "hierarchical" else workers)
+            network = dataclasses.replace(network, host_link=LinkSpec(100e9, latency_s=5e-6))
+            exchange = Exchange(algo, payload)
+            start = np.zeros(network.workers)
+            des = float(simulate_exchange(network, exchange, method="des").finish_s.max())
+            ordered = ordered_time(network, exchange, start)
+            print(
+                f"| {algo} | {network.topology}, {network.workers} ranks, 100 Gb/s, 5 us "
+                f"| {payload:,} B | {des * 1e6:,.1f} us | {ordered * 1e6:,.1f} us "
+                f"| {ordered / des:.3f} |"
+            )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", type=int, default=10, help="random networks per axis")
+    parser.add_argument("--first", type=int, default=100, help="the first seed")
+    args = parser.parse_args()
+    print(f"cpu count {os.cpu_count()}; load average {os.getloadavg()[0]:.2f}")
+    began = time.perf_counter()
+    figures()
+    walks = points = bad = 0
+    for algo, axis, label, points_ in dense_walks():
+        times = [ordered_time(*point) for point in points_]
+        walks, points = walks + 1, points + len(times)
+        for i in falls(times):
+            bad += 1
+            where = f"{algo} {axis} ({label}) point {i}"
+            print(f"   fall: {where}: {times[i - 1]:.9g} s -> {times[i]:.9g}")
+    print(f"dense walks: {walks} walks, {points} points, {bad} violations under the fixed order")
+    walks = points = bad = skipped = 0
+    for algo in COLLECTIVE_ALGOS:
+        for axis in AXES:
+            for seed in range(args.first, args.first + args.seeds):
+                rng = np.random.default_rng([seed, len(algo), AXES.index(axis), 44])
+                points_ = walk(rng, algo, axis, small=False)
+                if points_[0][0].nccl is not None:
+                    skipped += 1
+                    continue
+                times = [ordered_time(*point) for point in points_]
+                walks, points = walks + 1, points + len(times)
+                for i in falls(times):
+                    bad += 1
+                    where = f"{algo} {axis} seed {seed} point {i}"
+                    print(f"   fall: {where}: {times[i - 1]:.9g} s -> {times[i]:.9g}")
+    print(
+        f"random sweep (seeds {args.first}-{args.first + args.seeds - 1}): {walks} walks, "
+        f"{points} points, {bad} violations under the fixed order ({skipped} walks in NCCL "
+        "mode left out)"
+    )
+    print(f"wall {time.perf_counter() - began:.1f} s; load average {os.getloadavg()[0]:.2f}")
+
+
+if __name__ == "__main__":
+    main()
