@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 from cli_run import run_cli
+from nccl_fixtures import nccl_fixture
 
 from transitsim.calibrate.model import exchange_for
 from transitsim.calibrate.nccl_tests import Row, Table
@@ -87,3 +88,21 @@ def test_bad_options_are_one_line(tmp_path: Path) -> None:
         ["calibrate", "node", str(table), "-o", str(tmp_path / "o.yaml"), "--gpu", "pascal"]
     )
     assert code == 2 and len(stderr.strip().splitlines()) == 1 and "--gpu" in stderr
+
+
+def test_a_table_whose_rank_lines_do_not_say_the_gpus_a_node_is_told_so(tmp_path: Path) -> None:
+    """Without Rank lines the node is taken to hold one GPU, which a cluster of 8-GPU nodes
+    would get silently wrong: the command says so. The real 2 x 1 Alps table names its two
+    hosts (no note); the same table with its Rank lines cut gets the note."""
+    real = nccl_fixture("alps-2x1-gh200-all_reduce.txt")
+    cut = tmp_path / "cut.txt"
+    cut.write_text("".join(x for x in real.read_text().splitlines(True) if "Rank" not in x))
+    notes = []
+    for path in (real, cut):
+        out = tmp_path / f"{path.stem}.yaml"
+        code, stdout, stderr = run_cli(
+            ["calibrate", "node", str(path), "-o", str(out), "--no-holdout"]
+        )
+        assert code == 0, stderr
+        notes.append("--gpus-per-node" in stdout)
+    assert notes == [False, True]

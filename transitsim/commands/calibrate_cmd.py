@@ -519,6 +519,12 @@ def node_command(
     table = read_nccl_tests(file, collective and collective.replace("-", "_"), ranks)
     options = {"gpus_per_node": gpus_per_node, "gpu": gpu, "cpu": cpu}
     final = calibrate_node(table, **options)
+    said = len(set(table.ranks_per_host.values())) == 1  # the Rank lines give the GPUs a node
+    if gpus_per_node is None and not said and table.ranks > 1:
+        print(
+            "note: no Rank lines give the same GPU count on every host: took 1 GPU a node "
+            f"({table.ranks} nodes); give --gpus-per-node if the nodes hold more"
+        )
 
     def refit(sizes: list[int]):
         try:
