@@ -21,6 +21,7 @@ no faults, backgrounds or NCCL mode here; the engine is unchanged.
     .venv/bin/python benchmarks/bench_ordered_sharing.py [--seeds 10]
 
 Prints, per collective on plain networks, the DES (max-min) time and this rule's, their ratio;
+the dgx-a100x2 preset's errors against its real table (../shared/nccl-tests) under each rule;
 then the violation count of this rule over the dense walks and the random sweep of
 tests/monotone_cases.py (the points not in NCCL mode), with the wall time and load.
 """
@@ -38,15 +39,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from monotone_cases import TOLERANCE, dense_network, dense_walks, walk  # noqa: E402
 
+from transitsim.calibrate.nccl_tests import read_nccl_tests  # noqa: E402
 from transitsim.network import Exchange, LinkSpec, NetworkSpec, simulate_exchange  # noqa: E402
 from transitsim.network.des.engine import assign_paths  # noqa: E402
 from transitsim.network.exchange import build_schedule, fabric_for, transform_weights  # noqa: E402
 from transitsim.network.fabric import Fabric, Weights  # noqa: E402
 from transitsim.network.fabrics.nodes import tree_nodes  # noqa: E402
 from transitsim.network.fast.trees.plan import spacing_candidates  # noqa: E402
+from transitsim.network.nccl import nccl_choice  # noqa: E402
 from transitsim.network.schedules.dag import Schedule  # noqa: E402
 from transitsim.network.schedules.trees import tree_chunks, tree_layout  # noqa: E402
 from transitsim.network.spec import COLLECTIVE_ALGOS  # noqa: E402
+from transitsim.scenario import network_preset  # noqa: E402
 
 AXES = ("bytes", "latency", "rate", "late")
 
@@ -129,6 +133,36 @@ def figures() -> None:
             )
 
 
+def preset_errors(folder: Path) -> None:
+    """The 2 x DGX A100 preset against its real table (bench_presets.py) under both rules: NCCL
+    mode's choice is NCCL's tuner's either way; its one channel is timed by each rule."""
+    table = read_nccl_tests(folder / "more/deepops-2xdgxa100-ib-all_reduce.txt", "all_reduce")
+    network = network_preset("dgx-a100x2")
+    errors: dict[str, list[tuple[int, float]]] = {"max-min": [], "fixed order": []}
+    for row in table.rows:
+        exchange = Exchange("ring_allreduce", row.size_bytes)
+        max_min = simulate_exchange(network, exchange).time_s
+        choice = nccl_choice(network, exchange, lambda n, e: simulate_exchange(n, e).time_s)
+        zero = np.zeros(choice.network.workers)
+        ordered = ordered_time(choice.network, choice.exchange, zero) + choice.base_s
+        errors["max-min"].append((row.size_bytes, max_min / row.time_s - 1))
+        errors["fixed order"].append((row.size_bytes, ordered / row.time_s - 1))
+    print(
+        "dgx-a100x2 against the DeepOps 2 x DGX A100 table (targets 15 % from 1 MiB, 30 % below):"
+    )
+    for rule, found in errors.items():
+        parts = []
+        for big, target in ((True, 0.15), (False, 0.30)):
+            rows = [(size, e) for size, e in found if (size >= 1 << 20) == big]
+            missed = [size for size, e in rows if abs(e) > target]
+            worst = max(abs(e) for _, e in rows)
+            parts.append(
+                f"{'>=' if big else '<'} 1 MiB worst {worst:.1%}, {len(missed)} of {len(rows)} "
+                f"rows missed ({', '.join(f'{size:,}' for size in missed)})"
+            )
+        print(f"   {rule}: " + "; ".join(parts))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=10, help="random networks per axis")
@@ -137,6 +171,7 @@ def main() -> None:
     print(f"cpu count {os.cpu_count()}; load average {os.getloadavg()[0]:.2f}")
     began = time.perf_counter()
     figures()
+    preset_errors(Path(__file__).resolve().parents[2] / "shared" / "nccl-tests")
     walks = points = bad = 0
     for algo, axis, label, points_ in dense_walks():
         times = [ordered_time(*point) for point in points_]
