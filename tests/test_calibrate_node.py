@@ -79,6 +79,11 @@ def test_the_cli_writes_a_node_that_scales_with_set_workers(tmp_path: Path) -> N
          "--bytes", "64 MiB"]
     )  # fmt: skip
     assert code == 0 and "32 workers" in stdout
+    code, stdout, _ = run_cli(
+        ["collective", "-n", str(out), "--set", "nodes=8", "--algo", "ring-allreduce",
+         "--bytes", "64 MiB"]
+    )  # fmt: skip
+    assert code == 0 and "32 workers" in stdout  # 8 nodes of 4
 
 
 def test_bad_options_are_one_line(tmp_path: Path) -> None:

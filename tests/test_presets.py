@@ -12,6 +12,10 @@ from pathlib import Path
 
 import pytest
 from bench_scripts import load_bench
+from cli_run import run_cli
+
+from transitsim.base.errors import TransitsimError
+from transitsim.scenario import network_from_dict
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "nccl-tests"
@@ -51,3 +55,18 @@ def test_the_doc_quotes_what_the_bench_prints(bench) -> None:
     block = re.search(r"<!-- bench_presets -->\n(.*?)\n<!-- /bench_presets -->", doc, re.S)
     assert block, "docs/engine.md: no bench_presets block"
     assert block.group(1).strip() == "\n".join(bench.table_lines(SHARED)).strip()
+
+
+def test_nodes_scales_a_cluster_as_workers_does():
+    """`nodes: N` (`--set nodes=4`) on a fabric of multi-GPU nodes is N x gpus_per_node workers,
+    the same network as `workers` gives; elsewhere it is refused in one line."""
+    by_nodes = network_from_dict({"preset": "dgx-a100x2", "nodes": 4, "name": "x"})
+    by_workers = network_from_dict({"preset": "dgx-a100x2", "workers": 32, "name": "x"})
+    assert by_nodes == by_workers and by_nodes.workers == 32
+    with pytest.raises(TransitsimError, match="nodes is for the rail_optimised"):
+        network_from_dict({"preset": "8x200g-switch", "nodes": 4})
+    code, stdout, stderr = run_cli(
+        ["collective", "-n", "dgx-a100x2", "--set", "nodes=4", "--algo", "ring-allreduce",
+         "--bytes", "1 MiB"]
+    )  # fmt: skip
+    assert code == 0 and "32 workers" in stdout, stderr

@@ -10,7 +10,7 @@ hardware, up to four values:
   more).
 
 Everything else (protocols, channels, NCCL's choice of algorithm and protocol) is NCCL's. So the
-network written scales: `--set workers=N` (N = nodes x gpus_per_node) is the same cluster on
+network written scales: `--set nodes=N` (or `workers` = N x gpus_per_node) is the same cluster on
 more nodes, each NIC, NVLink and NCCL's tuner as before. The fit is least squares on the log of
 the relative error over rows of at least `min_size` (Levenberg-Marquardt on the values'
 logarithms, the Jacobian by finite differences of engine runs): four numbers at most.
@@ -233,7 +233,7 @@ def node_yaml(fit: NodeFit, name: str, command: str) -> str:
     mapping: dict = {
         "name": name,
         "description": f"{fit.table.collective} calibrated node ({fit.gpus_per_node} GPU(s) a "
-        f"node, {fit.nodes} node(s)): scale with --set workers=N (whole nodes)",
+        f"node, {fit.nodes} node(s)): scale with --set nodes=N",
         "topology": "rail_optimised",
         "workers": net.workers,
         "gpus_per_node": fit.gpus_per_node,
@@ -256,8 +256,8 @@ def node_yaml(fit: NodeFit, name: str, command: str) -> str:
         f"{fit.gpus_per_node} GPU(s)",
         f"# Fitted ({', '.join(fit.values)}) on rows of at least {fit.min_size:,} B: worst "
         f"|error| {(worst or 0) * 100:.1f} %, median {(median or 0) * 100:.1f} %.",
-        "# NCCL's tuner and protocol defaults otherwise; `--set workers=N` is N / gpus_per_node "
-        "nodes.",
+        "# NCCL's tuner and protocol defaults otherwise; `--set nodes=N` is N nodes (`workers` "
+        "N x gpus_per_node).",
     ]
     body = yaml.safe_dump(mapping, sort_keys=False, default_flow_style=False, width=100)
     return "\n".join(lines) + "\n" + body

@@ -554,7 +554,7 @@ def node_command(
     command = f"transitsim calibrate node (transitsim {__version__})"
     write_text_atomic(output, node_yaml(final, name or f"node-{file.stem}", command))
     if not quiet:
-        print(f"wrote {output}: scale with --set workers=N", file=sys.stderr)
+        print(f"wrote {output}: scale with --set nodes=N", file=sys.stderr)
     return 0
 
 

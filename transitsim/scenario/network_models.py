@@ -424,6 +424,13 @@ class NetworkModel(StrictModel):
         le=MAX_GPUS_PER_NODE,
         description="rail_optimised, fat_tree: GPUs per node, one NIC each",
     )
+    nodes: int | None = Field(
+        None,
+        ge=1,
+        le=MAX_WORKERS,
+        description="rail_optimised, fat_tree: the nodes; sets workers = nodes x gpus_per_node "
+        "(so --set nodes=4 scales a calibrated or preset cluster)",
+    )
     nvlink: LinkModel | None = Field(
         None, description="each GPU's link to its node's NVLink switch (absent: host_link)"
     )
@@ -452,8 +459,8 @@ class NetworkModel(StrictModel):
             if not isinstance(name, str) or name not in preset_names():
                 known = ", ".join(preset_names())
                 raise ValueError(f"preset {show_value(name)} is unknown (known: {known})")
-            return _deep_merge({"name": name, **preset_dict(name)}, data)
-        return data
+            data = _deep_merge({"name": name, **preset_dict(name)}, data)
+        return _workers_of_nodes(data)
 
     @model_validator(mode="after")
     def _consistent(self) -> "NetworkModel":
@@ -494,6 +501,20 @@ class NetworkModel(StrictModel):
                     f"datacentres ({self.datacentres})"
                 )
         return self
+
+
+def _workers_of_nodes(data: Any) -> Any:
+    """`nodes: N` on a fabric of multi-GPU nodes is N x gpus_per_node workers: it wins over the
+    workers written (a preset's, a calibrated file's), as a --set of it means to."""
+    if not isinstance(data, dict) or data.get("nodes") is None:
+        return data
+    nodes, per_node = data["nodes"], data.get("gpus_per_node", 0)
+    if data.get("topology") not in ("rail_optimised", "fat_tree"):
+        raise ValueError("nodes is for the rail_optimised and fat_tree topologies (else: workers)")
+    whole = isinstance(nodes, int) and not isinstance(nodes, bool)
+    if whole and nodes >= 1 and isinstance(per_node, int) and per_node >= 1:
+        return {**data, "workers": nodes * per_node}
+    return data  # the fields' own checks say what is wrong
 
 
 def _deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
