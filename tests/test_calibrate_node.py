@@ -13,7 +13,7 @@ from nccl_fixtures import nccl_fixture
 
 from transitsim.calibrate.model import exchange_for
 from transitsim.calibrate.nccl_tests import Row, Table
-from transitsim.calibrate.node_fit import calibrate_node, node_network
+from transitsim.calibrate.node_fit import calibrate_node, gpu_generation, node_network
 from transitsim.network import simulate_exchange
 from transitsim.scenario import network_from_dict
 
@@ -96,18 +96,44 @@ def test_bad_options_are_one_line(tmp_path: Path) -> None:
 
 
 def test_a_table_whose_rank_lines_do_not_say_the_gpus_a_node_is_told_so(tmp_path: Path) -> None:
-    """Without Rank lines the node is taken to hold one GPU, which a cluster of 8-GPU nodes
-    would get silently wrong: the command says so. The real 2 x 1 Alps table names its two
-    hosts (no note); the same table with its Rank lines cut gets the note."""
+    """Without Rank lines the node is taken to hold one GPU and to be a Hopper, which a
+    cluster of 8-GPU A100 nodes would get silently wrong: the command says so. The real 2 x 1
+    Alps table names its two hosts and their GH200s (no notes; the generation read off
+    them); the same table with its Rank lines cut gets both notes."""
     real = nccl_fixture("alps-2x1-gh200-all_reduce.txt")
     cut = tmp_path / "cut.txt"
     cut.write_text("".join(x for x in real.read_text().splitlines(True) if "Rank" not in x))
-    notes = []
+    notes, outputs = [], []
     for path in (real, cut):
         out = tmp_path / f"{path.stem}.yaml"
         code, stdout, stderr = run_cli(
             ["calibrate", "node", str(path), "-o", str(out), "--no-holdout"]
         )
         assert code == 0, stderr
-        notes.append("--gpus-per-node" in stdout)
-    assert notes == [False, True]
+        notes.append(("--gpus-per-node" in stdout, "took hopper (--gpu)" in stdout))
+        outputs.append(stdout)
+    assert notes == [(False, False), (True, True)]
+    assert "gpu: hopper, from the Rank lines (NVIDIA GH200 120GB)" in outputs[0]
+
+
+@pytest.mark.parametrize(
+    "name, generation",
+    [
+        ("NVIDIA A100-SXM4-80GB", "ampere"),
+        ("NVIDIA A10G", "ampere"),
+        ("NVIDIA L40S", "ampere"),
+        ("NVIDIA H100 80GB HBM3", "hopper"),
+        ("NVIDIA GH200 120GB", "hopper"),
+        ("NVIDIA H800", "hopper"),
+        ("Tesla V100-SXM2-32GB", "volta"),
+        ("Tesla T4", "volta"),
+        ("NVIDIA B200", "blackwell"),
+        ("NVIDIA GB200", "blackwell"),
+        ("Some Other Accelerator", None),
+    ],
+)
+def test_nccls_gpu_generation_is_read_off_the_gpus_name(name: str, generation: str | None) -> None:
+    assert gpu_generation({name}) == generation
+    assert gpu_generation({name, "NVIDIA H100 80GB HBM3"}) == (
+        "hopper" if generation == "hopper" else None
+    )

@@ -88,6 +88,7 @@ MAX_ROWS = 4096  # nccl-tests sweeps are tens of sizes
 HEADER = re.compile(r"^#\s*nThread\s+(\d+)\s+nGpus\s+(\d+)\s+minBytes\s+(\d+)\s+maxBytes\s+(\d+)")
 RANK = re.compile(
     r"^#\s*Rank\s+(\d+)\s+(?:Group\s+\d+\s+)?(?:Pid\s+\d+\s+)?on\s+(\S+)\s+device\s+(\d+)"
+    r"(?:\s+\[[^\]]*\])?\s*(.*?)\s*$"  # the bus id, then the GPU's name ("NVIDIA H100 80GB HBM3")
 )
 NCCL_VERSION = re.compile(r"NCCL version (\S+)")
 AVG = re.compile(r"^#\s*Avg bus bandwidth\s*:\s*(\S+)")
@@ -120,6 +121,7 @@ class Table:
     ranks: int
     rows: list[Row]
     ranks_per_host: dict[str, int] = field(default_factory=dict)
+    gpu_names: set[str] = field(default_factory=set)  # the Rank lines' device names
     threads: int = 1
     gpus_per_thread: int = 1
     nccl_version: str | None = None
@@ -242,6 +244,8 @@ def _ranks_listed(lines: list[str], table: Table, source: str) -> dict[int, str]
             if len(seen) >= MAX_RANKS or rank >= MAX_RANKS:
                 raise TransitsimError(f"{source}: more than {MAX_RANKS:,} ranks")
             seen[rank] = host
+            if match.group(4):
+                table.gpu_names.add(match.group(4)[:80])
         version = NCCL_VERSION.search(line)
         if version and table.nccl_version is None:
             table.nccl_version = version.group(1)

@@ -16,6 +16,7 @@ the relative error over rows of at least `min_size` (Levenberg-Marquardt on the 
 logarithms, the Jacobian by finite differences of engine runs): four numbers at most.
 """
 
+import re
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -217,6 +218,28 @@ def calibrate_node(
     fit.values = values = best[1]
     fit.predicted_s = _predict(fit, values, points)
     return fit
+
+
+# A GPU's name as the Rank lines print it -> NCCL's generation, its compCapIndex by compute
+# capability (src/graph/tuning.cc: 7.x Volta's, 8.x Ampere's (Ada's 8.9 too), 9.0 Hopper's,
+# 10.x Blackwell's), by the model names NVIDIA's GPUs carry.
+GENERATIONS = (
+    ("blackwell", re.compile(r"\bG?B(100|200|300)\b", re.I)),
+    ("hopper", re.compile(r"\bG?H(100|200|800|20)\b", re.I)),
+    (
+        "ampere",
+        re.compile(r"\bA(100|800|40|30|16|10G?|2)\b|\bRTX (A\d{4}|[34]0\d0)|\bL40?S?\b", re.I),
+    ),
+    ("volta", re.compile(r"\bV100\b|\bTitan V\b|\bT4\b|\bRTX 20\d0", re.I)),
+)
+
+
+def gpu_generation(names: set[str]) -> str | None:
+    """NCCL's GPU generation of the GPUs named, where every name gives the same one."""
+    found = {
+        next((gen for gen, pattern in GENERATIONS if pattern.search(name)), None) for name in names
+    }
+    return found.pop() if len(found) == 1 else None
 
 
 def _per_host(table: Table) -> int | None:

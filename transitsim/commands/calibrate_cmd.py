@@ -35,7 +35,7 @@ from transitsim.calibrate.nccl_fit import (
 from transitsim.calibrate.nccl_search import MEDIAN_TOLERANCE
 from transitsim.calibrate.nccl_tests import read_nccl_tests
 from transitsim.calibrate.network_file import nccl_network_yaml, network_yaml, size_text
-from transitsim.calibrate.node_fit import calibrate_node, node_yaml
+from transitsim.calibrate.node_fit import calibrate_node, gpu_generation, node_yaml
 from transitsim.calibrate.report import (
     COLUMNS,
     accuracy_lines,
@@ -498,7 +498,12 @@ def node_command(
     gpus_per_node: int | None = typer.Option(
         None, "--gpus-per-node", help="GPUs a node (default: the Rank lines' ranks a host, else 1)"
     ),
-    gpu: str = typer.Option("hopper", "--gpu", help=f"NCCL's GPU generation: {', '.join(GPUS)}"),
+    gpu: str | None = typer.Option(
+        None,
+        "--gpu",
+        help=f"NCCL's GPU generation: {', '.join(GPUS)} (default: the Rank lines' GPUs, "
+        "else hopper)",
+    ),
     cpu: str = typer.Option("intel", "--cpu", help="the hosts' CPU vendor: intel or amd"),
     collective: str | None = typer.Option(
         None, "--collective", help="for a file that does not name its test"
@@ -509,7 +514,7 @@ def node_command(
     quiet: bool = QUIET,
 ) -> int:
     """Fit the node (NIC and NVLink rates and latencies) to an nccl-tests table; write it."""
-    if gpu not in GPUS:
+    if gpu is not None and gpu not in GPUS:
         raise TransitsimError(f"--gpu must be one of {', '.join(GPUS)}, got {gpu!r}")
     if cpu not in ("intel", "amd"):
         raise TransitsimError(f"--cpu must be intel or amd, got {cpu!r}")
@@ -517,6 +522,14 @@ def node_command(
     if file.exists() and output.exists() and file.resolve() == output.resolve():
         raise TransitsimError(f"-o {output}: is the table read; give another file")
     table = read_nccl_tests(file, collective and collective.replace("-", "_"), ranks)
+    if gpu is None:
+        gpu = gpu_generation(table.gpu_names)
+        names = ", ".join(sorted(table.gpu_names)) or "none"
+        if gpu is None:
+            gpu = "hopper"
+            print(f"note: no one GPU generation in the Rank lines ({names}): took hopper (--gpu)")
+        else:
+            print(f"gpu: {gpu}, from the Rank lines ({names})")
     options = {"gpus_per_node": gpus_per_node, "gpu": gpu, "cpu": cpu}
     final = calibrate_node(table, **options)
     said = len(set(table.ranks_per_host.values())) == 1  # the Rank lines give the GPUs a node
