@@ -284,7 +284,8 @@ def _finish(
         shown = ", ".join(f.protocol for f in chosen.fits)
         print(
             f"wrote {output}: {chosen.collective} in NCCL mode ({shown}; {chosen.channels} "
-            f"channels), {chosen.ranks} workers",
+            f"channels), {chosen.ranks} workers on one flat switch (more ranks: --set workers=N; "
+            "more nodes of this hardware: transitsim calibrate node, then --set nodes=N)",
             file=sys.stderr,
         )
     elif not quiet:

@@ -510,7 +510,10 @@ def _workers_of_nodes(data: Any) -> Any:
         return data
     nodes, per_node = data["nodes"], data.get("gpus_per_node", 0)
     if data.get("topology") not in ("rail_optimised", "fat_tree"):
-        raise ValueError("nodes is for the rail_optimised and fat_tree topologies (else: workers)")
+        raise ValueError(
+            "nodes is for the rail_optimised and fat_tree topologies, multi-GPU nodes (else: "
+            "workers; transitsim calibrate node writes a node that scales by nodes)"
+        )
     whole = isinstance(nodes, int) and not isinstance(nodes, bool)
     if whole and nodes >= 1 and isinstance(per_node, int) and per_node >= 1:
         return {**data, "workers": nodes * per_node}
