@@ -183,6 +183,7 @@ HOSTILE_TABLES = {
     "workers 0": lambda f: f.assign(workers=0),
     "NaN medians": lambda f: f.assign(median_s=math.nan),
     "one NaN median": _set("median_s", math.nan),
+    "a denormal median (its error was inf)": _set("median_s", 5e-324),
     "negative calibration medians": lambda f: f.assign(
         median_s=f["median_s"].where(~_calibration_rows(f), -0.2)
     ),

@@ -29,6 +29,7 @@ from transitsim.testbed.measure import LAYOUTS, TABLE_COLLECTIVES, layout
 MAX_ROWS = 100_000
 MAX_RUNS = 1_000
 MAX_SECONDS = 3600.0
+MIN_SECONDS = 1e-9  # a measured time below a nanosecond is not one (5e-324 s made errors inf)
 MAX_OFFSETS_TEXT = 10_000
 # column -> (low, high, whole numbers only, low itself allowed)
 NUMERIC = {
@@ -36,7 +37,7 @@ NUMERIC = {
     "workers": (*WORKER_RANGE, True, True),
     "bytes": (*SIZE_RANGE, True, True),
     "repeats": (1, 1e9, True, True),
-    "median_s": (0.0, MAX_SECONDS, False, False),
+    "median_s": (MIN_SECONDS, MAX_SECONDS, False, False),
     "iqr_s": (0.0, MAX_SECONDS, False, True),
     "spread": (0.0, 1e9, False, True),
     "rtt_s": (0.0, 10.0, False, True),
