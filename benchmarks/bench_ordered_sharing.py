@@ -22,6 +22,7 @@ package: no faults or backgrounds here; the engine is unchanged.
     .venv/bin/python benchmarks/bench_ordered_sharing.py [--seeds 10]
 
 Prints, per collective on plain networks, the DES (max-min) time and this rule's, their ratio;
+the same ratio for steps with straggling ranks;
 the dgx-a100x2 preset's errors against its real table (../shared/nccl-tests) under each rule;
 then the violation count of this rule over the dense walks and the random sweep of
 tests/monotone_cases.py, with the wall time and load.
@@ -170,6 +171,28 @@ def figures() -> None:
             )
 
 
+def stragglers(draws: int = 20) -> None:
+    """What the rule does to a straggling step, where its not being work-conserving could cost:
+    16 ranks, 4 MiB, each rank starting exponentially late (mean 50 us), the time from the last
+    start to the last finish under each rule."""
+    rng = np.random.default_rng(44)
+    print(f"stragglers: 16 ranks, 4 MiB, starts exponential (mean 50 us), {draws} draws:")
+    for algo in ("ring_allreduce", "tree", "double_binary_tree", "hierarchical"):
+        network = dense_network(algo, 8 if algo == "hierarchical" else 16)
+        network = dataclasses.replace(network, host_link=LinkSpec(100e9, latency_s=2e-6))
+        exchange = Exchange(algo, 4 << 20)
+        ratios = []
+        for _ in range(draws):
+            start = rng.exponential(50e-6, network.workers)
+            max_min = simulate_exchange(network, exchange, start_s=start).finish_s.max()
+            ordered = ordered_time(network, exchange, start)
+            ratios.append((ordered - start.max()) / (max_min - start.max()))
+        print(
+            f"   {algo:<19} fixed order / max-min after the last start: mean "
+            f"{np.mean(ratios):.3f} (min {np.min(ratios):.3f}, max {np.max(ratios):.3f})"
+        )
+
+
 def preset_errors(folder: Path) -> None:
     """The 2 x DGX A100 preset against its real table (bench_presets.py) under both rules: NCCL
     mode's choice is NCCL's tuner's either way; its one channel is timed by each rule."""
@@ -208,6 +231,7 @@ def main() -> None:
     print(f"cpu count {os.cpu_count()}; load average {os.getloadavg()[0]:.2f}")
     began = time.perf_counter()
     figures()
+    stragglers()
     preset_errors(Path(__file__).resolve().parents[2] / "shared" / "nccl-tests")
     walks = points = bad = 0
     for algo, axis, label, points_ in dense_walks():
