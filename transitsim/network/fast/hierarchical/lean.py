@@ -227,12 +227,7 @@ class LeanHier:
         slowed = exchange_stage(ready0, stage.mini, table, flows, self.mini_times, busy_shared)
         _, free_s, arrive_s = self.mini_times
         ids = stage.mini.ids
-        flat = ids.reshape(ids.shape[0], -1)  # who was slowed by sharing: as run_fast_hier
-        hit = flat[:, flows.group >= 0]
-        groups = np.broadcast_to(flows.group[flows.group >= 0], hit.shape)
-        binding = np.array(flows.binding, dtype=np.int64)
-        mask = slowed[hit - flat[0, 0]]
-        self.mini_shared[hit[mask]] = binding[groups[mask]]
+        flows.mark_slowed(ids, slowed, self.mini_shared)  # who was slowed by sharing
         into = _roll1(arrive_s[ids[-1]])
         arrivals = np.stack([_roll1(arrive_s[ids[k]]) for k in range(stage.phases)])
         first = np.argmax(arrivals == arrivals.max(axis=0), axis=0)  # the earliest at the max

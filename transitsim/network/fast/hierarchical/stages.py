@@ -140,16 +140,14 @@ class ExchangeGroups:
                 return
             # a parallel link (wan_links k) carries its stripe of every flow, weight 1/k: the
             # bundle moves k x one link's rate (fabric.py's even split)
-            capacity = min(fabric.resources[r].rate_bps / weight[r] for r in shared)
+            rate = {r: fabric.resources[r].rate_bps / weight[r] for r in shared}
+            binding = min(shared, key=rate.__getitem__)  # the first of the slowest
             if shared not in keys:
                 keys[shared] = len(self.capacity)
-                self.capacity.append(capacity)
+                self.capacity.append(rate[binding])
                 self.weights.append(tuple(weight[r] for r in shared))
                 self.resources.append(shared)
-                slowest = (
-                    r for r in shared if fabric.resources[r].rate_bps / weight[r] == capacity
-                )
-                self.binding.append(next(slowest))
+                self.binding.append(binding)
             elif self.weights[keys[shared]] != tuple(weight[r] for r in shared):
                 self.reason = NotExact("flows cross a shared link with different stripes")
                 return
@@ -165,6 +163,16 @@ class ExchangeGroups:
             if not np.all(caps == caps[0]):
                 self.reason = NotExact("flows sharing a link have different rates of their own")
                 return
+
+    def mark_slowed(self, ids: np.ndarray, slowed: np.ndarray, shared_by: np.ndarray) -> None:
+        """shared_by[m] = its group's binding resource for each message m of the stage (`ids`:
+        phase x edges) that sharing slowed (`slowed`, by message from the stage's first), as
+        the DES names what set its rate."""
+        flat = ids.reshape(ids.shape[0], -1)
+        hit = flat[:, self.group >= 0]
+        groups = np.broadcast_to(self.group[self.group >= 0], hit.shape)
+        mask = slowed[hit - flat[0, 0]]
+        shared_by[hit[mask]] = np.array(self.binding, dtype=np.int64)[groups[mask]]
 
 
 def exclusive_reason(layout: HierLayout, paths: list[Path], path_ids, exchange) -> NotExact | None:
@@ -397,12 +405,7 @@ def run_fast_hier(
     shared_by = np.full(count, -1, dtype=np.int64)
     if exchange is not None and len(slowed):
         cross = next(s for s in layout.stages if s.across)
-        flat = cross.ids.reshape(cross.ids.shape[0], -1)
-        hit = flat[:, exchange.group >= 0]
-        groups = np.broadcast_to(exchange.group[exchange.group >= 0], hit.shape)
-        binding = np.array(exchange.binding, dtype=np.int64)
-        mask = slowed[hit - flat[0, 0]]
-        shared_by[hit[mask]] = binding[groups[mask]]
+        exchange.mark_slowed(cross.ids, slowed, shared_by)
     busy, carried = _usage(fabric, schedule, table, timing, exchange, busy_shared)
     still = held.stall if held is not None else np.zeros(count)  # one hop: the first is the whole
     return Timing(
