@@ -197,7 +197,7 @@ def calibrate_node(
         raise TransitsimError(f"--model node: {table.collective} is not timed by a schedule")
     if place not in PLACES:
         raise TransitsimError(f"--place must be one of {', '.join(PLACES)}, got {place!r}")
-    g = gpus_per_node or _per_host(table) or 1
+    g = gpus_per_node or gpus_per_host(table) or 1
     if g < 1 or table.ranks % g:
         raise TransitsimError(f"--gpus-per-node {g} does not divide the {table.ranks} ranks")
     points = fit_points([table], place, min_size, holdout or [])
@@ -242,7 +242,7 @@ def gpu_generation(names: set[str]) -> str | None:
     return found.pop() if len(found) == 1 else None
 
 
-def _per_host(table: Table) -> int | None:
+def gpus_per_host(table: Table) -> int | None:
     """The GPUs a host holds, where the Rank lines say and every host holds as many."""
     counts = set(table.ranks_per_host.values())
     return counts.pop() if len(counts) == 1 else None

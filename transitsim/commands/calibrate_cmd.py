@@ -35,7 +35,12 @@ from transitsim.calibrate.nccl_fit import (
 from transitsim.calibrate.nccl_search import MEDIAN_TOLERANCE
 from transitsim.calibrate.nccl_tests import read_nccl_tests
 from transitsim.calibrate.network_file import nccl_network_yaml, network_yaml, size_text
-from transitsim.calibrate.node_fit import calibrate_node, gpu_generation, node_yaml
+from transitsim.calibrate.node_fit import (
+    calibrate_node,
+    gpu_generation,
+    gpus_per_host,
+    node_yaml,
+)
 from transitsim.calibrate.report import (
     COLUMNS,
     accuracy_lines,
@@ -533,8 +538,7 @@ def node_command(
             print(f"gpu: {gpu}, from the Rank lines ({names})")
     options = {"gpus_per_node": gpus_per_node, "gpu": gpu, "cpu": cpu}
     final = calibrate_node(table, **options)
-    said = len(set(table.ranks_per_host.values())) == 1  # the Rank lines give the GPUs a node
-    if gpus_per_node is None and not said and table.ranks > 1:
+    if gpus_per_node is None and gpus_per_host(table) is None and table.ranks > 1:
         print(
             "note: no Rank lines give the same GPU count on every host: took 1 GPU a node "
             f"({table.ranks} nodes); give --gpus-per-node if the nodes hold more"
