@@ -39,14 +39,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from monotone_cases import (  # noqa: E402
-    TOLERANCE,
-    dense_network,
-    dense_walks,
-    pinned,
-    walk,
-    with_channels,
-)
+from monotone_cases import dense_network, dense_walks, split_falls, walk  # noqa: E402
 
 from transitsim.calibrate.nccl_tests import read_nccl_tests  # noqa: E402
 from transitsim.network import Exchange, LinkSpec, NetworkSpec, simulate_exchange  # noqa: E402
@@ -130,27 +123,9 @@ def ordered_point(network: NetworkSpec, exchange: Exchange, start: np.ndarray) -
     return time_s, (choice.algo, choice.protocol, choice.channels)
 
 
-def falls(points: list[tuple], timed: list[tuple]) -> tuple[list[int], int]:
-    """The points that finish sooner than the one before: (violations, switches). A fall where
-    NCCL mode's choice changed, and the later point run with the earlier choice does not fall,
-    is a switch of NCCL's, counted apart (as tests/monotone_cases.classify counts them)."""
-    bad, switches = [], 0
-    for i in range(1, len(timed)):
-        floor = timed[i - 1][0] * (1 - TOLERANCE)
-        if timed[i][0] >= floor:
-            continue
-        before, after = timed[i - 1][1], timed[i][1]
-        earlier = []
-        if before is not None and before != after:
-            if before[:2] != after[:2]:
-                earlier.append(pinned(points[i], *before[:2]))
-            if before[2] != after[2]:
-                earlier.append(with_channels(points[i], before[2]))
-        if any(ordered_point(*point)[0] >= floor for point in earlier):
-            switches += 1
-        else:
-            bad.append(i)
-    return bad, switches
+def ordered_at(point: tuple) -> float:
+    """A walk point's time under the fixed order (`ordered_point`)."""
+    return ordered_point(*point)[0]
 
 
 def figures() -> None:
@@ -237,10 +212,9 @@ def main() -> None:
     for algo, axis, label, points_ in dense_walks():
         times = [ordered_point(*point) for point in points_]
         walks, points = walks + 1, points + len(times)
-        for i in falls(points_, times)[0]:
+        for i, before, after in split_falls(points_, times, ordered_at)[0]:
             bad += 1
-            where = f"{algo} {axis} ({label}) point {i}"
-            print(f"   fall: {where}: {times[i - 1]:.9g} s -> {times[i]:.9g}")
+            print(f"   fall: {algo} {axis} ({label}) point {i}: {before:.9g} s -> {after:.9g}")
     print(f"dense walks: {walks} walks, {points} points, {bad} violations under the fixed order")
     walks = points = bad = switched = 0
     for algo in COLLECTIVE_ALGOS:
@@ -250,12 +224,12 @@ def main() -> None:
                 walked = walk(rng, algo, axis, small=False)
                 timed = [ordered_point(*point) for point in walked]
                 walks, points = walks + 1, points + len(timed)
-                found, switches = falls(walked, timed)
-                switched += switches
-                for i in found:
+                found, switches = split_falls(walked, timed, ordered_at)
+                switched += len(switches)
+                for i, before, after in found:
                     bad += 1
                     where = f"{algo} {axis} seed {seed} point {i}"
-                    print(f"   fall: {where}: {timed[i - 1][0]:.9g} s -> {timed[i][0]:.9g}")
+                    print(f"   fall: {where}: {before:.9g} s -> {after:.9g}")
     print(
         f"random sweep (seeds {args.first}-{args.first + args.seeds - 1}): {walks} walks, "
         f"{points} points, {bad} violations under the fixed order; {switched} falls where NCCL "

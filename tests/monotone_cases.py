@@ -186,30 +186,47 @@ def with_channels(point: tuple, channels: int) -> tuple:
     return dataclasses.replace(network, nccl=nccl), exchange, start
 
 
+def choice_of(point: tuple, result) -> tuple | None:
+    """NCCL mode's choice for a point, (algorithm, protocol, channels); None without the mode."""
+    if point[0].nccl is None:
+        return None
+    return result.algo, result.protocol, result.channels
+
+
 def classify(points: list[tuple], method: str) -> tuple[list[tuple], list[tuple]]:
+    """(violations, switches) of the engine's times on `method` (`split_falls`)."""
+    results = [run(p, method) for p in points]
+    timed = [
+        (float(np.max(r.finish_s)), choice_of(p, r)) for p, r in zip(points, results, strict=True)
+    ]
+    return split_falls(points, timed, lambda point: finish(point, method))
+
+
+def split_falls(
+    points: list[tuple], timed: list[tuple], time_of
+) -> tuple[list[tuple], list[tuple]]:
     """(violations, switches): each (index, before, after) where a point finishes sooner than
-    the one before it by more than rounding. A fall where NCCL's tuner chose another algorithm
-    or protocol, or NCCL mode another channel count (NCCL drops channels below a floor of
-    bytes a channel), and the later point run with the earlier choice does not fall, is a
+    the one before it by more than rounding. `timed`: each point's (time, NCCL mode's choice or
+    None); `time_of` times a point the same way. A fall where NCCL's tuner chose another
+    algorithm or protocol, or NCCL mode another channel count (NCCL drops channels below a floor
+    of bytes a channel), and the later point run with the earlier choice does not fall, is a
     switch: NCCL's choice moved (its cost model and its channel rule, not the engine's time), as
     NCCL's own times do in real tables (deepops 2x DGX A100: 512 KiB 135.2 us, 1 MiB 120.1 us),
     and no physics fell. Every other fall is a violation of monotone physics."""
-    results = [run(p, method) for p in points]
-    times = [float(np.max(r.finish_s)) for r in results]
     violations, switches = [], []
-    for i in range(1, len(times)):
-        floor = times[i - 1] - TOLERANCE * max(abs(times[i - 1]), 1e-12)
-        if times[i] >= floor:
+    for i in range(1, len(timed)):
+        (was, before), (now, after) = timed[i - 1], timed[i]
+        floor = was - TOLERANCE * max(abs(was), 1e-12)
+        if now >= floor:
             continue
-        fall = (i, times[i - 1], times[i])
-        before, after = results[i - 1], results[i]
-        chose = points[i][0].nccl is not None and points[i][0].nccl.tuner == "nccl"
         earlier = []  # the later point with one of NCCL's earlier choices
-        if chose and (before.algo, before.protocol) != (after.algo, after.protocol):
-            earlier.append(pinned(points[i], before.algo, before.protocol))
-        if points[i][0].nccl is not None and before.channels != after.channels:
-            earlier.append(with_channels(points[i], before.channels))
-        if any(finish(point, method) >= floor for point in earlier):
+        if before is not None and after is not None:
+            if points[i][0].nccl.tuner == "nccl" and before[:2] != after[:2]:
+                earlier.append(pinned(points[i], *before[:2]))
+            if before[2] != after[2]:
+                earlier.append(with_channels(points[i], before[2]))
+        fall = (i, was, now)
+        if any(time_of(point) >= floor for point in earlier):
             switches.append(fall)
         else:
             violations.append(fall)
